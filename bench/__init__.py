@@ -1,0 +1,1 @@
+"""Reproducible benchmarks, side by side with the peers (see docs/benchmarks.md)."""

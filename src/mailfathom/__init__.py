@@ -1,0 +1,52 @@
+"""mailfathom: a durable job queue and crash-safe outgoing email on SQLite or PostgreSQL.
+
+Everything public is importable from here; every other module is internal.
+"""
+
+from mailfathom.app import MailFathom
+from mailfathom.clock import Clock, FakeClock, SystemClock
+from mailfathom.config import Settings
+from mailfathom.errors import (
+    ConfigurationError,
+    IllegalTransition,
+    InvalidInput,
+    LeaseLost,
+    MailFathomError,
+    NotFound,
+    PayloadError,
+    StoreError,
+)
+from mailfathom.jobs.context import JobContext
+from mailfathom.jobs.failures import PermanentFailure, TransientFailure
+from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
+from mailfathom.jobs.retry import Backoff
+from mailfathom.jobs.state import AttemptOutcome, FailureClass, JobState
+
+__all__ = [
+    "Attempt",
+    "AttemptOutcome",
+    "Backoff",
+    "Clock",
+    "ConfigurationError",
+    "EnqueuedJob",
+    "FailureClass",
+    "FakeClock",
+    "IllegalTransition",
+    "InvalidInput",
+    "Job",
+    "JobContext",
+    "JobEvent",
+    "JobState",
+    "LeaseLost",
+    "MailFathom",
+    "MailFathomError",
+    "NotFound",
+    "PayloadError",
+    "PermanentFailure",
+    "Settings",
+    "StoreError",
+    "SystemClock",
+    "TransientFailure",
+]
+
+__version__ = "0.1.0"

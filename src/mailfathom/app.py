@@ -1,0 +1,201 @@
+"""``MailFathom``: the composition root that users hold.
+
+It resolves settings, opens the store, and exposes the queue (``enqueue``,
+``enqueue_many``, ``@job``), the operator views (``jobs``), and the worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, TypeVar
+
+from mailfathom.clock import Clock, SystemClock
+from mailfathom.config import Settings
+from mailfathom.jobs.admin import Jobs
+from mailfathom.jobs.model import EnqueuedJob
+from mailfathom.jobs.queue import JobQueue
+from mailfathom.jobs.registry import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_QUEUE,
+    Isolation,
+    Registry,
+    build_kind,
+)
+from mailfathom.jobs.retry import Backoff
+from mailfathom.jobs.worker import Worker
+from mailfathom.store import open_store
+
+__all__ = ["MailFathom"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class MailFathom:
+    """A durable job queue (and outbox) on one database.
+
+    ``MailFathom("sqlite:///app.db")`` or ``MailFathom("postgresql://…")``; with no
+    URL, ``MAILFATHOM_DATABASE_URL``, then ``mailfathom.toml``, then
+    ``sqlite:///mailfathom.db``. Call :meth:`migrate` once before use.
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        smtp_url: str | None = None,
+        clock: Clock | None = None,
+        settings: Settings | None = None,
+        **options: Any,
+    ) -> None:
+        if settings is None:
+            settings = Settings.load(
+                {"database_url": database_url, "smtp_url": smtp_url, **options}
+            )
+        self.settings = settings
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.store = open_store(settings.database_url)
+        self.registry = Registry()
+        self.queue = JobQueue(
+            self.store, self.registry, self.clock, max_payload_bytes=settings.max_payload_bytes
+        )
+        self.jobs = Jobs(self.store, self.clock)
+
+    @classmethod
+    def from_env(cls, *, clock: Clock | None = None) -> MailFathom:
+        """Every setting from ``MAILFATHOM_*`` and ``mailfathom.toml``."""
+        return cls(clock=clock)
+
+    def migrate(self) -> list[str]:
+        """Create or upgrade the schema; idempotent and safe to race. Returns what was applied."""
+        return self.store.migrate()
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self.store.close()
+
+    def __enter__(self) -> MailFathom:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- jobs --------------------------------------------------------------------------
+
+    def job(
+        self,
+        kind: str,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        timeout: float | timedelta | None = None,
+        backoff: Backoff | None = None,
+        permanent: tuple[type[BaseException], ...] = (),
+        isolation: Isolation = "thread",
+    ) -> Callable[[F], F]:
+        """Register the decorated function as the handler of ``kind``.
+
+        The handler is called as ``handler(ctx, **payload)``. Exceptions whose type
+        is in ``permanent`` dead-letter at once; others retry with ``backoff``.
+        """
+
+        def register(handler: F) -> F:
+            self.registry.add(
+                build_kind(
+                    kind,
+                    handler,
+                    queue=queue,
+                    max_attempts=max_attempts,
+                    timeout=timeout,
+                    backoff=backoff,
+                    permanent=permanent,
+                    isolation=isolation,
+                )
+            )
+            return handler
+
+        return register
+
+    def enqueue(
+        self,
+        kind: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        priority: int = 0,
+        queue: str | None = None,
+        hold: bool = False,
+        max_attempts: int | None = None,
+        connection: object | None = None,
+    ) -> EnqueuedJob:
+        """Enqueue one job; an existing ``idempotency_key`` returns that job (``created=False``).
+
+        Higher ``priority`` runs first. ``hold=True`` waits for an operator's release.
+        With ``connection=`` the job is written in the caller's open transaction.
+        """
+        (job,) = self.queue.enqueue_many(
+            kind,
+            [payload],
+            idempotency_keys=[idempotency_key],
+            queue=queue,
+            priority=priority,
+            delay=delay,
+            run_at=run_at,
+            hold=hold,
+            max_attempts=max_attempts,
+            connection=connection,
+        )
+        return job
+
+    def enqueue_many(
+        self,
+        kind: str,
+        payloads: Sequence[Mapping[str, Any] | None],
+        *,
+        idempotency_keys: Sequence[str | None] | None = None,
+        queue: str | None = None,
+        priority: int = 0,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        hold: bool = False,
+        max_attempts: int | None = None,
+        connection: object | None = None,
+    ) -> list[EnqueuedJob]:
+        """Enqueue a batch in one transaction; results are in the order of ``payloads``."""
+        return self.queue.enqueue_many(
+            kind,
+            payloads,
+            idempotency_keys=idempotency_keys,
+            queue=queue,
+            priority=priority,
+            delay=delay,
+            run_at=run_at,
+            hold=hold,
+            max_attempts=max_attempts,
+            connection=connection,
+        )
+
+    def worker(
+        self,
+        concurrency: int | None = None,
+        queues: Sequence[str] | None = None,
+        *,
+        lease: float | None = None,
+        shutdown_timeout: float | None = None,
+    ) -> Worker:
+        """A worker for this app's registered kinds; call ``.run()`` or ``.run(burst=True)``."""
+        return Worker(
+            self.queue,
+            concurrency=concurrency or self.settings.concurrency,
+            queues=queues,
+            lease=lease or self.settings.lease,
+            shutdown_timeout=shutdown_timeout or self.settings.shutdown_timeout,
+        )

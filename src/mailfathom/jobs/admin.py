@@ -1,0 +1,125 @@
+"""``mf.jobs``: what operators read and do — get, list, count, history, requeue, drop, release.
+
+Every operator action is conditional on the job's current state and written to
+the audit trail in the same transaction; from any other state it is refused
+with :class:`~mailfathom.errors.IllegalTransition` and nothing changes.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from mailfathom.clock import Clock
+from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
+from mailfathom.jobs.model import Attempt, Job, JobEvent
+from mailfathom.jobs.registry import check_name
+from mailfathom.jobs.state import JobState
+from mailfathom.store.base import JobFilter, OperatorAction, Store
+
+__all__ = ["Jobs"]
+
+REQUEUE = OperatorAction("requeue", "requeue_job", ("DeadLettered",), "Pending")
+DROP = OperatorAction("drop", "drop_job", ("DeadLettered",), "Dropped")
+RELEASE = OperatorAction("release", "release_job", ("Pending",), "Pending")
+
+
+class Jobs:
+    """Read and act on jobs as an operator."""
+
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    def get(self, job_id: int) -> Job:
+        """The job with ``job_id``; :class:`NotFound` if there is none."""
+        row = self._store.get_job(_check_id(job_id))
+        if row is None:
+            raise NotFound(f"no job has id {job_id}: list jobs to find the one you mean")
+        return Job.from_row(row)
+
+    def list(
+        self,
+        state: JobState | str | None = None,
+        *,
+        kind: str | None = None,
+        queue: str | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> builtins.list[Job]:
+        """Jobs newest first, filtered; page with ``before_id`` = the last id you saw."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise InvalidInput(f"limit must be an integer from 1 to 10000, not {limit!r}")
+        filter = JobFilter(
+            state=None if state is None else JobState.parse(state).value,
+            kind=None if kind is None else check_name("job kind", kind, longest=200),
+            queue=None if queue is None else check_name("queue", queue, longest=100),
+        )
+        before = None if before_id is None else _check_id(before_id)
+        rows = self._store.list_jobs(filter, limit=limit, before_id=before)
+        return [Job.from_row(row) for row in rows]
+
+    def counts(self) -> dict[JobState, int]:
+        """How many jobs are in each state (every state present, zero included)."""
+        stored = self._store.count_jobs()
+        return {state: stored.get(state.value, 0) for state in JobState}
+
+    def attempts(self, job_id: int) -> builtins.list[Attempt]:
+        """Every attempt of the job, oldest first, the successful one included."""
+        job = self.get(job_id)
+        found = [Attempt.from_row(row) for row in self._store.attempts(job.id)]
+        if job.state is JobState.SUCCEEDED:
+            found.append(Attempt.success_of(job))
+        return found
+
+    def events(self, job_id: int) -> builtins.list[JobEvent]:
+        """The job's audit trail of operator actions, oldest first."""
+        job = self.get(job_id)
+        return [JobEvent.from_row(row) for row in self._store.events(job.id)]
+
+    def requeue(self, job_id: int, *, actor: str, reason: str | None = None) -> Job:
+        """DeadLettered → Pending, due now, with a fresh attempt budget; history is kept."""
+        return self._move(job_id, REQUEUE, actor, reason)
+
+    def drop(self, job_id: int, *, actor: str, reason: str | None = None) -> Job:
+        """DeadLettered → Dropped: the job will never run."""
+        return self._move(job_id, DROP, actor, reason)
+
+    def release(self, job_id: int, *, actor: str, reason: str | None = None) -> Job:
+        """A held job (Pending with no available instant) becomes due now ("run now")."""
+        return self._move(job_id, RELEASE, actor, reason)
+
+    def _move(self, job_id: int, move: OperatorAction, actor: str, reason: str | None) -> Job:
+        if not isinstance(actor, str) or not actor.strip():
+            raise InvalidInput("actor must name who acts (for the audit trail), e.g. actor='ops'")
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidInput("reason must be text")
+        moved, current = self._store.operator_move(
+            _check_id(job_id), move, actor=actor, reason=reason, now=self._clock.now()
+        )
+        if moved is not None:
+            return Job.from_row(moved)
+        if current is None:
+            raise NotFound(f"no job has id {job_id}: list jobs to find the one you mean")
+        state = current["state"]
+        if move is RELEASE and state == "Pending":
+            raise IllegalTransition(
+                f"job {job_id} is not held (it is Pending and due at "
+                f"{current['available_at']}): only a held job can be released; nothing changed"
+            )
+        raise IllegalTransition(
+            f"cannot {move.action} job {job_id}: it is {state}, and only "
+            f"{' or '.join(move.from_states)} jobs can be {_past(move.action)}; nothing changed",
+            current=state,
+            target=move.to_state,
+            allowed_from=move.from_states,
+        )
+
+
+def _past(action: str) -> str:
+    return {"requeue": "requeued", "drop": "dropped", "release": "released"}[action]
+
+
+def _check_id(job_id: object) -> int:
+    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
+        raise InvalidInput(f"a job id is a positive integer, not {job_id!r}")
+    return job_id

@@ -1,0 +1,153 @@
+"""What the public API returns about jobs: ``Job``, ``EnqueuedJob``, ``Attempt``, ``JobEvent``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from mailfathom.jobs.state import AttemptOutcome, FailureClass, JobState
+from mailfathom.store.base import AttemptRow, EventRow, JobRow
+
+__all__ = ["Attempt", "EnqueuedJob", "Job", "JobEvent"]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A snapshot of one job as stored.
+
+    ``attempts`` counts every attempt ever made, including ones lost to a crash;
+    ``attempt_base`` is how many had been made when an operator last requeued it,
+    so the current budget is ``max_attempts - (attempts - attempt_base)``.
+    """
+
+    id: int
+    kind: str
+    queue: str
+    payload: dict[str, Any]
+    priority: int
+    state: JobState
+    idempotency_key: str | None
+    available_at: datetime | None
+    attempts: int
+    attempt_base: int
+    max_attempts: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    claimed_by: str | None
+    claimed_at: datetime | None
+    failure_class: FailureClass | None
+    failure_reason: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def held(self) -> bool:
+        """Pending with no available instant: waits until an operator releases it."""
+        return self.state is JobState.PENDING and self.available_at is None
+
+    @property
+    def attempts_left(self) -> int:
+        """Attempts remaining in the current budget."""
+        return max(self.max_attempts - (self.attempts - self.attempt_base), 0)
+
+    @classmethod
+    def from_row(cls, row: JobRow) -> Job:
+        """Build from a stored row."""
+        return cls(**_public(row))
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueuedJob(Job):
+    """The job an enqueue created or found: ``created`` is False when the key existed."""
+
+    created: bool
+
+    @classmethod
+    def from_enqueue(cls, row: JobRow, created: bool) -> EnqueuedJob:
+        """Build from a stored row and whether this call inserted it."""
+        return cls(**_public(row), created=created)
+
+
+def _public(row: JobRow) -> dict[str, Any]:
+    fields: dict[str, Any] = dict(row)
+    fields["state"] = JobState(row["state"])
+    failure = row["failure_class"]
+    fields["failure_class"] = None if failure is None else FailureClass(failure)
+    return fields
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt at running a job and how it ended."""
+
+    job_id: int
+    attempt: int
+    outcome: AttemptOutcome
+    failure_class: FailureClass | None
+    error_type: str | None
+    message: str | None
+    traceback: str | None
+    worker: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: AttemptRow) -> Attempt:
+        """Build from a stored unsuccessful attempt."""
+        return cls(
+            job_id=row["job_id"],
+            attempt=row["attempt"],
+            outcome=AttemptOutcome(row["outcome"]),
+            failure_class=FailureClass(row["failure_class"]),
+            error_type=row["error_type"],
+            message=row["message"],
+            traceback=row["traceback"],
+            worker=row["worker"],
+            started_at=row["started_at"],
+            finished_at=row["finished_at"],
+        )
+
+    @classmethod
+    def success_of(cls, job: Job) -> Attempt:
+        """The successful last attempt of a Succeeded job (kept on the job row itself)."""
+        return cls(
+            job_id=job.id,
+            attempt=job.attempts,
+            outcome=AttemptOutcome.SUCCEEDED,
+            failure_class=None,
+            error_type=None,
+            message=None,
+            traceback=None,
+            worker=job.claimed_by,
+            started_at=job.claimed_at,
+            finished_at=job.finished_at,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    """One audited operator action: who did what, when, why, from which state to which."""
+
+    id: int
+    job_id: int
+    at: datetime
+    actor: str
+    action: str
+    from_state: JobState
+    to_state: JobState
+    reason: str | None
+
+    @classmethod
+    def from_row(cls, row: EventRow) -> JobEvent:
+        """Build from a stored audit row."""
+        return cls(
+            id=row["id"],
+            job_id=row["job_id"],
+            at=row["at"],
+            actor=row["actor"],
+            action=row["action"],
+            from_state=JobState(row["from_state"]),
+            to_state=JobState(row["to_state"]),
+            reason=row["reason"],
+        )

@@ -1,0 +1,275 @@
+"""The queue's operations: enqueue (validated), claim under a lease, record outcomes.
+
+Internal; the public face is :class:`mailfathom.MailFathom`. Every operation reads
+``now`` from the injected clock and hands it to the store.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from mailfathom.clock import Clock, utc
+from mailfathom.errors import InvalidInput, PayloadError
+from mailfathom.jobs.failures import PermanentFailure, TransientFailure
+from mailfathom.jobs.model import EnqueuedJob, Job
+from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Registry, check_name
+from mailfathom.jobs.retry import Backoff
+from mailfathom.jobs.state import AttemptOutcome, FailureClass
+from mailfathom.store.base import FailedAttempt, NewJob, Store
+
+__all__ = ["Finished", "JobQueue"]
+
+_PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+_KEY_LONGEST = 512
+_DEFAULT_BACKOFF = Backoff()
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """How one attempt of a claimed job ended, before the store records it."""
+
+    job: Job
+    outcome: AttemptOutcome
+    error: BaseException | None = None
+    traceback: str | None = None
+    message: str | None = None
+    started_at: datetime | None = None
+
+
+class JobQueue:
+    """Enqueue, claim and finish jobs against a store, with time from a clock."""
+
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        clock: Clock,
+        *,
+        max_payload_bytes: int,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock = clock
+        self.max_payload_bytes = max_payload_bytes
+        self._rng = rng or random.Random()
+
+    # -- enqueue -----------------------------------------------------------------------
+
+    def enqueue_many(
+        self,
+        kind: str,
+        payloads: Sequence[Mapping[str, Any] | None],
+        *,
+        idempotency_keys: Sequence[str | None] | None = None,
+        queue: str | None = None,
+        priority: int = 0,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        hold: bool = False,
+        max_attempts: int | None = None,
+        connection: object | None = None,
+    ) -> list[EnqueuedJob]:
+        """Validate everything first, then insert every job in one transaction."""
+        check_name("job kind", kind, longest=200)
+        if isinstance(payloads, (str, bytes, Mapping)):
+            raise InvalidInput("payloads must be a list of payload dicts, one per job")
+        if idempotency_keys is not None and len(idempotency_keys) != len(payloads):
+            raise InvalidInput(
+                f"idempotency_keys has {len(idempotency_keys)} entries for {len(payloads)} "
+                "payloads: give one key (or None) per payload"
+            )
+        now = self.clock.now()
+        registered = self.registry.get(kind)
+        if queue is None:
+            queue = registered.queue if registered else DEFAULT_QUEUE
+        check_name("queue", queue, longest=100)
+        if max_attempts is None:
+            max_attempts = registered.max_attempts if registered else DEFAULT_MAX_ATTEMPTS
+        attempts = _check_attempts(max_attempts)
+        available_at = _available_at(now, delay=delay, run_at=run_at, hold=hold)
+        priority = _check_priority(priority)
+        keys = list(idempotency_keys) if idempotency_keys is not None else [None] * len(payloads)
+        seen: set[str] = set()
+        new_jobs = []
+        for payload, given_key in zip(payloads, keys, strict=True):
+            key = _check_key(given_key)
+            if key is not None:
+                if key in seen:
+                    raise InvalidInput(f"idempotency key {key!r} appears twice in one batch")
+                seen.add(key)
+            new_jobs.append(
+                NewJob(
+                    kind=kind,
+                    queue=queue,
+                    payload=self.encode_payload(payload),
+                    priority=priority,
+                    idempotency_key=key,
+                    available_at=available_at,
+                    max_attempts=attempts,
+                )
+            )
+        rows = self.store.enqueue(new_jobs, now=now, connection=connection)
+        return [EnqueuedJob.from_enqueue(row, created) for row, created in rows]
+
+    def encode_payload(self, payload: Mapping[str, Any] | None) -> str:
+        """Compact JSON text of a payload object, or a clear :class:`PayloadError`."""
+        if payload is None:
+            payload = {}
+        if not isinstance(payload, Mapping):
+            raise PayloadError(
+                f"a payload must be a dict of keyword arguments, not {type(payload).__name__}"
+            )
+        if not all(isinstance(key, str) for key in payload):
+            raise PayloadError("payload keys must be strings (they become keyword arguments)")
+        try:
+            text = json.dumps(payload, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise PayloadError(
+                f"payload is not JSON: {exc}; pass only dicts, lists, strings, finite numbers, "
+                "booleans and None"
+            ) from exc
+        size = len(text.encode("utf-8"))
+        if size > self.max_payload_bytes:
+            raise PayloadError(
+                f"payload is {size} bytes, over the {self.max_payload_bytes}-byte limit: store "
+                "large data elsewhere and pass its id, or raise max_payload_bytes"
+            )
+        return text
+
+    # -- claim and finish --------------------------------------------------------------
+
+    def claim(
+        self, owner: str, limit: int, lease: timedelta, queues: Sequence[str] | None = None
+    ) -> list[Job]:
+        """Lease up to ``limit`` due jobs to ``owner`` for ``lease``."""
+        now = self.clock.now()
+        rows = self.store.claim(
+            owner=owner, limit=limit, now=now, lease_until=now + lease, queues=queues
+        )
+        return [Job.from_row(row) for row in rows]
+
+    def extend(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[int]:
+        """Renew the leases on ``jobs``; returns the ids still held."""
+        held = [(job.id, job.attempts) for job in jobs]
+        return self.store.extend_leases(
+            owner=owner, held=held, lease_until=self.clock.now() + lease
+        )
+
+    def finish(self, owner: str, results: Sequence[Finished]) -> set[int]:
+        """Record a batch of finished attempts; returns the ids whose lease was lost."""
+        now = self.clock.now()
+        succeeded = []
+        failed = []
+        for result in results:
+            if result.outcome is AttemptOutcome.SUCCEEDED:
+                succeeded.append((result.job.id, result.job.attempts))
+            else:
+                failed.append(self.failure(result, now))
+        return self.store.record_outcomes(owner=owner, now=now, succeeded=succeeded, failed=failed)
+
+    def failure(self, result: Finished, now: datetime) -> FailedAttempt:
+        """Classify a failed attempt and decide: retry at some instant, or dead-letter."""
+        job, error = result.job, result.error
+        kind = self.registry.get(job.kind)
+        retry_after: timedelta | None = None
+        if isinstance(error, PermanentFailure):
+            failure_class, message = FailureClass.PERMANENT, error.reason
+        elif isinstance(error, TransientFailure):
+            failure_class, message = FailureClass.TRANSIENT, error.reason
+            retry_after = error.retry_after
+        elif error is not None and kind is not None and isinstance(error, kind.permanent):
+            failure_class, message = FailureClass.PERMANENT, _describe(error)
+        else:
+            failure_class = FailureClass.TRANSIENT
+            message = result.message or (_describe(error) if error else result.outcome.value)
+        used = job.attempts - job.attempt_base
+        if failure_class is FailureClass.PERMANENT:
+            retry_at = None
+        elif used >= job.max_attempts:
+            retry_at = None
+            message = f"attempts exhausted ({used} of {job.max_attempts}): {message}"
+        else:
+            if retry_after is None:
+                backoff = kind.backoff if kind is not None else _DEFAULT_BACKOFF
+                retry_after = backoff.delay(job.attempts - job.attempt_base, self._rng)
+            retry_at = now + retry_after
+        return FailedAttempt(
+            job_id=job.id,
+            attempt=job.attempts,
+            outcome=result.outcome.value,
+            failure_class=failure_class.value,
+            error_type=_qualified_name(error) if error is not None else None,
+            message=message,
+            traceback=result.traceback,
+            started_at=result.started_at or job.claimed_at,
+            retry_at=retry_at,
+        )
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _qualified_name(error: BaseException) -> str:
+    cls = type(error)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _check_attempts(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+        raise InvalidInput(f"max_attempts must be an integer from 1 to 10000, not {value!r}")
+    return value
+
+
+def _check_priority(value: object) -> int:
+    low, high = _PRIORITY_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"priority must be a 32-bit integer, not {value!r}")
+    return value
+
+
+def _check_key(key: object) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or len(key) > _KEY_LONGEST:
+        raise InvalidInput(
+            f"idempotency_key must be a non-empty string of at most {_KEY_LONGEST} characters, "
+            f"not {key!r}"
+        )
+    return key
+
+
+def _available_at(
+    now: datetime, *, delay: timedelta | float | None, run_at: datetime | None, hold: bool
+) -> datetime | None:
+    given = [name for name, value in (("delay", delay), ("run_at", run_at)) if value is not None]
+    if hold and given:
+        raise InvalidInput(f"hold=True cannot be combined with {given[0]}: a held job has no time")
+    if len(given) > 1:
+        raise InvalidInput("give either delay or run_at, not both")
+    if hold:
+        return None
+    if run_at is not None:
+        if not isinstance(run_at, datetime):
+            raise InvalidInput(f"run_at must be a datetime, not {type(run_at).__name__}")
+        return utc(run_at)
+    if delay is not None:
+        if isinstance(delay, bool) or not isinstance(delay, (timedelta, int, float)):
+            raise InvalidInput(f"delay must be a timedelta or seconds, not {delay!r}")
+        if isinstance(delay, float) and not math.isfinite(delay):
+            raise InvalidInput(f"delay must be a finite number of seconds, not {delay!r}")
+        step = delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
+        if step < timedelta(0):
+            raise InvalidInput(f"delay must be zero or positive, not {delay!r}")
+        return now + step
+    return now

@@ -1,0 +1,110 @@
+"""Job kinds: the handler and the policy (queue, attempts, timeout, backoff) for each name."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+from mailfathom.errors import InvalidInput
+from mailfathom.jobs.retry import Backoff
+
+__all__ = [
+    "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_QUEUE",
+    "JobKind",
+    "Registry",
+    "build_kind",
+    "check_name",
+]
+
+DEFAULT_QUEUE = "default"
+DEFAULT_MAX_ATTEMPTS = 20
+_NAME = re.compile(r"^[A-Za-z0-9_.:\-/]+$")
+
+Isolation = Literal["thread", "process"]
+Handler = Callable[..., Any]
+
+
+def check_name(what: str, value: object, *, longest: int) -> str:
+    """``value`` if it is a usable kind or queue name, else a clear error."""
+    if not isinstance(value, str) or not value or len(value) > longest or not _NAME.match(value):
+        raise InvalidInput(
+            f"{what} {value!r} is not usable: use 1-{longest} characters from letters, digits "
+            "and . _ : - /"
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class JobKind:
+    """A registered kind of job: how to run it and what to do when it fails."""
+
+    name: str
+    handler: Handler
+    queue: str = DEFAULT_QUEUE
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    timeout: timedelta | None = None
+    backoff: Backoff = field(default_factory=Backoff)
+    permanent: tuple[type[BaseException], ...] = ()
+    isolation: Isolation = "thread"
+
+
+class Registry:
+    """Kinds known to this process. Enqueueing an unregistered kind is allowed (a producer
+    need not import its consumers' handlers); it then uses the default policy."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, JobKind] = {}
+
+    def add(self, kind: JobKind) -> None:
+        """Register ``kind``; registering a name twice is refused."""
+        if kind.name in self._kinds:
+            raise InvalidInput(f"job kind {kind.name!r} is registered twice: keep one handler")
+        self._kinds[kind.name] = kind
+
+    def get(self, name: str) -> JobKind | None:
+        """The kind called ``name``, or None."""
+        return self._kinds.get(name)
+
+    def names(self) -> list[str]:
+        """Every registered kind name, sorted."""
+        return sorted(self._kinds)
+
+
+def build_kind(
+    name: str,
+    handler: Handler,
+    *,
+    queue: str = DEFAULT_QUEUE,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    timeout: float | timedelta | None = None,
+    backoff: Backoff | None = None,
+    permanent: tuple[type[BaseException], ...] = (),
+    isolation: Isolation = "thread",
+) -> JobKind:
+    """Validate a kind's policy and build it; every bad value gets a clear error."""
+    check_name("job kind", name, longest=200)
+    check_name("queue", queue, longest=100)
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise InvalidInput(f"max_attempts must be a positive integer, not {max_attempts!r}")
+    if timeout is not None and not isinstance(timeout, timedelta):
+        timeout = timedelta(seconds=timeout)
+    if timeout is not None and timeout <= timedelta(0):
+        raise InvalidInput(f"timeout must be positive, not {timeout}")
+    if isolation not in ("thread", "process"):
+        raise InvalidInput(f"isolation must be 'thread' or 'process', not {isolation!r}")
+    if not callable(handler):
+        raise InvalidInput(f"the handler of {name!r} is not callable")
+    return JobKind(
+        name=name,
+        handler=handler,
+        queue=queue,
+        max_attempts=max_attempts,
+        timeout=timeout,
+        backoff=backoff or Backoff(),
+        permanent=tuple(permanent),
+        isolation=isolation,
+    )

@@ -1,0 +1,47 @@
+"""Storage: the ``Store`` protocol and the stores behind it.
+
+Internal. ``open_store(url)`` picks the store from the database URL:
+``sqlite:///path/to.db`` or ``postgresql://…``.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from mailfathom.errors import ConfigurationError
+from mailfathom.store.base import Store
+from mailfathom.store.sql_store import SqlStore
+
+__all__ = ["Store", "open_store", "redact_url"]
+
+
+def open_store(url: str) -> SqlStore:
+    """The store for ``url``; a URL of any other scheme is refused with the ones we take."""
+    scheme = urlsplit(url).scheme if "://" in url else ""
+    if scheme == "sqlite":
+        from mailfathom.store.sqlite import SQLiteDatabase
+
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        if not path:
+            raise ConfigurationError(
+                f"database_url {url!r} has no file path: write sqlite:///relative/path.db "
+                "or sqlite:////absolute/path.db"
+            )
+        return SqlStore(SQLiteDatabase(path))
+    if scheme in ("postgresql", "postgres"):
+        raise ConfigurationError(
+            "the PostgreSQL store is not built yet in this version: use sqlite:///path/to.db"
+        )
+    raise ConfigurationError(
+        f"database_url {redact_url(url)!r} is not supported: use sqlite:///path/to.db "
+        "or postgresql://user@host/dbname"
+    )
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``, safe to log or show."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()

@@ -1,0 +1,80 @@
+"""What a dialect must provide so that :class:`~mailfathom.store.sql_store.SqlStore` can run.
+
+Internal. A ``Database`` owns connections and transactions and converts values
+to and from its own representation (SQLite keeps times as ISO-8601 text, JSON as
+text and lists as JSON arrays; PostgreSQL has native types). All queue logic
+lives once, in ``SqlStore``; only this seam differs per database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, Protocol
+
+__all__ = ["Cursor", "Database"]
+
+
+class Cursor(Protocol):
+    """The DB-API cursor subset both drivers share; rows are name-indexable."""
+
+    @property
+    def rowcount(self) -> int:
+        """Rows the last statement touched."""
+        ...
+
+    def execute(self, query: Any, params: Any = ..., /) -> Any:
+        """Run one statement."""
+        ...
+
+    def fetchone(self) -> Any:
+        """The next row, or None."""
+        ...
+
+    def fetchall(self) -> list[Any]:
+        """Every remaining row."""
+        ...
+
+
+class Database(Protocol):
+    """Connections, transactions and value conversion for one dialect."""
+
+    dialect: str
+    queries: Mapping[str, str]
+
+    def transaction(self, connection: object | None = None) -> AbstractContextManager[Cursor]:
+        """A write transaction, committed on success and rolled back on error.
+
+        With ``connection`` (the application's own), statements run inside the
+        caller's transaction and nothing is committed on its behalf.
+        """
+        ...
+
+    def reading(self) -> AbstractContextManager[Cursor]:
+        """A cursor for reads."""
+        ...
+
+    def apply_migrations(self, migrations: Sequence[tuple[int, str, str]]) -> list[str]:
+        """Apply ``(version, name, sql)`` migrations not yet recorded, under a lock."""
+        ...
+
+    def close(self) -> None:
+        """Release every connection."""
+        ...
+
+    def time_param(self, moment: datetime | None) -> Any:
+        """A UTC instant as this database stores it."""
+        ...
+
+    def time_value(self, stored: Any) -> datetime | None:
+        """A stored instant back as an aware UTC datetime."""
+        ...
+
+    def json_value(self, stored: Any) -> dict[str, Any]:
+        """A stored JSON object back as a dict."""
+        ...
+
+    def list_param(self, values: Sequence[Any]) -> Any:
+        """A list of scalars or pairs, as a single bound parameter."""
+        ...

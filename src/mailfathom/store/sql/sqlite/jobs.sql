@@ -1,0 +1,134 @@
+-- Named queries for the job queue (SQLite). Values are always bound parameters;
+-- `now` always comes from the injected clock, never from the database.
+
+-- name: insert_job
+-- Creates the job unless its idempotency key exists; returns nothing when it does.
+INSERT INTO mf_jobs (kind, queue, payload, priority, state, idempotency_key, available_at,
+                     max_attempts, created_at)
+VALUES (:kind, :queue, :payload, :priority, 'Pending', :idempotency_key, :available_at,
+        :max_attempts, :now)
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING *;
+
+-- name: job_by_key
+SELECT * FROM mf_jobs WHERE idempotency_key = :idempotency_key;
+
+-- name: get_job
+SELECT * FROM mf_jobs WHERE id = :id;
+
+-- name: reap_expired_leases
+-- Jobs whose worker vanished: the lost attempt counts; out of attempts means dead-lettered.
+UPDATE mf_jobs
+SET state = CASE WHEN attempts - attempt_base >= max_attempts THEN 'DeadLettered' ELSE 'Pending' END,
+    available_at = :now,
+    finished_at = CASE WHEN attempts - attempt_base >= max_attempts THEN :now END,
+    failure_class = 'Transient',
+    failure_reason = 'lease expired: worker ' || lease_owner || ' stopped renewing it',
+    lease_owner = NULL,
+    lease_expires_at = NULL
+WHERE state = 'Claimed' AND lease_expires_at <= :now
+RETURNING id, attempts, state, claimed_by, claimed_at, failure_reason;
+
+-- name: claim_jobs
+-- One statement: the due jobs in claim order, leased to :owner, each attempt counted.
+UPDATE mf_jobs
+SET state = 'Claimed', lease_owner = :owner, lease_expires_at = :lease_until,
+    claimed_by = :owner, claimed_at = :now, attempts = attempts + 1
+WHERE id IN (
+    SELECT id FROM mf_jobs
+    WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
+    ORDER BY priority DESC, available_at, id
+    LIMIT :limit
+)
+RETURNING *;
+
+-- name: claim_jobs_in_queues
+UPDATE mf_jobs
+SET state = 'Claimed', lease_owner = :owner, lease_expires_at = :lease_until,
+    claimed_by = :owner, claimed_at = :now, attempts = attempts + 1
+WHERE id IN (
+    SELECT id FROM mf_jobs
+    WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
+      AND queue IN (SELECT value FROM json_each(:queues))
+    ORDER BY priority DESC, available_at, id
+    LIMIT :limit
+)
+RETURNING *;
+
+-- name: extend_leases
+-- Renews the leases :owner still holds; returns the ids it still holds.
+UPDATE mf_jobs SET lease_expires_at = :lease_until
+WHERE state = 'Claimed' AND lease_owner = :owner
+  AND (id, attempts) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:held))
+RETURNING id;
+
+-- name: complete_jobs
+-- Marks succeeded every (id, attempt) in :held that :owner still holds.
+UPDATE mf_jobs
+SET state = 'Succeeded', finished_at = :now, lease_owner = NULL, lease_expires_at = NULL,
+    failure_class = NULL, failure_reason = NULL
+WHERE state = 'Claimed' AND lease_owner = :owner
+  AND (id, attempts) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:held))
+RETURNING id;
+
+-- name: retry_job
+UPDATE mf_jobs
+SET state = 'Pending', available_at = :retry_at, lease_owner = NULL, lease_expires_at = NULL,
+    failure_class = :failure_class, failure_reason = :failure_reason
+WHERE id = :id AND attempts = :attempt AND state = 'Claimed' AND lease_owner = :owner
+RETURNING id;
+
+-- name: dead_letter_job
+UPDATE mf_jobs
+SET state = 'DeadLettered', finished_at = :now, lease_owner = NULL, lease_expires_at = NULL,
+    failure_class = :failure_class, failure_reason = :failure_reason
+WHERE id = :id AND attempts = :attempt AND state = 'Claimed' AND lease_owner = :owner
+RETURNING id;
+
+-- name: insert_attempt
+INSERT INTO mf_job_attempts (job_id, attempt, outcome, failure_class, error_type, message,
+                             traceback, worker, started_at, finished_at)
+VALUES (:job_id, :attempt, :outcome, :failure_class, :error_type, :message, :traceback,
+        :worker, :started_at, :finished_at);
+
+-- name: job_attempts
+SELECT * FROM mf_job_attempts WHERE job_id = :id ORDER BY attempt;
+
+-- name: requeue_job
+-- Operator: a dead letter gets a fresh attempt budget; its history stays.
+UPDATE mf_jobs
+SET state = 'Pending', available_at = :now, finished_at = NULL, attempt_base = attempts
+WHERE id = :id AND state = 'DeadLettered'
+RETURNING *;
+
+-- name: drop_job
+-- Operator: a dead letter will never run.
+UPDATE mf_jobs SET state = 'Dropped', finished_at = :now
+WHERE id = :id AND state = 'DeadLettered'
+RETURNING *;
+
+-- name: release_job
+-- Operator: a held job becomes due now.
+UPDATE mf_jobs SET available_at = :now
+WHERE id = :id AND state = 'Pending' AND available_at IS NULL
+RETURNING *;
+
+-- name: insert_event
+INSERT INTO mf_job_events (job_id, at, actor, action, from_state, to_state, reason)
+VALUES (:job_id, :at, :actor, :action, :from_state, :to_state, :reason);
+
+-- name: job_events
+SELECT * FROM mf_job_events WHERE job_id = :id ORDER BY id;
+
+-- name: list_jobs
+-- Newest first, keyset-paginated by id; every filter optional.
+SELECT * FROM mf_jobs
+WHERE (:state IS NULL OR state = :state)
+  AND (:kind IS NULL OR kind = :kind)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:before_id IS NULL OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: count_jobs
+SELECT state, count(*) AS n FROM mf_jobs GROUP BY state;

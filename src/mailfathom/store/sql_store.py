@@ -1,0 +1,323 @@
+"""The queue's storage logic, written once for every SQL dialect.
+
+Internal. ``SqlStore`` implements :class:`~mailfathom.store.base.Store` on top of
+a :class:`~mailfathom.store.database.Database`, running that dialect's named
+queries. Only connection handling and value conversion differ per database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from mailfathom.store.base import (
+    AttemptRow,
+    EventRow,
+    FailedAttempt,
+    JobFilter,
+    JobRow,
+    NewJob,
+    OperatorAction,
+)
+from mailfathom.store.database import Cursor, Database
+from mailfathom.store.migrate import load_migrations
+
+__all__ = ["SqlStore"]
+
+_JOB_TIMES = ("available_at", "lease_expires_at", "claimed_at", "created_at", "finished_at")
+
+
+class SqlStore:
+    """A :class:`Store` over any :class:`Database`."""
+
+    def __init__(self, database: Database) -> None:
+        self.db = database
+        self.dialect = database.dialect
+        self._q = database.queries
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        """Apply pending migrations; returns the names applied now."""
+        return self.db.apply_migrations(load_migrations(self.dialect))
+
+    def close(self) -> None:
+        """Release every connection."""
+        self.db.close()
+
+    # -- conversion --------------------------------------------------------------------
+
+    def _job(self, row: Any) -> JobRow:
+        job: dict[str, Any] = dict(row)
+        for key in _JOB_TIMES:
+            job[key] = self.db.time_value(job[key])
+        job["payload"] = self.db.json_value(job["payload"])
+        return job  # type: ignore[return-value]
+
+    # -- enqueue -----------------------------------------------------------------------
+
+    def enqueue(
+        self, jobs: Sequence[NewJob], *, now: datetime, connection: object | None = None
+    ) -> list[tuple[JobRow, bool]]:
+        """Insert each job unless its key exists; one transaction for the whole batch."""
+        insert, by_key = self._q["insert_job"], self._q["job_by_key"]
+        stamp = self.db.time_param(now)
+        results: list[tuple[JobRow, bool]] = []
+        with self.db.transaction(connection) as cur:
+            for job in jobs:
+                cur.execute(
+                    insert,
+                    {
+                        "kind": job.kind,
+                        "queue": job.queue,
+                        "payload": job.payload,
+                        "priority": job.priority,
+                        "idempotency_key": job.idempotency_key,
+                        "available_at": self.db.time_param(job.available_at),
+                        "max_attempts": job.max_attempts,
+                        "now": stamp,
+                    },
+                )
+                row = cur.fetchone()
+                if row is not None:
+                    results.append((self._job(row), True))
+                    continue
+                cur.execute(by_key, {"idempotency_key": job.idempotency_key})
+                existing = cur.fetchone()
+                if existing is None:  # pragma: no cover - the conflict row vanished
+                    raise RuntimeError("idempotency conflict without an existing row")
+                results.append((self._job(existing), False))
+        return results
+
+    # -- claims and leases -------------------------------------------------------------
+
+    def claim(
+        self,
+        *,
+        owner: str,
+        limit: int,
+        now: datetime,
+        lease_until: datetime,
+        queues: Sequence[str] | None = None,
+    ) -> list[JobRow]:
+        """Return expired leases to the queue, then lease up to ``limit`` due jobs."""
+        params: dict[str, Any] = {
+            "owner": owner,
+            "limit": limit,
+            "now": self.db.time_param(now),
+            "lease_until": self.db.time_param(lease_until),
+        }
+        if queues is None:
+            query = self._q["claim_jobs"]
+        else:
+            query = self._q["claim_jobs_in_queues"]
+            params["queues"] = self.db.list_param(list(queues))
+        with self.db.transaction() as cur:
+            self._reap(cur, params["now"])
+            cur.execute(query, params)
+            claimed = [self._job(row) for row in cur.fetchall()]
+        claimed.sort(key=_claim_order)
+        return claimed
+
+    def reap_expired(self, *, now: datetime) -> int:
+        """Return expired leases to the queue or the dead letters; how many there were."""
+        with self.db.transaction() as cur:
+            return self._reap(cur, self.db.time_param(now))
+
+    def _reap(self, cur: Cursor, now: Any) -> int:
+        cur.execute(self._q["reap_expired_leases"], {"now": now})
+        expired = cur.fetchall()
+        for row in expired:
+            cur.execute(
+                self._q["insert_attempt"],
+                {
+                    "job_id": row["id"],
+                    "attempt": row["attempts"],
+                    "outcome": "LeaseExpired",
+                    "failure_class": "Transient",
+                    "error_type": None,
+                    "message": row["failure_reason"],
+                    "traceback": None,
+                    "worker": row["claimed_by"],
+                    "started_at": row["claimed_at"],
+                    "finished_at": now,
+                },
+            )
+        return len(expired)
+
+    def extend_leases(
+        self, *, owner: str, held: Sequence[tuple[int, int]], lease_until: datetime
+    ) -> set[int]:
+        """Renew leases still held by ``owner``; returns their ids."""
+        if not held:
+            return set()
+        with self.db.transaction() as cur:
+            cur.execute(
+                self._q["extend_leases"],
+                {
+                    "owner": owner,
+                    "held": self.db.list_param([list(pair) for pair in held]),
+                    "lease_until": self.db.time_param(lease_until),
+                },
+            )
+            return {row["id"] for row in cur.fetchall()}
+
+    # -- outcomes ----------------------------------------------------------------------
+
+    def record_outcomes(
+        self,
+        *,
+        owner: str,
+        now: datetime,
+        succeeded: Sequence[tuple[int, int]] = (),
+        failed: Sequence[FailedAttempt] = (),
+    ) -> set[int]:
+        """Record a batch of finished attempts; returns the ids whose lease was lost."""
+        lost: set[int] = set()
+        stamp = self.db.time_param(now)
+        with self.db.transaction() as cur:
+            if succeeded:
+                cur.execute(
+                    self._q["complete_jobs"],
+                    {
+                        "owner": owner,
+                        "now": stamp,
+                        "held": self.db.list_param([list(pair) for pair in succeeded]),
+                    },
+                )
+                done = {row["id"] for row in cur.fetchall()}
+                lost.update(job_id for job_id, _ in succeeded if job_id not in done)
+            for failure in failed:
+                if not self._record_failure(cur, owner, stamp, failure):
+                    lost.add(failure.job_id)
+        return lost
+
+    def _record_failure(self, cur: Cursor, owner: str, now: Any, failure: FailedAttempt) -> bool:
+        params: dict[str, Any] = {
+            "id": failure.job_id,
+            "attempt": failure.attempt,
+            "owner": owner,
+            "now": now,
+            "failure_class": failure.failure_class,
+            "failure_reason": failure.message,
+        }
+        if failure.retry_at is None:
+            cur.execute(self._q["dead_letter_job"], params)
+        else:
+            params["retry_at"] = self.db.time_param(failure.retry_at)
+            cur.execute(self._q["retry_job"], params)
+        if cur.fetchone() is None:
+            return False
+        cur.execute(
+            self._q["insert_attempt"],
+            {
+                "job_id": failure.job_id,
+                "attempt": failure.attempt,
+                "outcome": failure.outcome,
+                "failure_class": failure.failure_class,
+                "error_type": failure.error_type,
+                "message": failure.message,
+                "traceback": failure.traceback,
+                "worker": owner,
+                "started_at": self.db.time_param(failure.started_at),
+                "finished_at": now,
+            },
+        )
+        return True
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get_job(self, job_id: int) -> JobRow | None:
+        """The job with ``job_id``, or None."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["get_job"], {"id": job_id})
+            row = cur.fetchone()
+        return None if row is None else self._job(row)
+
+    def list_jobs(
+        self, filter: JobFilter, *, limit: int, before_id: int | None = None
+    ) -> list[JobRow]:
+        """Newest first, keyset-paginated."""
+        with self.db.reading() as cur:
+            cur.execute(
+                self._q["list_jobs"],
+                {
+                    "state": filter.state,
+                    "kind": filter.kind,
+                    "queue": filter.queue,
+                    "before_id": before_id,
+                    "limit": limit,
+                },
+            )
+            return [self._job(row) for row in cur.fetchall()]
+
+    def count_jobs(self) -> dict[str, int]:
+        """Jobs per state name."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["count_jobs"], {})
+            return {row["state"]: int(row["n"]) for row in cur.fetchall()}
+
+    def attempts(self, job_id: int) -> list[AttemptRow]:
+        """Unsuccessful attempts, oldest first."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["job_attempts"], {"id": job_id})
+            found = []
+            for row in cur.fetchall():
+                attempt: dict[str, Any] = dict(row)
+                attempt.pop("id", None)
+                attempt["started_at"] = self.db.time_value(attempt["started_at"])
+                attempt["finished_at"] = self.db.time_value(attempt["finished_at"])
+                found.append(attempt)
+        return found  # type: ignore[return-value]
+
+    def events(self, job_id: int) -> list[EventRow]:
+        """Operator actions on the job, oldest first."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["job_events"], {"id": job_id})
+            found = []
+            for row in cur.fetchall():
+                event: dict[str, Any] = dict(row)
+                event["at"] = self.db.time_value(event["at"])
+                found.append(event)
+        return found  # type: ignore[return-value]
+
+    # -- operator moves ----------------------------------------------------------------
+
+    def operator_move(
+        self,
+        job_id: int,
+        move: OperatorAction,
+        *,
+        actor: str,
+        reason: str | None,
+        now: datetime,
+    ) -> tuple[JobRow | None, JobRow | None]:
+        """Perform ``move`` if the job is in one of its source states, with its audit row."""
+        stamp = self.db.time_param(now)
+        with self.db.transaction() as cur:
+            cur.execute(self._q["get_job"], {"id": job_id})
+            before = cur.fetchone()
+            if before is None:
+                return None, None
+            cur.execute(self._q[move.query], {"id": job_id, "now": stamp})
+            after = cur.fetchone()
+            if after is None:
+                return None, self._job(before)
+            cur.execute(
+                self._q["insert_event"],
+                {
+                    "job_id": job_id,
+                    "at": stamp,
+                    "actor": actor,
+                    "action": move.action,
+                    "from_state": before["state"],
+                    "to_state": after["state"],
+                    "reason": reason,
+                },
+            )
+            return self._job(after), None
+
+
+def _claim_order(job: JobRow) -> tuple[int, datetime | None, int]:
+    return (-job["priority"], job["available_at"], job["id"])

@@ -1,0 +1,215 @@
+"""The SQLite database: one file, WAL, ``BEGIN IMMEDIATE`` writes, ``synchronous=FULL``.
+
+Internal. Each thread (and each process after a fork) gets its own connection
+in autocommit mode, so transactions are exactly the ones written here. Times are
+ISO-8601 UTC text with microseconds, which sorts as it compares.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
+from mailfathom.store.database import Cursor
+from mailfathom.store.migrate import split_statements
+from mailfathom.store.queries import load_queries
+
+__all__ = ["SQLiteDatabase"]
+
+
+class SQLiteDatabase:
+    """Connections and transactions on one SQLite file."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str, *, busy_timeout: float = 30.0) -> None:
+        if path in ("", ":memory:") or path.startswith("file::memory:"):
+            raise ConfigurationError(
+                "an in-memory SQLite database cannot be shared by workers: "
+                "use a file, for example sqlite:///mailfathom.db"
+            )
+        self.path = os.path.abspath(path)
+        parent = os.path.dirname(self.path)
+        if not os.path.isdir(parent):
+            raise ConfigurationError(
+                f"database_url points into {parent!r}, which does not exist: create the folder "
+                "or choose another path"
+            )
+        self.queries: Mapping[str, str] = load_queries("sqlite")
+        self._busy_ms = int(busy_timeout * 1000)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+
+    # -- connections -------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid == os.getpid():
+            return conn
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, cached_statements=256
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot open SQLite database {self.path!r}: {exc}; check the path and permissions"
+            ) from exc
+        self._local.conn = conn
+        self._local.pid = os.getpid()
+        with self._all_lock:
+            self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Close every connection this process opened."""
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()
+
+    # -- transactions ------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self, connection: object | None = None) -> Iterator[Cursor]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``, or the caller's own transaction."""
+        if connection is not None:
+            yield self._callers_cursor(connection)
+            return
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise _store_error(exc) from exc
+        try:
+            cursor = conn.cursor()
+            yield cursor
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise _store_error(exc) from exc
+            raise
+
+    @contextmanager
+    def reading(self) -> Iterator[Cursor]:
+        """A cursor outside any explicit transaction (each statement sees committed data)."""
+        try:
+            yield self._connection().cursor()
+        except sqlite3.Error as exc:
+            raise _store_error(exc) from exc
+
+    def _callers_cursor(self, connection: object) -> Cursor:
+        if not isinstance(connection, sqlite3.Connection):
+            raise InvalidInput(
+                f"connection= must be a sqlite3.Connection for a SQLite store, not "
+                f"{type(connection).__name__}"
+            )
+        try:
+            files = connection.execute("PRAGMA database_list").fetchall()
+        except sqlite3.Error as exc:
+            raise InvalidInput(f"connection= is not usable: {exc}") from exc
+        main = next((row[2] for row in files if row[1] == "main"), "")
+        if not main or os.path.realpath(main) != os.path.realpath(self.path):
+            raise InvalidInput(
+                f"connection= is open on {main or 'an in-memory database'!r}, not on "
+                f"{self.path!r}: pass a connection to mailfathom's database file"
+            )
+        cursor = connection.cursor()
+        cursor.row_factory = sqlite3.Row
+        return _WrappedCursor(cursor)
+
+    # -- migrations --------------------------------------------------------------------
+
+    def apply_migrations(self, migrations: Sequence[tuple[int, str, str]]) -> list[str]:
+        """Apply unrecorded migrations, each in its own ``BEGIN IMMEDIATE`` transaction."""
+        applied: list[str] = []
+        with self.transaction() as cur:
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS mf_migrations ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+            )
+        for version, name, script in migrations:
+            with self.transaction() as cur:
+                cur.execute("SELECT 1 FROM mf_migrations WHERE version = ?", (version,))
+                if cur.fetchone() is not None:
+                    continue
+                for statement in split_statements(script):
+                    cur.execute(statement)
+                cur.execute(
+                    "INSERT INTO mf_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (version, name, self.time_param(datetime.now(UTC))),
+                )
+                applied.append(name)
+        return applied
+
+    # -- values ------------------------------------------------------------------------
+
+    def time_param(self, moment: datetime | None) -> str | None:
+        """ISO-8601 UTC text with microseconds (so text order is time order)."""
+        if moment is None:
+            return None
+        return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+    def time_value(self, stored: Any) -> datetime | None:
+        """Parse what :meth:`time_param` wrote."""
+        return None if stored is None else datetime.fromisoformat(stored)
+
+    def json_value(self, stored: Any) -> dict[str, Any]:
+        """JSON text back to a dict."""
+        value: dict[str, Any] = json.loads(stored)
+        return value
+
+    def list_param(self, values: Sequence[Any]) -> str:
+        """A JSON array, read in SQL with ``json_each``."""
+        return json.dumps(list(values), separators=(",", ":"))
+
+
+class _WrappedCursor:
+    """A caller's cursor whose driver errors become StoreError."""
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self._cursor = cursor
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    def execute(self, query: Any, params: Any = (), /) -> Any:
+        try:
+            return self._cursor.execute(query, params)
+        except sqlite3.Error as exc:
+            raise _store_error(exc) from exc
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall()
+
+
+def _store_error(exc: sqlite3.Error) -> StoreError:
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        return StoreError(
+            f"SQLite database is locked ({exc}): another process held the write lock past the "
+            "busy timeout; retry, or move busy deployments to PostgreSQL"
+        )
+    if isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc):
+        return StoreError(f"SQLite schema is missing ({exc}): run `mailfathom migrate` first")
+    return StoreError(f"SQLite failed: {exc}")

@@ -1,0 +1,119 @@
+"""Claims and leases: order, batch size, queues, renewal, expiry, lost attempts, poison jobs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from mailfathom import AttemptOutcome, FailureClass, FakeClock, JobState, MailFathom
+from mailfathom.jobs.queue import Finished
+
+LEASE = timedelta(seconds=30)
+
+
+def test_claim_order_is_priority_then_due_time_then_id(mf: MailFathom, clock: FakeClock) -> None:
+    late_low = mf.enqueue("k", {"n": "late-low"})
+    clock.advance(1)
+    high = mf.enqueue("k", {"n": "high"}, priority=5)
+    early = mf.enqueue("k", {"n": "early"}, run_at=clock.now() - timedelta(minutes=1))
+    same_time_a = mf.enqueue("k", {"n": "a"}, priority=1)
+    same_time_b = mf.enqueue("k", {"n": "b"}, priority=1)
+    claimed = mf.queue.claim("w", 10, LEASE)
+    assert [j.id for j in claimed] == [
+        high.id,
+        same_time_a.id,
+        same_time_b.id,
+        early.id,
+        late_low.id,
+    ]
+
+
+def test_claim_is_limited_and_sets_the_lease(mf: MailFathom, clock: FakeClock) -> None:
+    mf.enqueue_many("k", [{} for _ in range(5)])
+    first = mf.queue.claim("w1", 3, LEASE)
+    second = mf.queue.claim("w2", 3, LEASE)
+    assert (len(first), len(second)) == (3, 2)
+    assert not {j.id for j in first} & {j.id for j in second}
+    job = mf.jobs.get(first[0].id)
+    assert job.state is JobState.CLAIMED
+    assert job.lease_owner == "w1"
+    assert job.lease_expires_at == clock.now() + LEASE
+    assert job.attempts == 1
+    assert mf.queue.claim("w3", 3, LEASE) == []
+
+
+def test_claim_only_from_the_requested_queues(mf: MailFathom) -> None:
+    mail = mf.enqueue("k", queue="mail")
+    mf.enqueue("k", queue="reports")
+    assert [j.id for j in mf.queue.claim("w", 10, LEASE, queues=["mail", "other"])] == [mail.id]
+    assert len(mf.queue.claim("w", 10, LEASE, queues=None)) == 1
+
+
+def test_renewed_lease_keeps_the_job(mf: MailFathom, clock: FakeClock) -> None:
+    mf.enqueue("k")
+    (job,) = mf.queue.claim("w1", 1, LEASE)
+    for _ in range(5):
+        clock.advance(20)
+        assert mf.queue.extend("w1", [job], LEASE) == {job.id}
+    assert mf.queue.claim("w2", 1, LEASE) == []
+    assert mf.jobs.get(job.id).lease_expires_at == clock.now() + LEASE
+
+
+def test_expired_lease_is_claimable_by_anyone_and_the_lost_attempt_counts(
+    mf: MailFathom, clock: FakeClock
+) -> None:
+    mf.enqueue("k", max_attempts=3)
+    (job,) = mf.queue.claim("w1", 1, LEASE)
+    clock.advance(LEASE)
+    (again,) = mf.queue.claim("w2", 1, LEASE)
+    assert again.id == job.id and again.attempts == 2 and again.lease_owner == "w2"
+    (lost,) = mf.jobs.attempts(job.id)
+    assert lost.outcome is AttemptOutcome.LEASE_EXPIRED
+    assert lost.attempt == 1 and lost.worker == "w1"
+    assert lost.failure_class is FailureClass.TRANSIENT
+    # The old owner can neither renew nor complete: its lease is gone.
+    assert mf.queue.extend("w1", [job], LEASE) == set()
+    assert mf.queue.finish("w1", [Finished(job, AttemptOutcome.SUCCEEDED)]) == {job.id}
+    assert mf.jobs.get(job.id).state is JobState.CLAIMED
+    assert mf.queue.finish("w2", [Finished(again, AttemptOutcome.SUCCEEDED)]) == set()
+    assert mf.jobs.get(job.id).state is JobState.SUCCEEDED
+
+
+def test_same_owner_cannot_complete_an_attempt_it_lost(mf: MailFathom, clock: FakeClock) -> None:
+    mf.enqueue("k")
+    (first,) = mf.queue.claim("w", 1, LEASE)
+    clock.advance(LEASE)
+    (second,) = mf.queue.claim("w", 1, LEASE)
+    assert mf.queue.finish("w", [Finished(first, AttemptOutcome.SUCCEEDED)]) == {first.id}
+    assert mf.jobs.get(first.id).state is JobState.CLAIMED
+    assert mf.queue.finish("w", [Finished(second, AttemptOutcome.SUCCEEDED)]) == set()
+
+
+def test_poison_job_dead_letters_after_max_attempts_lost_leases(
+    mf: MailFathom, clock: FakeClock
+) -> None:
+    poison = mf.enqueue("k", max_attempts=3)
+    for attempt in range(3):
+        (job,) = mf.queue.claim(f"w{attempt}", 1, LEASE)
+        assert job.attempts == attempt + 1
+        clock.advance(LEASE)
+    healthy = mf.enqueue("k")
+    assert [j.id for j in mf.queue.claim("w9", 10, LEASE)] == [healthy.id]
+    dead = mf.jobs.get(poison.id)
+    assert dead.state is JobState.DEAD_LETTERED
+    assert dead.finished_at == clock.now()
+    assert dead.failure_class is FailureClass.TRANSIENT
+    assert dead.failure_reason is not None and "lease expired" in dead.failure_reason
+    outcomes = [a.outcome for a in mf.jobs.attempts(poison.id)]
+    assert outcomes == [AttemptOutcome.LEASE_EXPIRED] * 3
+
+
+def test_reap_expired_without_claiming(mf: MailFathom, clock: FakeClock) -> None:
+    job = mf.enqueue("k")
+    mf.queue.claim("w", 1, LEASE)
+    clock.advance(LEASE - timedelta(microseconds=1))
+    assert mf.store.reap_expired(now=clock.now()) == 0
+    clock.advance(timedelta(microseconds=1))
+    assert mf.store.reap_expired(now=clock.now()) == 1
+    back = mf.jobs.get(job.id)
+    assert back.state is JobState.PENDING and back.available_at == clock.now()
+    assert back.lease_owner is None

@@ -1,0 +1,80 @@
+"""Settings: argument, then environment, then mailfathom.toml, then default; all validated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mailfathom import ConfigurationError, MailFathom, Settings
+
+
+def test_defaults(tmp_path: Path) -> None:
+    settings = Settings.load({}, environ={}, toml_path=tmp_path / "none.toml")
+    assert settings.database_url == "sqlite:///mailfathom.db"
+    assert (settings.concurrency, settings.lease, settings.shutdown_timeout) == (10, 30.0, 30.0)
+    assert (settings.web_host, settings.web_port, settings.smtp_url) == ("127.0.0.1", 8025, None)
+
+
+def test_precedence_argument_environment_file(tmp_path: Path) -> None:
+    toml = tmp_path / "mailfathom.toml"
+    toml.write_text('database_url = "sqlite:///file.db"\nconcurrency = 3\nlease = 12.5\n')
+    env = {"MAILFATHOM_DATABASE_URL": "sqlite:///env.db", "MAILFATHOM_CONCURRENCY": "4"}
+    from_file = Settings.load({}, environ={}, toml_path=toml)
+    assert (from_file.database_url, from_file.concurrency, from_file.lease) == (
+        "sqlite:///file.db",
+        3,
+        12.5,
+    )
+    from_env = Settings.load({}, environ=env, toml_path=toml)
+    assert (from_env.database_url, from_env.concurrency) == ("sqlite:///env.db", 4)
+    given = Settings.load({"database_url": "sqlite:///arg.db"}, environ=env, toml_path=toml)
+    assert given.database_url == "sqlite:///arg.db"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "environ", "message"),
+    [
+        ({"database_url": "nonsense"}, {}, "database_url"),
+        ({"concurrency": 0}, {}, "concurrency"),
+        ({}, {"MAILFATHOM_CONCURRENCY": "many"}, "MAILFATHOM_CONCURRENCY"),
+        ({"lease": 0.5}, {}, "lease"),
+        ({"web_port": 70000}, {}, "web_port"),
+        ({"colour": "blue"}, {}, "unknown settings"),
+    ],
+)
+def test_bad_settings_name_the_setting(
+    tmp_path: Path, arguments: dict[str, object], environ: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        Settings.load(arguments, environ=environ, toml_path=tmp_path / "none.toml")
+
+
+def test_bad_toml_is_reported(tmp_path: Path) -> None:
+    toml = tmp_path / "mailfathom.toml"
+    toml.write_text("this is = = not toml")
+    with pytest.raises(ConfigurationError, match="not valid TOML"):
+        Settings.load({}, environ={}, toml_path=toml)
+    toml.write_text("colour = 'blue'\n")
+    with pytest.raises(ConfigurationError, match="unknown settings"):
+        Settings.load({}, environ={}, toml_path=toml)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("mysql://localhost/db", "not supported"),
+        ("sqlite://", "no file path"),
+        ("sqlite:///:memory:", "in-memory"),
+        ("sqlite:////no/such/folder/x.db", "does not exist"),
+    ],
+)
+def test_bad_database_urls(url: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        MailFathom(url)
+
+
+def test_password_is_redacted_in_errors() -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        MailFathom("mysql://user:secret@localhost/db")
+    assert "secret" not in str(raised.value)

@@ -1,0 +1,192 @@
+"""Enqueue: payload rules, idempotency keys, timing, priority, batches, transactions."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from mailfathom import (
+    FakeClock,
+    InvalidInput,
+    JobState,
+    MailFathom,
+    PayloadError,
+)
+
+
+def test_enqueue_creates_a_pending_job_due_now(mf: MailFathom, clock: FakeClock) -> None:
+    job = mf.enqueue("reports.build", {"report_id": 7})
+    assert job.created is True
+    assert job.state is JobState.PENDING
+    assert job.payload == {"report_id": 7}
+    assert job.queue == "default"
+    assert job.available_at == clock.now()
+    assert job.attempts == 0
+    assert job.finished_at is None
+    assert mf.jobs.get(job.id).payload == {"report_id": 7}
+
+
+def test_same_idempotency_key_returns_the_existing_job(mf: MailFathom) -> None:
+    first = mf.enqueue("reports.build", {"report_id": 7}, idempotency_key="report:7")
+    second = mf.enqueue("reports.build", {"report_id": 8}, idempotency_key="report:7")
+    assert first.created and not second.created
+    assert second.id == first.id
+    assert second.payload == {"report_id": 7}
+    assert sum(mf.jobs.counts().values()) == 1
+
+
+def test_key_stays_taken_after_the_job_finished(mf: MailFathom) -> None:
+    @mf.job("noop")
+    def noop(ctx: object) -> None:
+        return None
+
+    first = mf.enqueue("noop", idempotency_key="once")
+    assert mf.worker().run(burst=True) == 1
+    assert mf.jobs.get(first.id).state is JobState.SUCCEEDED
+    again = mf.enqueue("noop", idempotency_key="once")
+    assert again.created is False and again.id == first.id
+    assert again.state is JobState.SUCCEEDED
+    assert mf.worker().run(burst=True) == 0
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"when": datetime(2020, 1, 1, tzinfo=UTC)},
+        {"value": math.nan},
+        {"value": math.inf},
+        {1: "integer key"},
+        {"nested": {1, 2}},
+    ],
+    ids=["datetime", "nan", "inf", "int-key", "set"],
+)
+def test_non_json_payload_is_refused_and_nothing_is_written(
+    mf: MailFathom, payload: dict[object, object]
+) -> None:
+    with pytest.raises(PayloadError, match="payload"):
+        mf.enqueue("reports.build", payload)  # type: ignore[arg-type]
+    assert sum(mf.jobs.counts().values()) == 0
+
+
+@pytest.mark.parametrize("payload", [[1, 2], "text", 5], ids=["list", "str", "int"])
+def test_payload_must_be_a_dict(mf: MailFathom, payload: object) -> None:
+    with pytest.raises(PayloadError, match="dict of keyword arguments"):
+        mf.enqueue("reports.build", payload)  # type: ignore[arg-type]
+
+
+def test_oversized_payload_is_refused(database_url: str, clock: FakeClock) -> None:
+    with MailFathom(database_url, clock=clock, max_payload_bytes=1000) as app:
+        app.migrate()
+        app.enqueue("k", {"blob": "x" * 900})
+        with pytest.raises(PayloadError, match="over the 1000-byte limit"):
+            app.enqueue("k", {"blob": "x" * 1000})
+        assert sum(app.jobs.counts().values()) == 1
+
+
+def test_unicode_payload_round_trips(mf: MailFathom) -> None:
+    payload = {"name": "Zoë 🚀", "items": [1, 2.5, None, True, {"k": "v"}]}
+    assert mf.jobs.get(mf.enqueue("k", payload).id).payload == payload
+
+
+def test_delay_and_run_at(mf: MailFathom, clock: FakeClock) -> None:
+    delayed = mf.enqueue("k", delay=timedelta(minutes=5))
+    assert delayed.available_at == clock.now() + timedelta(minutes=5)
+    in_seconds = mf.enqueue("k", delay=30)
+    assert in_seconds.available_at == clock.now() + timedelta(seconds=30)
+    at = clock.now() + timedelta(hours=2)
+    assert mf.enqueue("k", run_at=at).available_at == at
+    assert mf.queue.claim("w", 10, timedelta(seconds=30)) == []
+    clock.advance(timedelta(seconds=30))
+    assert [j.id for j in mf.queue.claim("w", 10, timedelta(seconds=30))] == [in_seconds.id]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"delay": -1}, "zero or positive"),
+        ({"delay": math.inf}, "finite"),
+        ({"delay": "soon"}, "timedelta or seconds"),
+        ({"run_at": datetime(2030, 1, 1)}, "naive datetime"),
+        ({"delay": 1, "run_at": datetime(2030, 1, 1, tzinfo=UTC)}, "either delay or run_at"),
+        ({"hold": True, "delay": 5}, "hold=True cannot be combined"),
+        ({"priority": 2**40}, "32-bit"),
+        ({"priority": True}, "32-bit"),
+        ({"queue": ""}, "queue"),
+        ({"queue": "bad queue"}, "queue"),
+        ({"idempotency_key": ""}, "idempotency_key"),
+        ({"idempotency_key": "k" * 513}, "idempotency_key"),
+        ({"max_attempts": 0}, "max_attempts"),
+    ],
+)
+def test_bad_enqueue_arguments_are_refused(
+    mf: MailFathom, kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        mf.enqueue("k", {}, **kwargs)  # type: ignore[arg-type]
+    assert sum(mf.jobs.counts().values()) == 0
+
+
+def test_bad_kind_is_refused(mf: MailFathom) -> None:
+    with pytest.raises(InvalidInput, match="job kind"):
+        mf.enqueue("", {})
+    with pytest.raises(InvalidInput, match="job kind"):
+        mf.enqueue("has space", {})
+
+
+def test_hold_creates_a_job_that_waits_for_release(mf: MailFathom, clock: FakeClock) -> None:
+    held = mf.enqueue("k", hold=True)
+    assert held.held and held.available_at is None and held.state is JobState.PENDING
+    clock.advance(timedelta(days=365))
+    assert mf.queue.claim("w", 10, timedelta(seconds=30)) == []
+    released = mf.jobs.release(held.id, actor="ops", reason="run now")
+    assert released.available_at == clock.now() and not released.held
+    assert [j.id for j in mf.queue.claim("w", 10, timedelta(seconds=30))] == [held.id]
+
+
+def test_priority_and_queue_are_stored(mf: MailFathom) -> None:
+    job = mf.enqueue("k", priority=-3, queue="emails")
+    assert (job.priority, job.queue) == (-3, "emails")
+
+
+def test_registered_kind_supplies_queue_and_attempts(mf: MailFathom) -> None:
+    @mf.job("mail.send", queue="mail", max_attempts=3)
+    def send(ctx: object) -> None:
+        return None
+
+    job = mf.enqueue("mail.send")
+    assert (job.queue, job.max_attempts) == ("mail", 3)
+    assert mf.enqueue("mail.send", queue="other").queue == "other"
+
+
+def test_enqueue_many_keeps_order_and_reports_existing_keys(mf: MailFathom) -> None:
+    existing = mf.enqueue("k", {"i": -1}, idempotency_key="k2")
+    jobs = mf.enqueue_many(
+        "k",
+        [{"i": i} for i in range(5)],
+        idempotency_keys=["k0", None, "k2", None, "k4"],
+        priority=2,
+    )
+    assert [j.payload for j in jobs] == [{"i": 0}, {"i": 1}, {"i": -1}, {"i": 3}, {"i": 4}]
+    assert [j.created for j in jobs] == [True, True, False, True, True]
+    assert jobs[2].id == existing.id
+    assert all(j.priority == 2 for j in jobs if j.created)
+    assert sum(mf.jobs.counts().values()) == 5
+
+
+def test_enqueue_many_is_all_or_nothing_on_bad_input(mf: MailFathom) -> None:
+    with pytest.raises(PayloadError):
+        mf.enqueue_many("k", [{"i": 1}, {"i": object()}])
+    with pytest.raises(InvalidInput, match="appears twice"):
+        mf.enqueue_many("k", [{}, {}], idempotency_keys=["same", "same"])
+    with pytest.raises(InvalidInput, match="one key"):
+        mf.enqueue_many("k", [{}, {}], idempotency_keys=["only-one"])
+    assert sum(mf.jobs.counts().values()) == 0
+
+
+def test_enqueue_many_of_a_thousand(mf: MailFathom) -> None:
+    jobs = mf.enqueue_many("k", [{"i": i} for i in range(1000)])
+    assert len({j.id for j in jobs}) == 1000
+    assert [j.payload["i"] for j in jobs] == list(range(1000))
+    assert mf.jobs.counts()[JobState.PENDING] == 1000
