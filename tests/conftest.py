@@ -1,19 +1,69 @@
-"""Fixtures shared by the whole suite: one store fixture parametrised over every database."""
+"""Fixtures shared by the whole suite: one store fixture parametrised over every database.
+
+PostgreSQL tests run against ``MAILFATHOM_TEST_POSTGRES_URL`` (default
+``postgresql://postgres@127.0.0.1:5432/postgres``), each in a schema of its own
+that is dropped afterwards. When no server answers they are skipped with the
+reason shown — except under ``CI=true``, where they fail.
+"""
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
+from functools import cache
+from urllib.parse import quote
 
+import psycopg
 import pytest
 
 from mailfathom import FakeClock, MailFathom
 
-STORES = ["sqlite"]
+STORES = ["sqlite", "postgresql"]
+POSTGRES_URL = os.environ.get(
+    "MAILFATHOM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+@cache
+def postgres_problem() -> str | None:
+    """Why PostgreSQL cannot be used for tests, or None when it can."""
+    try:
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return f"no PostgreSQL at {POSTGRES_URL} ({exc}); set MAILFATHOM_TEST_POSTGRES_URL"
+    return None
+
+
+def require_postgres() -> None:
+    """Skip (locally) or fail (in CI) when PostgreSQL is unreachable."""
+    problem = postgres_problem()
+    if problem is not None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI requires PostgreSQL: {problem}")
+        pytest.skip(problem)
+
+
+@pytest.fixture
+def postgres_schema_url() -> Iterator[str]:
+    """A URL whose connections live in a fresh schema of their own, dropped afterwards."""
+    require_postgres()
+    schema = f"mf_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    yield f"{POSTGRES_URL}{separator}options={quote(f'-csearch_path={schema}')}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 @pytest.fixture(params=STORES)
 def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A fresh, empty database of each kind."""
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("postgres_schema_url")
+        return url
     path = tmp_path_factory.mktemp("db") / "mailfathom.db"
     return f"sqlite:///{path}"
 

@@ -29,9 +29,9 @@ def open_store(url: str) -> SqlStore:
             )
         return SqlStore(SQLiteDatabase(path))
     if scheme in ("postgresql", "postgres"):
-        raise ConfigurationError(
-            "the PostgreSQL store is not built yet in this version: use sqlite:///path/to.db"
-        )
+        from mailfathom.store.postgres import PostgresDatabase
+
+        return SqlStore(PostgresDatabase(url))
     raise ConfigurationError(
         f"database_url {redact_url(url)!r} is not supported: use sqlite:///path/to.db "
         "or postgresql://user@host/dbname"

@@ -140,6 +140,14 @@ class Store(Protocol):
         """Release every connection."""
         ...
 
+    def wait_for_jobs(self, timeout: float) -> bool:
+        """Block until jobs may have arrived or ``timeout`` seconds pass; True when woken early.
+
+        Cheap when idle: PostgreSQL waits on ``LISTEN``; SQLite watches the file's
+        ``data_version``, which changes whenever another connection commits.
+        """
+        ...
+
     def enqueue(
         self, jobs: Sequence[NewJob], *, now: datetime, connection: object | None = None
     ) -> list[tuple[JobRow, bool]]:

@@ -63,6 +63,10 @@ class Database(Protocol):
         """Release every connection."""
         ...
 
+    def wait_for_jobs(self, timeout: float) -> bool:
+        """Block until new jobs may be due (or ``timeout`` seconds pass); True when woken."""
+        ...
+
     def time_param(self, moment: datetime | None) -> Any:
         """A UTC instant as this database stores it."""
         ...

@@ -46,6 +46,10 @@ class SqlStore:
         """Release every connection."""
         self.db.close()
 
+    def wait_for_jobs(self, timeout: float) -> bool:
+        """Block until jobs may have arrived, or ``timeout`` seconds pass."""
+        return self.db.wait_for_jobs(timeout)
+
     # -- conversion --------------------------------------------------------------------
 
     def _job(self, row: Any) -> JobRow:

@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -23,6 +24,8 @@ from mailfathom.store.migrate import split_statements
 from mailfathom.store.queries import load_queries
 
 __all__ = ["SQLiteDatabase"]
+
+_WATCH_INTERVAL = 0.005  # seconds between data_version polls while idle
 
 
 class SQLiteDatabase:
@@ -82,6 +85,30 @@ class SQLiteDatabase:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
         self._local = threading.local()
+
+    # -- wake-ups ----------------------------------------------------------------------
+
+    def wait_for_jobs(self, timeout: float) -> bool:
+        """Poll ``PRAGMA data_version`` (a shared-memory read) until another connection
+        commits or ``timeout`` passes: near-immediate wake-ups at almost no idle cost."""
+        watcher: sqlite3.Connection | None = getattr(self._local, "watcher", None)
+        if watcher is None or self._local.watcher_pid != os.getpid():
+            watcher = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._local.watcher = watcher
+            self._local.watcher_pid = os.getpid()
+            with self._all_lock:
+                self._all.append(watcher)
+            self._local.seen = watcher.execute("PRAGMA data_version").fetchone()[0]
+        deadline = time.monotonic() + timeout
+        while True:
+            version = watcher.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._local.seen:
+                self._local.seen = version
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(_WATCH_INTERVAL, left))
 
     # -- transactions ------------------------------------------------------------------
 

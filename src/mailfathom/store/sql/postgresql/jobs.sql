@@ -1,0 +1,137 @@
+-- Named queries for the job queue (PostgreSQL). Values are always bound parameters;
+-- `now` always comes from the injected clock, never from the database.
+
+-- name: insert_job
+-- Creates the job unless its idempotency key exists; returns nothing when it does.
+INSERT INTO mf_jobs (kind, queue, payload, priority, state, idempotency_key, available_at,
+                     max_attempts, created_at)
+VALUES (%(kind)s, %(queue)s, %(payload)s::jsonb, %(priority)s, 'Pending', %(idempotency_key)s, %(available_at)s,
+        %(max_attempts)s, %(now)s)
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING *;
+
+-- name: job_by_key
+SELECT * FROM mf_jobs WHERE idempotency_key = %(idempotency_key)s;
+
+-- name: get_job
+SELECT * FROM mf_jobs WHERE id = %(id)s;
+
+-- name: reap_expired_leases
+-- Jobs whose worker vanished: the lost attempt counts; out of attempts means dead-lettered.
+UPDATE mf_jobs
+SET state = CASE WHEN attempts - attempt_base >= max_attempts THEN 'DeadLettered' ELSE 'Pending' END,
+    available_at = %(now)s,
+    finished_at = CASE WHEN attempts - attempt_base >= max_attempts THEN %(now)s END,
+    failure_class = 'Transient',
+    failure_reason = 'lease expired: worker ' || lease_owner || ' stopped renewing it',
+    lease_owner = NULL,
+    lease_expires_at = NULL
+WHERE id IN (SELECT id FROM mf_jobs WHERE state = 'Claimed' AND lease_expires_at <= %(now)s
+             FOR UPDATE SKIP LOCKED)
+RETURNING id, attempts, state, claimed_by, claimed_at, failure_reason;
+
+-- name: claim_jobs
+-- One statement: the due jobs in claim order, leased to %(owner)s, each attempt counted.
+UPDATE mf_jobs
+SET state = 'Claimed', lease_owner = %(owner)s, lease_expires_at = %(lease_until)s,
+    claimed_by = %(owner)s, claimed_at = %(now)s, attempts = attempts + 1
+WHERE id IN (
+    SELECT id FROM mf_jobs
+    WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= %(now)s
+    ORDER BY priority DESC, available_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING *;
+
+-- name: claim_jobs_in_queues
+UPDATE mf_jobs
+SET state = 'Claimed', lease_owner = %(owner)s, lease_expires_at = %(lease_until)s,
+    claimed_by = %(owner)s, claimed_at = %(now)s, attempts = attempts + 1
+WHERE id IN (
+    SELECT id FROM mf_jobs
+    WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= %(now)s
+      AND queue IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
+    ORDER BY priority DESC, available_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING *;
+
+-- name: extend_leases
+-- Renews the leases %(owner)s still holds; returns the ids it still holds.
+UPDATE mf_jobs SET lease_expires_at = %(lease_until)s
+WHERE state = 'Claimed' AND lease_owner = %(owner)s
+  AND (id, attempts) IN (SELECT (e ->> 0)::bigint, (e ->> 1)::integer FROM jsonb_array_elements(%(held)s::jsonb) AS e)
+RETURNING id;
+
+-- name: complete_jobs
+-- Marks succeeded every (id, attempt) in %(held)s that %(owner)s still holds.
+UPDATE mf_jobs
+SET state = 'Succeeded', finished_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL,
+    failure_class = NULL, failure_reason = NULL
+WHERE state = 'Claimed' AND lease_owner = %(owner)s
+  AND (id, attempts) IN (SELECT (e ->> 0)::bigint, (e ->> 1)::integer FROM jsonb_array_elements(%(held)s::jsonb) AS e)
+RETURNING id;
+
+-- name: retry_job
+UPDATE mf_jobs
+SET state = 'Pending', available_at = %(retry_at)s, lease_owner = NULL, lease_expires_at = NULL,
+    failure_class = %(failure_class)s, failure_reason = %(failure_reason)s
+WHERE id = %(id)s AND attempts = %(attempt)s AND state = 'Claimed' AND lease_owner = %(owner)s
+RETURNING id;
+
+-- name: dead_letter_job
+UPDATE mf_jobs
+SET state = 'DeadLettered', finished_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL,
+    failure_class = %(failure_class)s, failure_reason = %(failure_reason)s
+WHERE id = %(id)s AND attempts = %(attempt)s AND state = 'Claimed' AND lease_owner = %(owner)s
+RETURNING id;
+
+-- name: insert_attempt
+INSERT INTO mf_job_attempts (job_id, attempt, outcome, failure_class, error_type, message,
+                             traceback, worker, started_at, finished_at)
+VALUES (%(job_id)s, %(attempt)s, %(outcome)s, %(failure_class)s, %(error_type)s, %(message)s, %(traceback)s,
+        %(worker)s, %(started_at)s, %(finished_at)s);
+
+-- name: job_attempts
+SELECT * FROM mf_job_attempts WHERE job_id = %(id)s ORDER BY attempt;
+
+-- name: requeue_job
+-- Operator: a dead letter gets a fresh attempt budget; its history stays.
+UPDATE mf_jobs
+SET state = 'Pending', available_at = %(now)s, finished_at = NULL, attempt_base = attempts
+WHERE id = %(id)s AND state = 'DeadLettered'
+RETURNING *;
+
+-- name: drop_job
+-- Operator: a dead letter will never run.
+UPDATE mf_jobs SET state = 'Dropped', finished_at = %(now)s
+WHERE id = %(id)s AND state = 'DeadLettered'
+RETURNING *;
+
+-- name: release_job
+-- Operator: a held job becomes due now.
+UPDATE mf_jobs SET available_at = %(now)s
+WHERE id = %(id)s AND state = 'Pending' AND available_at IS NULL
+RETURNING *;
+
+-- name: insert_event
+INSERT INTO mf_job_events (job_id, at, actor, action, from_state, to_state, reason)
+VALUES (%(job_id)s, %(at)s, %(actor)s, %(action)s, %(from_state)s, %(to_state)s, %(reason)s);
+
+-- name: job_events
+SELECT * FROM mf_job_events WHERE job_id = %(id)s ORDER BY id;
+
+-- name: list_jobs
+-- Newest first, keyset-paginated by id; every filter optional.
+SELECT * FROM mf_jobs
+WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: count_jobs
+SELECT state, count(*) AS n FROM mf_jobs GROUP BY state;
