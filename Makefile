@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: test lint types pytest venv run clean
+.PHONY: test lint types pytest venv run bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test: lint types pytest
 ## Run an example worker against the default SQLite database.
 run: venv
 	$(VENV)/bin/mailfathom worker --app examples.app:mf
+
+## The benchmark side by side with the peers (installs them into bench/.peers/venv).
+## BENCH_ARGS=--full for the issue's sizes; see docs/benchmarks.md.
+bench: venv
+	$(PY) -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

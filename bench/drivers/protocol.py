@@ -1,0 +1,68 @@
+"""The line protocol between the harness and a driver process (standard library only).
+
+The harness starts ``python -m bench.drivers.<name> '<json spec>'``. The driver does
+its untimed set-up (imports, connections, schema), prints ``ready``, and blocks until
+the harness writes ``go``; it then does the timed work and prints one line
+``result <json>``. Times are ``time.monotonic()`` readings, which on Linux come from
+the system-wide ``CLOCK_MONOTONIC``: readings from different processes compare.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["Spec", "await_go", "memory_kb", "pace", "run_driver"]
+
+Spec = dict[str, Any]
+Task = Callable[[Spec], dict[str, Any]]
+
+
+def await_go() -> float:
+    """Say ``ready``, wait for the harness's ``go``; returns the moment it came."""
+    print("ready", flush=True)
+    line = sys.stdin.readline()
+    if line.strip() != "go":
+        raise SystemExit(f"driver expected 'go' from the harness, got {line!r}")
+    return time.monotonic()
+
+
+def memory_kb() -> dict[str, int]:
+    """This process's resident set now (``VmRSS``) and at its peak (``VmHWM``), in KiB."""
+    found: dict[str, int] = {}
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            name, _, rest = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                found[name] = int(rest.split()[0])
+    return {"rss_kb": found["VmRSS"], "peak_kb": found["VmHWM"]}
+
+
+def run_driver(tasks: dict[str, Task]) -> None:
+    """Read the spec from argv, run the task it names, print its result line."""
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m bench.drivers.<name> '<json spec>'")
+    spec: Spec = json.loads(sys.argv[1])
+    task = tasks.get(spec["task"])
+    if task is None:
+        raise SystemExit(f"this driver has no task {spec['task']!r}; it has {sorted(tasks)}")
+    result = task(spec)
+    print("result " + json.dumps(result), flush=True)
+
+
+def pace(count: int, rate: float) -> Iterator[int]:
+    """Yield ``0..count-1``, each no earlier than its slot at ``rate`` per second.
+
+    A producer that falls behind catches up without sleeping, so the mean rate
+    holds whenever the system can keep it.
+    """
+    start = time.monotonic()
+    for index in range(count):
+        due = start + index / rate
+        wait = due - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        yield index

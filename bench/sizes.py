@@ -1,0 +1,77 @@
+"""How big each workload is: the default run, ``--full`` (the issue's sizes), ``--tiny``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+__all__ = ["DEFAULT", "FULL", "TINY", "Sizes"]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Every count the harness uses; a preset is a starting point, flags override fields."""
+
+    rounds: int
+    """Rounds of every timed workload; each row shows their median and range."""
+    jobs: int
+    """No-op jobs in the batch-enqueue and processing runs."""
+    single_jobs: int
+    """Jobs enqueued one per transaction (each commit is a durable write: the slow part)."""
+    enqueue_batch: int
+    """Jobs per ``enqueue_many`` (or the peer's batch call)."""
+    latency_jobs: int
+    """Jobs enqueued one by one at ``latency_rate`` while an idle worker waits."""
+    latency_rate: float
+    """Jobs per second in the latency run: steady and moderate, well below capacity."""
+    rss_checkpoint: int
+    """Jobs done when the first resident-set reading is taken."""
+    rss_jobs: int
+    """Jobs the memory run processes in one worker process (read again at the end)."""
+    rss_rounds: int
+    """The memory run is long and its figure barely moves: usually one round."""
+    email_messages: int
+    """4 KB messages per email run."""
+
+    def with_rounds(self, rounds: int | None) -> Sizes:
+        """This preset with another round count, when one is given."""
+        return self if rounds is None else replace(self, rounds=rounds)
+
+
+DEFAULT = Sizes(
+    rounds=3,
+    jobs=5_000,
+    single_jobs=2_000,
+    enqueue_batch=1_000,
+    latency_jobs=1_000,
+    latency_rate=200.0,
+    rss_checkpoint=10_000,
+    rss_jobs=40_000,
+    rss_rounds=1,
+    email_messages=2_000,
+)
+
+FULL = Sizes(
+    rounds=5,
+    jobs=20_000,
+    single_jobs=20_000,
+    enqueue_batch=1_000,
+    latency_jobs=4_000,
+    latency_rate=200.0,
+    rss_checkpoint=50_000,
+    rss_jobs=200_000,
+    rss_rounds=1,
+    email_messages=10_000,
+)
+
+TINY = Sizes(
+    rounds=1,
+    jobs=300,
+    single_jobs=100,
+    enqueue_batch=100,
+    latency_jobs=30,
+    latency_rate=200.0,
+    rss_checkpoint=200,
+    rss_jobs=600,
+    rss_rounds=1,
+    email_messages=50,
+)

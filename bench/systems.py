@@ -1,0 +1,198 @@
+"""The systems on the bench: mailfathom, its peers, and the plain-SQL ceilings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["SYSTEMS", "WORKLOADS", "System", "select"]
+
+Role = Literal["ours", "peer", "ceiling"]
+Dialect = Literal["sqlite", "postgresql", "none"]
+Venv = Literal["project", "peers"]
+
+WORKLOADS = ("enqueue_single", "enqueue_batch", "process", "latency", "rss")
+_ALL = frozenset(WORKLOADS)
+_SQL = frozenset({"enqueue_single", "enqueue_batch", "process"})
+_MF_UNFINISHED = "SELECT 1 FROM mf_jobs WHERE state IN ('Pending', 'Claimed') LIMIT 1"
+_CEILING_UNFINISHED = "SELECT 1 FROM jobs WHERE state <> 'done' LIMIT 1"
+
+
+@dataclass(frozen=True)
+class System:
+    """One row of the table: what runs, on which database, in which environment."""
+
+    key: str
+    """Its name on the command line (``--systems``) and in database names."""
+    label: str
+    role: Role
+    database: Dialect
+    driver: str
+    """The module under ``bench.drivers`` that drives it."""
+    venv: Venv
+    workloads: frozenset[str]
+    processes: int = 1
+    """Worker processes in the processing run."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Extra spec fields for its driver (concurrency, batch size, ...)."""
+    note: str = ""
+    fill: str = "enqueue_batch"
+    """The driver task that fills the queue before a processing run (untimed there)."""
+    unfinished_sql: str | None = None
+    """Returns a row while any job is not durably finished, so the harness can watch the
+    last completion land (None: the system writes no completion)."""
+
+
+SYSTEMS: tuple[System, ...] = (
+    System(
+        "mailfathom-sqlite",
+        "mailfathom · SQLite",
+        "ours",
+        "sqlite",
+        "mailfathom_driver",
+        "project",
+        _ALL,
+        options={"concurrency": 10},
+        note="worker(concurrency=10), synchronous=FULL",
+        unfinished_sql=_MF_UNFINISHED,
+    ),
+    System(
+        "mailfathom-sqlite-4",
+        "mailfathom · SQLite · 4 processes",
+        "ours",
+        "sqlite",
+        "mailfathom_driver",
+        "project",
+        frozenset({"process"}),
+        processes=4,
+        options={"concurrency": 10},
+        unfinished_sql=_MF_UNFINISHED,
+    ),
+    System(
+        "mailfathom-pg",
+        "mailfathom · PostgreSQL",
+        "ours",
+        "postgresql",
+        "mailfathom_driver",
+        "project",
+        _ALL,
+        options={"concurrency": 10},
+        note="worker(concurrency=10)",
+        unfinished_sql=_MF_UNFINISHED,
+    ),
+    System(
+        "mailfathom-pg-4",
+        "mailfathom · PostgreSQL · 4 processes",
+        "ours",
+        "postgresql",
+        "mailfathom_driver",
+        "project",
+        frozenset({"process"}),
+        processes=4,
+        options={"concurrency": 10},
+        unfinished_sql=_MF_UNFINISHED,
+    ),
+    System(
+        "pgqueuer-asyncpg",
+        "PgQueuer · asyncpg",
+        "peer",
+        "postgresql",
+        "pgqueuer_driver",
+        "peers",
+        _ALL,
+        options={"driver": "asyncpg", "batch": 100},
+        note="batch_size=100, uvloop",
+        unfinished_sql="SELECT 1 FROM pgqueuer LIMIT 1",
+    ),
+    System(
+        "pgqueuer-psycopg",
+        "PgQueuer · psycopg",
+        "peer",
+        "postgresql",
+        "pgqueuer_driver",
+        "peers",
+        _ALL,
+        options={"driver": "psycopg", "batch": 100},
+        note="batch_size=100, uvloop",
+        unfinished_sql="SELECT 1 FROM pgqueuer LIMIT 1",
+    ),
+    System(
+        "procrastinate",
+        "procrastinate",
+        "peer",
+        "postgresql",
+        "procrastinate_driver",
+        "peers",
+        _ALL,
+        options={"concurrency": 10},
+        note="concurrency=10, async task",
+        unfinished_sql=(
+            "SELECT 1 FROM procrastinate_jobs WHERE status IN ('todo', 'doing') LIMIT 1"
+        ),
+    ),
+    System(
+        "huey",
+        "huey · SqliteHuey",
+        "peer",
+        "sqlite",
+        "huey_driver",
+        "peers",
+        _ALL - {"enqueue_batch"},
+        options={"workers": 4},
+        note="4 threads; no batch enqueue; no completion write",
+        fill="fill",
+    ),
+    System(
+        "ceiling-pg",
+        "ceiling · PostgreSQL SKIP LOCKED",
+        "ceiling",
+        "postgresql",
+        "ceiling_postgres",
+        "project",
+        _SQL,
+        options={"batch": 100},
+        note="plain SQL, batch 100",
+        unfinished_sql=_CEILING_UNFINISHED,
+    ),
+    System(
+        "ceiling-pg-4",
+        "ceiling · PostgreSQL · 4 processes",
+        "ceiling",
+        "postgresql",
+        "ceiling_postgres",
+        "project",
+        frozenset({"process"}),
+        processes=4,
+        options={"batch": 100},
+        unfinished_sql=_CEILING_UNFINISHED,
+    ),
+    System(
+        "ceiling-sqlite",
+        "ceiling · SQLite WAL FULL",
+        "ceiling",
+        "sqlite",
+        "ceiling_sqlite",
+        "project",
+        _SQL,
+        options={"batch": 100},
+        note="plain SQL, batch 100, synchronous=FULL",
+        unfinished_sql=_CEILING_UNFINISHED,
+    ),
+)
+
+
+def select(keys: str | None, *, peers: bool) -> list[System]:
+    """The systems named in ``keys`` (comma-separated), or all; without peers if asked."""
+    chosen = list(SYSTEMS)
+    if keys:
+        wanted = [key.strip() for key in keys.split(",") if key.strip()]
+        known = {system.key for system in SYSTEMS}
+        unknown = [key for key in wanted if key not in known]
+        if unknown:
+            raise SystemExit(
+                f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(sorted(known))}"
+            )
+        chosen = [system for system in SYSTEMS if system.key in wanted]
+    if not peers:
+        chosen = [system for system in chosen if system.venv == "project"]
+    return chosen

@@ -1,0 +1,84 @@
+"""The benchmark harness runs, at a tiny size, for mailfathom and the plain-SQL ceilings.
+
+No peers (nothing is installed), no network, no timing asserted: this keeps the
+harness from rotting. What it checks is that every workload really ran — every job
+processed, every latency sample back, memory read — and that the report holds a
+row, with ratios where they apply, for each figure.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from bench.cli import main
+
+from conftest import POSTGRES_URL, require_postgres
+
+pytestmark = pytest.mark.slow
+
+_SQLITE = "mailfathom-sqlite,mailfathom-sqlite-4,ceiling-sqlite"
+_POSTGRES = "mailfathom-pg,mailfathom-pg-4,ceiling-pg"
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_tiny_run_measures_every_workload(database: str, tmp_path: Path) -> None:
+    if database == "postgresql":
+        require_postgres()
+    out = tmp_path / "run.json"
+    markdown = tmp_path / "run.md"
+    argv = [
+        "--tiny",
+        "--no-peers",
+        "--systems",
+        _SQLITE if database == "sqlite" else _POSTGRES,
+        "--workloads",
+        "enqueue_single,enqueue_batch,process,latency,rss",
+        "--pg-url",
+        POSTGRES_URL,
+        "--db-prefix",
+        f"bench_t{uuid.uuid4().hex[:8]}_",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--out",
+        str(out),
+        "--markdown",
+        str(markdown),
+    ]
+    assert main(argv) == 0
+    run = json.loads(out.read_text())
+    assert run["errors"] == []
+    measured = {(sample["system"], sample["metric"]) for sample in run["samples"]}
+    ours = "mailfathom-sqlite" if database == "sqlite" else "mailfathom-pg"
+    ceiling = "ceiling-sqlite" if database == "sqlite" else "ceiling-pg"
+    expected = {
+        (ours, metric)
+        for metric in (
+            "enqueue_single",
+            "enqueue_batch",
+            "process",
+            "latency_p50",
+            "latency_p99",
+            "rss_checkpoint",
+            "rss_end",
+            "rss_peak",
+        )
+    }
+    expected |= {(ceiling, m) for m in ("enqueue_single", "enqueue_batch", "process")}
+    expected.add((f"{ours}-4", "process"))
+    assert measured == expected
+    assert all(sample["value"] > 0 for sample in run["samples"])
+    table = markdown.read_text()
+    # Each row of ours is compared with the ceiling measured in the same run.
+    our_process_row = next(
+        line for line in table.splitlines() if line.startswith("| | mailfathom") and "x |" in line
+    )
+    assert our_process_row.rstrip(" |").endswith("x")
+    assert "| target |" in table
+
+
+def test_unknown_system_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(SystemExit, match="choose from"):
+        main(["--tiny", "--systems", "mailfathom-sqlite,rq"])
