@@ -17,6 +17,7 @@ from pathlib import Path
 from bench import email_rows as email
 from bench.databases import postgres_problem
 from bench.environment import PEERS, describe_machine, ensure_peers_venv
+from bench.profiles import summarise_profile
 from bench.report import render, summarise
 from bench.sizes import DEFAULT, FULL, TINY, Sizes
 from bench.systems import WORKLOADS, System, select
@@ -156,6 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(log.samples)} samples in {minutes:.1f} min; {len(log.errors)} failed", flush=True)
     for error in log.errors:
         print(f"FAILED: {error}", flush=True)
+    if args.profile:
+        for path in sorted(args.profile.glob("*.txt")):
+            print(summarise_profile(path), flush=True)
     if args.markdown:
         args.markdown.write_text(text)
     if args.out:

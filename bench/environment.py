@@ -30,7 +30,19 @@ PEERS = ROOT / "bench" / ".peers"
 REQUIREMENTS = ROOT / "bench" / "peers-requirements.txt"
 POSTFIX_VERSION = "3.7.11-0+deb12u1"
 """The Debian package pinned for smtp-sink; the archive's current one is used if it is gone."""
-_POSTFIX_LIBRARIES = ("libdb5.3", "libicu72", "libnsl2", "libsasl2-2", "libssl3", "libtirpc3")
+_POSTFIX_LIBRARIES = (
+    "libdb5.3",
+    "libicu72",
+    "libnsl2",
+    "libsasl2-2",
+    "libssl3",
+    "libtirpc3",
+    "libgssapi-krb5-2",
+    "libkrb5-3",
+    "libk5crypto3",
+    "libkrb5support0",
+    "libkeyutils1",
+)
 
 
 def _run(command: list[str], *, cwd: Path | None = None) -> str:
