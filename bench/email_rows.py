@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from functools import partial
 
 from bench.environment import SmtpSink, ensure_smtp_sink
-from bench.runner import DriverError
+from bench.runner import DriverError, start_all
 from bench.systems import System
 from bench.workloads import Bench, Sample
 
@@ -34,15 +34,16 @@ CEILING = System(
     note="one SMTP session, sendmail() per message",
 )
 _PIPELINES = ("mailfathom-sqlite", "mailfathom-pg")
+_DRIVER = "mailfathom_email_driver"
 
 Measure = Callable[[str, Callable[[], list[Sample]]], None]
 
 
 def outbox_available() -> bool:
     """Whether this mailfathom has the outbox (``mf.outbox.record``)."""
-    from mailfathom import MailFathom
+    import importlib.util
 
-    return hasattr(MailFathom, "outbox") or "outbox" in getattr(MailFathom, "__annotations__", {})
+    return importlib.util.find_spec("mailfathom.delivery.outbox") is not None
 
 
 def systems(selected: Sequence[System], workloads: Sequence[str]) -> list[System]:
@@ -87,7 +88,7 @@ def sink(binary: SmtpSink) -> Iterator[int]:
 def _ceiling(bench: Bench, port: int, round_: int) -> list[Sample]:
     n = bench.sizes.email_messages
     spec = {"task": "send", "port": port, "n": n}
-    result = bench._one(CEILING, spec, timeout=60 + n / 100)
+    result = bench.one(CEILING, spec, timeout=60 + n / 100)
     elapsed = float(result["end"]) - float(result["start"])
     return [Sample(CEILING.key, "email", round_, n / elapsed)]
 
@@ -108,4 +109,23 @@ def run_rounds(bench: Bench, systems: Sequence[System], measure: Measure) -> Non
 
 
 def _pipeline(bench: Bench, system: System, port: int, round_: int) -> list[Sample]:
-    raise DriverError("the outbox pipeline driver arrives with mf.outbox")
+    """Record ``email_messages`` (timed), then deliver them all (timed); end to end."""
+    n = bench.sizes.email_messages
+    python = bench.python(system)
+    with bench.fresh(system) as target:
+        spec = {**target.spec(), "port": port, "n": n, "concurrency": 10}
+        (recorder,) = start_all(python, _DRIVER, [{**spec, "task": "record", "install": True}])
+        recorder.go()
+        recorded = recorder.result(timeout=120 + n / 20)
+        (worker,) = start_all(python, _DRIVER, [{**spec, "task": "deliver"}])
+        worker.go()
+        delivered = worker.result(timeout=120 + n / 20)
+    if delivered["count"] != n:
+        raise DriverError(f"{system.key}: {delivered['count']} of {n} messages reached Sent")
+    record_s = float(recorded["end"]) - float(recorded["start"])
+    deliver_s = float(delivered["end"]) - float(delivered["start"])
+    return [
+        Sample(system.key, "email_record", round_, n / record_s),
+        Sample(system.key, "email_deliver", round_, n / deliver_s),
+        Sample(system.key, "email", round_, n / (record_s + deliver_s)),
+    ]

@@ -38,7 +38,13 @@ METRICS = (
     Metric("rss_end", "worker RSS after {rss_jobs} jobs", "MiB", False),
     Metric("rss_growth", "RSS growth from {rss_checkpoint} to {rss_jobs} jobs", "%", False, False),
     Metric("rss_peak", "worker peak RSS (VmHWM) over {rss_jobs} jobs", "MiB", False),
-    Metric("email", "email, 4 KB messages: record → deliver → Sent", "msg/s", True),
+    Metric(
+        "email", "email, 4 KB messages, end to end: record, then deliver to Sent", "msg/s", True
+    ),
+    Metric(
+        "email_record", "email: record (frozen bytes + delivery job), one per call", "msg/s", True
+    ),
+    Metric("email_deliver", "email: deliver, worker start → last Sent durable", "msg/s", True),
 )
 
 

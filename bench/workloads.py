@@ -60,7 +60,8 @@ class Bench:
         """A driver spec: the system's options, where its database is, the task."""
         return {**system.options, **target.spec(), "task": task, **fields}
 
-    def _fresh(self, system: System) -> Any:
+    def fresh(self, system: System) -> Any:
+        """A fresh database of the system's kind (a context manager yielding its Target)."""
         return fresh_database(
             system.database,
             system.key,
@@ -69,7 +70,8 @@ class Bench:
             prefix=self.db_prefix,
         )
 
-    def _one(self, system: System, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def one(self, system: System, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Run one driver through ready/go to its result."""
         (driver,) = start_all(self.python(system), system.driver, [spec])
         driver.go()
         return driver.result(timeout)
@@ -79,9 +81,9 @@ class Bench:
     def enqueue_single(self, system: System, round_: int) -> list[Sample]:
         """Jobs per second, one job per committed transaction."""
         n = self.sizes.single_jobs
-        with self._fresh(system) as target:
+        with self.fresh(system) as target:
             spec = self.spec(system, target, "enqueue_single", n=n, install=True)
-            result = self._one(system, spec, timeout=120 + n / 20)
+            result = self.one(system, spec, timeout=120 + n / 20)
         return [Sample(system.key, "enqueue_single", round_, n / _elapsed([result]))]
 
     def batch_and_process(
@@ -90,11 +92,11 @@ class Bench:
         """Batch-enqueue ``jobs`` (timed when the system has batches), then drain them."""
         n = self.sizes.jobs
         samples = []
-        with self._fresh(system) as target:
+        with self.fresh(system) as target:
             spec = self.spec(
                 system, target, system.fill, n=n, batch=self.sizes.enqueue_batch, install=True
             )
-            result = self._one(system, spec, timeout=120 + n / 50)
+            result = self.one(system, spec, timeout=120 + n / 50)
             if timed_batch:
                 samples.append(Sample(system.key, "enqueue_batch", round_, n / _elapsed([result])))
             if processing:
@@ -140,17 +142,17 @@ class Bench:
     def latency(self, system: System, round_: int) -> list[Sample]:
         """enqueue→start at a steady rate, with the worker idle and waiting before it starts."""
         count, rate = self.sizes.latency_jobs, self.sizes.latency_rate
-        with self._fresh(system) as target:
+        with self.fresh(system) as target:
             # The schema first, so the worker and the producer start on an installed database.
             setup = self.spec(system, target, "enqueue_single", n=0, install=True)
-            self._one(system, setup, timeout=120)
+            self.one(system, setup, timeout=120)
             worker_spec = self.spec(system, target, "latency_worker", count=count)
             (worker,) = start_all(self.python(system), system.driver, [worker_spec])
             worker.go()
             try:
                 time.sleep(1.0)  # the worker is idle before the first job arrives
                 producer_spec = self.spec(system, target, "produce", count=count, rate=rate)
-                self._one(system, producer_spec, timeout=120 + 2 * count / rate)
+                self.one(system, producer_spec, timeout=120 + 2 * count / rate)
                 result = worker.result(timeout=120)
             finally:
                 worker.kill()
@@ -165,11 +167,11 @@ class Bench:
     def memory(self, system: System, round_: int) -> list[Sample]:
         """One worker process through ``rss_jobs`` jobs: RSS at the checkpoint, at the end, peak."""
         n, checkpoint = self.sizes.rss_jobs, self.sizes.rss_checkpoint
-        with self._fresh(system) as target:
+        with self.fresh(system) as target:
             spec = self.spec(
                 system, target, system.fill, n=n, batch=self.sizes.enqueue_batch, install=True
             )
-            self._one(system, spec, timeout=300 + n / 50)
+            self.one(system, spec, timeout=300 + n / 50)
             analyze(target)
             (result,) = self._process(system, target, n, checkpoint=checkpoint, label="memory")
         at_checkpoint = result["memory_at_checkpoint"]["rss_kb"] / _MIB
