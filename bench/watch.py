@@ -56,11 +56,14 @@ class CompletionWatch:
             self.error = exc
             return
         try:
-            while not self._stop.is_set():
+            while True:  # one more look after a stop request: the workers may be done
+                stopping = self._stop.is_set()
                 if conn.execute(self._sql).fetchone() is None:
                     self.finished_at = time.monotonic()
                     return
-                time.sleep(_INTERVAL)
+                if stopping:
+                    return
+                self._stop.wait(_INTERVAL)
         except Exception as exc:
             self.error = exc
         finally:
