@@ -60,6 +60,8 @@ class Row:
     rounds: int
     vs_peer: float | None
     vs_ceiling: float | None
+    jobs: int | None = None
+    """Set when the figure was reached short of the workload's size (a time budget ran out)."""
 
 
 def _better(metric: Metric, a: float, b: float) -> bool:
@@ -113,8 +115,12 @@ def summarise(samples: Sequence[Sample], systems: Iterable[System]) -> list[Row]
     """
     by_key = {system.key: system for system in systems}
     values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    short: dict[tuple[str, str], int] = {}
     for sample in _derive(samples):
         values[(sample.metric, sample.system)].append(sample.value)
+        if "jobs" in sample.extra:
+            key = (sample.metric, sample.system)
+            short[key] = min(short.get(key, sample.extra["jobs"]), sample.extra["jobs"])
     rows: list[Row] = []
     for metric in METRICS:
         medians = {
@@ -142,6 +148,7 @@ def summarise(samples: Sequence[Sample], systems: Iterable[System]) -> list[Row]
                     len(found),
                     _ratio(metric, median, peer) if metric.compared else None,
                     _ratio(metric, median, ceiling) if metric.compared else None,
+                    short.get((metric.key, system.key)),
                 )
             )
     return rows
@@ -174,8 +181,11 @@ def render(rows: Sequence[Row], sizes: Sizes) -> str:
             title = row.metric.title.format(**vars(sizes))
             better = "higher" if row.metric.higher_is_better else "lower"
             lines.append(f"| **{title}** ({row.metric.unit}, {better} is better) | | | | | | |")
+        label = row.system.label
+        if row.jobs is not None:
+            label += f" (stopped by the time budget at {row.jobs:,} jobs)"
         lines.append(
-            f"| | {row.system.label} | {_number(row.median)} | "
+            f"| | {label} | {_number(row.median)} | "
             f"{_number(row.low)}-{_number(row.high)} | {row.rounds} | "
             f"{_times(row.vs_peer)} | {_times(row.vs_ceiling)} |"
         )

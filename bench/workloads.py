@@ -106,28 +106,43 @@ class Bench:
         return samples
 
     def _process(
-        self, system: System, target: Target, n: int, *, checkpoint: int, label: str
+        self,
+        system: System,
+        target: Target,
+        n: int,
+        *,
+        checkpoint: int,
+        label: str,
+        budget_s: float = 0.0,
     ) -> list[dict[str, Any]]:
-        spec = self.spec(system, target, "process", expect=n, checkpoint=checkpoint)
+        spec = self.spec(
+            system, target, "process", expect=n, checkpoint=checkpoint, budget_s=budget_s
+        )
         profile = None
         if self.profile_dir is not None and system.role == "ours":
             profile = self.profile_dir / f"{system.key}-{label}"
         drivers = start_all(
             self.python(system), system.driver, [spec] * system.processes, profile=profile
         )
-        watch = CompletionWatch(target, system.unfinished_sql) if system.unfinished_sql else None
+        early = budget_s > 0
+        watch = (
+            None
+            if early or not system.unfinished_sql
+            else CompletionWatch(target, system.unfinished_sql)
+        )
         for driver in drivers:
             driver.go()
         if watch is not None:
             watch.start()
         try:
-            results = [driver.result(timeout=120 + n / 20) for driver in drivers]
+            results = [driver.result(timeout=120 + (budget_s or n / 20)) for driver in drivers]
         finally:
             for driver in drivers:
                 driver.kill()
             seen = watch.stop() if watch is not None else None
         done = sum(int(result["count"]) for result in results)
-        if done != n:
+        stopped = any(result.get("stopped_early") for result in results)
+        if done != n and not stopped:
             raise DriverError(f"{system.key}: {done} of {n} jobs were processed")
         if watch is not None and watch.error is not None:
             raise DriverError(f"{system.key}: watching for completion failed: {watch.error}")
@@ -173,14 +188,27 @@ class Bench:
             )
             self.one(system, spec, timeout=300 + n / 50)
             analyze(target)
-            (result,) = self._process(system, target, n, checkpoint=checkpoint, label="memory")
+            (result,) = self._process(
+                system,
+                target,
+                n,
+                checkpoint=checkpoint,
+                label="memory",
+                budget_s=self.sizes.rss_budget_s,
+            )
+        if not result["memory_at_checkpoint"]:
+            raise DriverError(
+                f"{system.key}: {result['count']} jobs in the {self.sizes.rss_budget_s:g} s "
+                f"budget, short of the {checkpoint}-job checkpoint"
+            )
+        extra = {"jobs": int(result["count"])} if result["count"] != n else {}
         at_checkpoint = result["memory_at_checkpoint"]["rss_kb"] / _MIB
         at_end = result["memory_at_end"]["rss_kb"] / _MIB
         peak = result["memory_at_end"]["peak_kb"] / _MIB
         return [
             Sample(system.key, "rss_checkpoint", round_, at_checkpoint),
-            Sample(system.key, "rss_end", round_, at_end),
-            Sample(system.key, "rss_peak", round_, peak),
+            Sample(system.key, "rss_end", round_, at_end, extra),
+            Sample(system.key, "rss_peak", round_, peak, extra),
         ]
 
 

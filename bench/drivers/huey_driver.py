@@ -17,47 +17,21 @@ from typing import Any
 
 from huey import SqliteHuey
 
-from bench.drivers.protocol import Spec, await_go, memory_kb, pace, run_driver
+from bench.drivers.protocol import Spec, Tally, await_go, pace, run_driver
 
 
-class Handler:
-    """The task body's bookkeeping, shared by the consumer's threads."""
-
-    def __init__(self, spec: Spec) -> None:
-        self.lock = threading.Lock()
-        self.done = 0
-        self.last = 0.0
-        self.latencies: list[float] = []
-        self.checkpoint = int(spec.get("checkpoint", 0))
-        self.memory_at_checkpoint: dict[str, int] = {}
-        self.stop_after = int(spec.get("count") or spec.get("expect") or 0)
-        self.finished = threading.Event()
-
-    def __call__(self, i: int = 0, t: float | None = None) -> None:
-        now = time.monotonic()
-        with self.lock:
-            if t is not None:
-                self.latencies.append((now - t) * 1000.0)
-            self.done += 1
-            self.last = now
-            if self.done == self.checkpoint:
-                self.memory_at_checkpoint = memory_kb()
-            if self.done == self.stop_after:
-                self.finished.set()
-
-
-def _huey(spec: Spec, handler: Handler) -> tuple[Any, Any]:
+def _huey(spec: Spec, tally: Tally) -> tuple[Any, Any]:
     huey = SqliteHuey("bench", filename=spec["path"])
 
     def noop(i: int = 0, t: float | None = None) -> None:
-        handler(i, t)
+        tally.handle(t)
 
     return huey, huey.task(name="noop")(noop)
 
 
 def enqueue_single(spec: Spec) -> dict[str, Any]:
     """One task per call, each its own committed INSERT."""
-    _, task = _huey(spec, Handler(spec))
+    _, task = _huey(spec, Tally(spec))
     start = await_go()
     for i in range(spec["n"]):
         task(i)
@@ -70,7 +44,7 @@ def fill(spec: Spec) -> dict[str, Any]:
     huey has no batch enqueue, so the rows its ``enqueue`` would write (the same
     serialised messages) are inserted with one commit instead of one per task.
     """
-    huey, task = _huey(spec, Handler(spec))
+    huey, task = _huey(spec, Tally(spec))
     rows = [(huey.name, huey.serialize_task(task.s(i)), 0) for i in range(spec["n"])]
     start = await_go()
     conn = sqlite3.connect(spec["path"], isolation_level=None, timeout=30.0)
@@ -83,40 +57,36 @@ def fill(spec: Spec) -> dict[str, Any]:
 
 def produce(spec: Spec) -> dict[str, Any]:
     """Enqueue at a steady rate for the latency run."""
-    _, task = _huey(spec, Handler(spec))
+    _, task = _huey(spec, Tally(spec))
     start = await_go()
     for i in pace(spec["count"], spec["rate"]):
         task(i, time.monotonic())
     return {"start": start, "end": time.monotonic(), "count": spec["count"]}
 
 
-def _consume(spec: Spec, *, latency: bool) -> dict[str, Any]:
-    handler = Handler(spec)
-    huey, _ = _huey(spec, handler)
+def _consume(spec: Spec) -> dict[str, Any]:
+    tally = Tally({**spec, "count": spec.get("count") or spec.get("expect") or 0})
+    finished = threading.Event()
+    tally.on_stop = finished.set
+    huey, _ = _huey(spec, tally)
     consumer = huey.create_consumer(workers=spec["workers"], worker_type="thread", periodic=False)
     start = await_go()
+    tally.started(start)
     consumer.start()
-    handler.finished.wait()
-    end = handler.last
+    finished.wait()
+    end = tally.last  # huey writes nothing at completion: the last handler's return is the end
     consumer.stop(graceful=True)
-    return {
-        "start": start,
-        "end": end,
-        "count": handler.done,
-        "latencies": handler.latencies if latency else [],
-        "memory_at_checkpoint": handler.memory_at_checkpoint,
-        "memory_at_end": memory_kb(),
-    }
+    return tally.report(start, end)
 
 
 def process(spec: Spec) -> dict[str, Any]:
     """Run the consumer until ``spec['expect']`` tasks have finished."""
-    return _consume(spec, latency=False)
+    return _consume(spec)
 
 
 def latency_worker(spec: Spec) -> dict[str, Any]:
     """An idle consumer that records enqueue→start for ``spec['count']`` tasks."""
-    return _consume(spec, latency=True)
+    return _consume(spec)
 
 
 if __name__ == "__main__":

@@ -5,44 +5,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.drivers.protocol import Spec, await_go, memory_kb, pace, run_driver
+from bench.drivers.protocol import Spec, Tally, await_go, pace, run_driver
 from mailfathom import MailFathom
 
 KIND = "bench.noop"
 
 
-class Counter:
-    """Counts handled jobs; records latencies and memory checkpoints on the way."""
-
-    def __init__(self, spec: Spec) -> None:
-        self.done = 0
-        self.last = 0.0
-        self.latencies: list[float] = []
-        self.checkpoint = int(spec.get("checkpoint", 0))
-        self.memory_at_checkpoint: dict[str, int] = {}
-        self.stop_after = int(spec.get("count", 0))
-        self.on_last: Any = None
-
-    def handle(self, t: float | None = None) -> None:
-        now = time.monotonic()
-        if t is not None:
-            self.latencies.append((now - t) * 1000.0)
-        self.done += 1
-        self.last = now
-        if self.done == self.checkpoint:
-            self.memory_at_checkpoint = memory_kb()
-        if self.done == self.stop_after and self.on_last is not None:
-            self.on_last()
-
-
-def _app(spec: Spec, counter: Counter | None = None) -> MailFathom:
+def _app(spec: Spec, tally: Tally | None = None) -> MailFathom:
     mf = MailFathom(spec["url"])
     if spec.get("install"):
         mf.migrate()
-    if counter is not None:
+    if tally is not None:
 
         def noop(ctx: Any, i: int = 0, t: float | None = None) -> None:
-            counter.handle(t)
+            tally.handle(t)
 
         mf.job(KIND)(noop)
     mf.jobs.counts()  # opens the connection (pool) before the clock starts
@@ -74,34 +50,29 @@ def enqueue_batch(spec: Spec) -> dict[str, Any]:
 
 def process(spec: Spec) -> dict[str, Any]:
     """Drain what is enqueued with ``run(burst=True)``: it returns once completions are durable."""
-    counter = Counter(spec)
-    mf = _app(spec, counter)
+    tally = Tally(spec)
+    mf = _app(spec, tally)
     worker = mf.worker(concurrency=spec["concurrency"])
+    tally.on_stop = worker.stop
     start = await_go()
+    tally.started(start)
     worker.run(burst=True)
     end = time.monotonic()
-    memory = memory_kb()
     mf.close()
-    return {
-        "start": start,
-        "end": end,
-        "count": counter.done,
-        "memory_at_checkpoint": counter.memory_at_checkpoint,
-        "memory_at_end": memory,
-    }
+    return tally.report(start, end)
 
 
 def latency_worker(spec: Spec) -> dict[str, Any]:
     """An idle worker that records enqueue→start for ``spec['count']`` jobs, then stops."""
-    counter = Counter(spec)
-    mf = _app(spec, counter)
+    tally = Tally(spec)
+    mf = _app(spec, tally)
     worker = mf.worker(concurrency=spec["concurrency"])
-    counter.on_last = worker.stop
+    tally.on_stop = worker.stop
     start = await_go()
     worker.run()
     end = time.monotonic()
     mf.close()
-    return {"start": start, "end": end, "count": counter.done, "latencies": counter.latencies}
+    return tally.report(start, end)
 
 
 def produce(spec: Spec) -> dict[str, Any]:

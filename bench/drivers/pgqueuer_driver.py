@@ -18,7 +18,7 @@ import uvloop
 from pgqueuer.domain.types import QueueExecutionMode
 from pgqueuer.queries import Queries
 
-from bench.drivers.protocol import Spec, await_go, memory_kb, pace, run_driver
+from bench.drivers.protocol import Spec, Tally, await_go, pace, run_driver
 
 ENTRYPOINT = "noop"
 
@@ -71,36 +71,21 @@ async def _produce(spec: Spec) -> dict[str, Any]:
 
 async def _work(spec: Spec, *, latency: bool) -> dict[str, Any]:
     pgq = pgqueuer.PgQueuer(await _driver(spec))
-    state: dict[str, Any] = {"done": 0, "latencies": [], "checkpoint": {}}
-    checkpoint = int(spec.get("checkpoint", 0))
-    stop_after = int(spec.get("count", 0))
+    tally = Tally(spec)
+    tally.on_stop = pgq.shutdown.set
 
     async def noop(job: Any) -> None:
-        now = time.monotonic()
-        if latency:
-            state["latencies"].append((now - float(job.payload.decode())) * 1000.0)
-        state["done"] += 1
-        if state["done"] == checkpoint:
-            state["checkpoint"] = memory_kb()
-        if latency and state["done"] == stop_after:
-            pgq.shutdown.set()
+        tally.handle(float(job.payload.decode()) if latency else None)
 
     pgq.entrypoint(ENTRYPOINT)(noop)
     start = await_go()
+    tally.started(start)
     await pgq.run(
         batch_size=spec["batch"],
         mode=QueueExecutionMode.continuous if latency else QueueExecutionMode.drain,
         dequeue_timeout=timedelta(seconds=30),
     )
-    end = time.monotonic()
-    return {
-        "start": start,
-        "end": end,
-        "count": state["done"],
-        "latencies": state["latencies"],
-        "memory_at_checkpoint": state["checkpoint"],
-        "memory_at_end": memory_kb(),
-    }
+    return tally.report(start, time.monotonic())
 
 
 async def _process(spec: Spec) -> dict[str, Any]:

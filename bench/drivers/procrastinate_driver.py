@@ -15,40 +15,18 @@ from typing import Any
 
 import procrastinate
 
-from bench.drivers.protocol import Spec, await_go, memory_kb, pace, run_driver
+from bench.drivers.protocol import Spec, Tally, await_go, pace, run_driver
 
 
 def _app(spec: Spec) -> Any:
     return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=spec["url"]))
 
 
-class Handler:
-    """The task body's bookkeeping: count, latencies, memory checkpoint, stop."""
-
-    def __init__(self, spec: Spec) -> None:
-        self.done = 0
-        self.latencies: list[float] = []
-        self.checkpoint = int(spec.get("checkpoint", 0))
-        self.memory_at_checkpoint: dict[str, int] = {}
-        self.stop_after = int(spec.get("count", 0))
-        self.finished = asyncio.Event()
-
-    async def __call__(self, i: int = 0, t: float | None = None) -> None:
-        now = time.monotonic()
-        if t is not None:
-            self.latencies.append((now - t) * 1000.0)
-        self.done += 1
-        if self.done == self.checkpoint:
-            self.memory_at_checkpoint = memory_kb()
-        if self.done == self.stop_after:
-            self.finished.set()
-
-
-async def _with_task(spec: Spec, handler: Handler) -> tuple[Any, Any]:
+async def _with_task(spec: Spec, tally: Tally) -> tuple[Any, Any]:
     app = _app(spec)
 
     async def noop(i: int = 0, t: float | None = None) -> None:
-        await handler(i, t)
+        tally.handle(t)
 
     task = app.task(name="noop")(noop)
     await app.open_async()
@@ -58,7 +36,7 @@ async def _with_task(spec: Spec, handler: Handler) -> tuple[Any, Any]:
 
 
 async def _enqueue_single(spec: Spec) -> dict[str, Any]:
-    app, task = await _with_task(spec, Handler(spec))
+    app, task = await _with_task(spec, Tally(spec))
     start = await_go()
     for i in range(spec["n"]):
         await task.defer_async(i=i)
@@ -68,7 +46,7 @@ async def _enqueue_single(spec: Spec) -> dict[str, Any]:
 
 
 async def _enqueue_batch(spec: Spec) -> dict[str, Any]:
-    app, task = await _with_task(spec, Handler(spec))
+    app, task = await _with_task(spec, Tally(spec))
     n, batch = spec["n"], spec["batch"]
     start = await_go()
     for first in range(0, n, batch):
@@ -79,7 +57,7 @@ async def _enqueue_batch(spec: Spec) -> dict[str, Any]:
 
 
 async def _produce(spec: Spec) -> dict[str, Any]:
-    app, task = await _with_task(spec, Handler(spec))
+    app, task = await _with_task(spec, Tally(spec))
     start = await_go()
     for i in pace(spec["count"], spec["rate"]):
         await task.defer_async(i=i, t=time.monotonic())
@@ -88,37 +66,36 @@ async def _produce(spec: Spec) -> dict[str, Any]:
     return {"start": start, "end": end, "count": spec["count"]}
 
 
-async def _process(spec: Spec) -> dict[str, Any]:
-    handler = Handler(spec)
-    app, _ = await _with_task(spec, handler)
+async def _work(spec: Spec, *, wait: bool) -> dict[str, Any]:
+    """Run the worker until it drains (``wait=False``) or the tally says stop."""
+    tally = Tally(spec)
+    app, _ = await _with_task(spec, tally)
+    stop = asyncio.Event()
+    tally.on_stop = stop.set
     start = await_go()
-    await app.run_worker_async(
-        concurrency=spec["concurrency"], wait=False, install_signal_handlers=False
+    tally.started(start)
+    worker = asyncio.create_task(
+        app.run_worker_async(
+            concurrency=spec["concurrency"], wait=wait, install_signal_handlers=False
+        )
     )
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({worker, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not worker.done():
+        worker.cancel()  # procrastinate stops gracefully when its task is cancelled
+    stopping.cancel()
+    await asyncio.gather(worker, stopping, return_exceptions=True)
     end = time.monotonic()
     await app.close_async()
-    return {
-        "start": start,
-        "end": end,
-        "count": handler.done,
-        "memory_at_checkpoint": handler.memory_at_checkpoint,
-        "memory_at_end": memory_kb(),
-    }
+    return tally.report(start, end)
+
+
+async def _process(spec: Spec) -> dict[str, Any]:
+    return await _work(spec, wait=False)
 
 
 async def _latency_worker(spec: Spec) -> dict[str, Any]:
-    handler = Handler(spec)
-    app, _ = await _with_task(spec, handler)
-    start = await_go()
-    worker = asyncio.create_task(
-        app.run_worker_async(concurrency=spec["concurrency"], install_signal_handlers=False)
-    )
-    await handler.finished.wait()
-    worker.cancel()
-    await asyncio.gather(worker, return_exceptions=True)
-    end = time.monotonic()
-    await app.close_async()
-    return {"start": start, "end": end, "count": handler.done, "latencies": handler.latencies}
+    return await _work(spec, wait=True)
 
 
 def _sync(coroutine_function: Any) -> Any:
