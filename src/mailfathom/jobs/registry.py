@@ -98,6 +98,8 @@ def build_kind(
         raise InvalidInput(f"isolation must be 'thread' or 'process', not {isolation!r}")
     if not callable(handler):
         raise InvalidInput(f"the handler of {name!r} is not callable")
+    if isolation == "process":
+        _check_importable(name, handler)
     return JobKind(
         name=name,
         handler=handler,
@@ -108,3 +110,14 @@ def build_kind(
         permanent=tuple(permanent),
         isolation=isolation,
     )
+
+
+def _check_importable(name: str, handler: Handler) -> None:
+    """A process-isolated handler is pickled by reference: it must be module-level."""
+    qualname = getattr(handler, "__qualname__", "")
+    if not qualname or "<locals>" in qualname or "<lambda>" in qualname:
+        raise InvalidInput(
+            f"the handler of {name!r} ({qualname or handler!r}) runs with isolation='process', "
+            "so it must be a module-level function a child process can import: move it to "
+            "the top level of a module"
+        )

@@ -22,14 +22,16 @@ from mailfathom.store.base import (
 )
 from mailfathom.store.database import Cursor, Database
 from mailfathom.store.migrate import load_migrations
+from mailfathom.store.worker_store import WorkerStore
 
 __all__ = ["SqlStore"]
 
 _JOB_TIMES = ("available_at", "lease_expires_at", "claimed_at", "created_at", "finished_at")
 
 
-class SqlStore:
-    """A :class:`Store` over any :class:`Database`."""
+class SqlStore(WorkerStore):
+    """A :class:`Store` over any :class:`Database` (the worker registry and schedules
+    come from :class:`WorkerStore`)."""
 
     def __init__(self, database: Database) -> None:
         self.db = database

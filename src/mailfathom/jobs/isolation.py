@@ -1,0 +1,186 @@
+"""``isolation="process"``: a handler run in a child process that is killed at its deadline.
+
+Internal. A thread cannot be stopped, so a kind that needs a hard stop runs each
+attempt in a fresh child process (the ``spawn`` start method: no state shared
+with the worker's threads). The handler and its payload are pickled, so the
+handler must be a module-level function its module can import. At the deadline
+(or when the worker gives the job up: shutdown, a lost lease) the child is
+killed with SIGKILL. The child ignores SIGINT and SIGTERM, which a terminal or
+a service manager sends to the whole process group, so that the worker alone
+decides when it stops; and it exits by itself if the worker disappears.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from mailfathom.clock import Clock
+from mailfathom.jobs.context import JobContext
+from mailfathom.jobs.execute import context_for, failed, succeeded, timed_out
+from mailfathom.jobs.model import Job
+from mailfathom.jobs.queue import Finished
+from mailfathom.jobs.registry import JobKind
+
+__all__ = ["ChildProcessDied", "ChildProcesses", "HandlerFailedInChild"]
+
+_SPAWN = multiprocessing.get_context("spawn")
+_POLL = 0.05  # seconds between checks for the deadline and for cancellation
+
+
+class ChildProcessDied(Exception):
+    """The child process running the handler exited without reporting a result."""
+
+
+class HandlerFailedInChild(Exception):
+    """Stands for an exception raised in the child that could not be sent back as itself."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}" if message else error_type)
+        self.error_type = error_type
+
+
+class ChildProcesses:
+    """Starts isolated attempts and remembers the live children, so that none outlives us."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: set[Any] = set()
+
+    def run(
+        self, kind: JobKind, job: Job, clock: Clock, cancelled: threading.Event
+    ) -> Finished | None:
+        """Run one attempt in a child and wait for it; None when ``cancelled`` was set first.
+
+        Blocks the calling thread (a worker pool thread) until the child answers,
+        dies, passes its deadline (killed: ``ExecutionTimeout``) or is cancelled (killed).
+        """
+        started = clock.now()
+        context = context_for(kind, job, started)
+        receive, send = _SPAWN.Pipe(duplex=False)
+        process = _SPAWN.Process(
+            target=_child_main,
+            args=(kind.handler, context, job.payload, send),
+            name=f"mailfathom-job-{job.id}",
+        )
+        began = time.monotonic()
+        deadline = began + kind.timeout.total_seconds() if kind.timeout is not None else None
+        try:
+            try:
+                process.start()
+            except Exception as exc:  # the handler or payload could not be pickled
+                return failed(job, exc, started)
+            finally:
+                send.close()
+            with self._lock:
+                self._live.add(process)
+            while True:
+                left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
+                if receive.poll(max(left, 0.0)):
+                    return self._answer(receive, process, job, started)
+                if cancelled.is_set():
+                    return None
+                if deadline is not None and time.monotonic() >= deadline:
+                    _kill(process)
+                    return timed_out(
+                        job, kind.timeout, started, None, how="; its process was killed"
+                    )
+        finally:
+            receive.close()
+            _kill(process)
+            with self._lock:
+                self._live.discard(process)
+            with contextlib.suppress(ValueError):
+                process.close()
+
+    def _answer(self, receive: Connection, process: Any, job: Job, started: Any) -> Finished:
+        try:
+            message = receive.recv()
+        except (EOFError, OSError):
+            process.join(5)
+            code = process.exitcode
+            how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+            return failed(
+                job,
+                ChildProcessDied(f"the handler's child process ended by {how} without a result"),
+                started,
+            )
+        process.join(5)
+        if message[0] == "ok":
+            return succeeded(job, started)
+        _, blob, error_type, text, tb = message
+        error: BaseException = HandlerFailedInChild(error_type, text)
+        if blob is not None:
+            # our own child's bytes, over a pipe only it and we hold
+            with contextlib.suppress(Exception):
+                error = pickle.loads(blob)  # noqa: S301
+        return failed(job, error, started, tb)
+
+    def kill_all(self) -> None:
+        """SIGKILL every live child (a worker exiting at once)."""
+        with self._lock:
+            live = list(self._live)
+        for process in live:
+            _kill(process)
+
+
+def _kill(process: Any) -> None:
+    if process.pid is None:
+        return
+    if process.exitcode is None:
+        try:
+            process.kill()
+        except (OSError, ValueError):  # already gone, or already closed
+            return
+    process.join(5)
+
+
+def _child_main(
+    handler: Callable[..., Any], context: JobContext, payload: dict[str, Any], send: Connection
+) -> None:
+    """Runs in the child: the handler, then one message back to the worker."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _exit_with_parent()
+    try:
+        if inspect.iscoroutinefunction(handler):
+            asyncio.run(handler(context, **payload))
+        else:
+            handler(context, **payload)
+    except BaseException as exc:
+        text = "".join(traceback.format_exception(exc))
+        blob: bytes | None = None
+        with contextlib.suppress(Exception):
+            packed = pickle.dumps(exc)
+            pickle.loads(packed)  # noqa: S301 - checks that it comes back
+            blob = packed
+        cls = type(exc)
+        name = cls.__qualname__
+        if cls.__module__ != "builtins":
+            name = f"{cls.__module__}.{name}"
+        send.send(("error", blob, name, str(exc), text))
+    else:
+        send.send(("ok",))
+    send.close()
+
+
+def _exit_with_parent() -> None:
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="mailfathom-parent-watch", daemon=True).start()
