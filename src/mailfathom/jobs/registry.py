@@ -115,9 +115,10 @@ def build_kind(
 def _check_importable(name: str, handler: Handler) -> None:
     """A process-isolated handler is pickled by reference: it must be module-level."""
     qualname = getattr(handler, "__qualname__", "")
-    if not qualname or "<locals>" in qualname or "<lambda>" in qualname:
+    module = getattr(handler, "__module__", None)
+    if not qualname or "<locals>" in qualname or "<lambda>" in qualname or module == "__main__":
         raise InvalidInput(
             f"the handler of {name!r} ({qualname or handler!r}) runs with isolation='process', "
             "so it must be a module-level function a child process can import: move it to "
-            "the top level of a module"
+            "the top level of a module (not the script you run)"
         )

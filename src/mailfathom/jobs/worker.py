@@ -51,6 +51,7 @@ logger = logging.getLogger("mailfathom.worker")
 _PRUNE_AFTER = timedelta(days=1)  # registry rows of workers silent this long are deleted
 _CLAIM_COOLDOWN = 0.01  # s: under load, claim at least this far apart unless half is free
 _MAX_BACKOFF = 10.0  # s: longest pause between retries while the database fails
+_WATCH_SLICE = 0.25  # s: the watcher checks this often whether the worker stops
 
 
 class _HardStop(BaseException):
@@ -244,7 +245,7 @@ class Worker:
                 except StoreError as exc:
                     logger.warning("worker=%s could not deregister (%s)", self.id, exc)
         if self._watcher is not None and graceful:
-            self._watcher.join(self.poll_interval + 1)
+            self._watcher.join(_WATCH_SLICE + 1)
 
     # -- the main loop -----------------------------------------------------------------
 
@@ -567,7 +568,7 @@ class Worker:
         pause = 0.5
         while not self._watch_stop.is_set():
             try:
-                woke = self._store.wait_for_jobs(self.poll_interval)
+                woke = self._store.wait_for_jobs(min(self.poll_interval, _WATCH_SLICE))
             except StoreError as exc:
                 logger.debug("waiting for jobs failed (%s); retrying in %.1fs", exc, pause)
                 self._watch_stop.wait(pause)
