@@ -85,3 +85,5 @@ mf.job("test.hang", max_attempts=1, timeout=1, isolation="process")(hang)
 scheduled = MailFathom()
 scheduled.job("test.tick")(tick)
 scheduled.schedule("every-second", cron="* * * * * *", kind="test.tick")
+
+fixed = MailFathom("sqlite:///mailfathom-fixed-url.db")  # a hard-coded URL (never opened)

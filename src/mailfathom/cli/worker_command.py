@@ -95,15 +95,15 @@ def worker(
         if not names:
             raise click.BadParameter("give at least one queue name", param_hint="--queues")
     app = load_app(app_path, database)
+    worker = app.worker(
+        concurrency=concurrency, queues=names, lease=lease, shutdown_timeout=shutdown_timeout
+    )
     try:
-        app.worker(
-            concurrency=concurrency,
-            queues=names,
-            lease=lease,
-            shutdown_timeout=shutdown_timeout,
-        ).run(burst=burst)
-    finally:
-        app.close()
+        worker.run(burst=burst)
+    except SystemExit as stop:  # a second signal: leave now, without tearing anything down
+        logging.shutdown()
+        os._exit(stop.code if isinstance(stop.code, int) else 1)
+    app.close()
 
 
 def load_app(path: str, database: str | None = None) -> MailFathom:

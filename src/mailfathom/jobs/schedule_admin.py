@@ -33,7 +33,7 @@ class Schedule:
     """A recurring schedule as stored: what it enqueues, when, and whether it is paused.
 
     ``last_tick`` is the latest tick enqueued (its job is ``last_job_id``); ticks at
-    or before ``not_before`` never run (creation, change of definition, resumption).
+    or before ``not_before`` never run (creation, new cron or time zone, resumption).
     """
 
     name: str

@@ -8,7 +8,7 @@ Every worker runs the :class:`Scheduler`: the store moves the schedule's
 workers enqueue each tick exactly once without talking to each other. Only the
 latest due tick is considered, so after downtime one job runs, not a burst.
 Ticks at or before ``not_before`` (the schedule's creation, its last change of
-definition, or its resumption) never run.
+cron or time zone, or its resumption) never run.
 
 Cron expressions are croniter's: five fields, or six with seconds last
 (``* * * * * */10`` is every ten seconds).

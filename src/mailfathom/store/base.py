@@ -325,8 +325,9 @@ class Store(Protocol):
     ) -> list[str]:
         """Insert or update schedules in one transaction; return the names written.
 
-        An unchanged definition is not written. A changed one gets ``not_before = now``
-        (its past ticks never run); its paused state and last tick are kept.
+        An unchanged definition is not written. A new cron or time zone gets
+        ``not_before = now`` (its past ticks never run); the paused state and the last
+        tick are always kept.
         """
         ...
 
