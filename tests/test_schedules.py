@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,8 +41,8 @@ def app(mf: MailFathom, clock: FakeClock) -> MailFathom:
     return mf
 
 
-def keys(mf: MailFathom) -> list[str | None]:
-    return sorted(job.idempotency_key for job in mf.jobs.list(kind="report"))
+def keys(mf: MailFathom) -> list[str]:
+    return sorted(job.idempotency_key or "" for job in mf.jobs.list(kind="report"))
 
 
 def test_each_tick_is_enqueued_once_and_only_after_the_declaration(
@@ -170,17 +171,18 @@ def test_time_zones_and_keys() -> None:
 
 
 def test_bad_declarations_are_refused(app: MailFathom) -> None:
-    for kwargs, message in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"cron": "61 * * * *"}, "not a valid cron expression"),
         ({"cron": ""}, "cron must be a cron expression"),
         ({"timezone": "Mars/Olympus"}, "not a known IANA time zone"),
         ({"kind": "bad kind"}, "job kind 'bad kind' is not usable"),
         ({"payload": {"when": datetime.now(UTC)}}, "payload is not JSON"),
         ({"queue": ""}, "queue '' is not usable"),
-    ]:
-        arguments = {"cron": "* * * * *", "kind": "report", **kwargs}
+    ]
+    for kwargs, message in cases:
+        arguments: dict[str, Any] = {"cron": "* * * * *", "kind": "report", **kwargs}
         with pytest.raises(InvalidInput, match=message):
-            app.schedule("s", **arguments)  # type: ignore[arg-type]
+            app.schedule("s", **arguments)
     with pytest.raises(InvalidInput, match="schedule name"):
         app.schedule("a b", cron="* * * * *", kind="report")
     app.schedule("s", cron="* * * * *", kind="report")
