@@ -133,13 +133,18 @@ def test_an_overrunning_thread_keeps_its_lease_until_it_returns(database_url: st
         @app.job("k", timeout=0.2, max_attempts=1)
         def slow(ctx: JobContext) -> None:
             calls.append(ctx.attempt)
-            time.sleep(1.0)  # five times its timeout, three times its lease
+            time.sleep(1.5)  # seven times its timeout, three times its lease
+
+        @rival.job("k")
+        def stolen(ctx: JobContext) -> None:
+            calls.append(-ctx.attempt)
 
         job = app.enqueue("k")
-        thief = rival.worker(lease=0.3, poll_interval=0.05)
-        with running(thief):
-            app.worker(lease=0.3).run(burst=True)
-        assert calls == [1]
+        with running(app.worker(lease=0.5), burst=True) as result:
+            wait_until(lambda: calls == [1])
+            with running(rival.worker(lease=0.5, poll_interval=0.05)):
+                wait_until(lambda: bool(result))
+        assert calls == [1], "the job ran twice"
         (attempt,) = app.jobs.attempts(job.id)
         assert attempt.outcome is AttemptOutcome.EXECUTION_TIMEOUT
         assert app.jobs.get(job.id).state is JobState.DEAD_LETTERED
@@ -153,15 +158,18 @@ def test_the_heartbeat_keeps_a_job_five_leases_long(database_url: str) -> None:
         @app.job("k")
         def long(ctx: JobContext) -> None:
             calls.append(ctx.attempt)
-            time.sleep(1.0)
+            time.sleep(2.5)
 
         @rival.job("k")
         def stolen(ctx: JobContext) -> None:
             calls.append(-ctx.attempt)
 
         job = app.enqueue("k")
-        with running(rival.worker(lease=0.2, poll_interval=0.05)):
-            assert app.worker(lease=0.2).run(burst=True) == 1
+        with running(app.worker(lease=0.5), burst=True) as result:
+            wait_until(lambda: calls == [1])
+            with running(rival.worker(lease=0.5, poll_interval=0.05)):
+                wait_until(lambda: bool(result))
+        assert result == [1]
         assert calls == [1], "the job ran twice"
         done = app.jobs.get(job.id)
         assert done.state is JobState.SUCCEEDED and done.attempts == 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import math
 import multiprocessing
 import os
 import pickle
@@ -25,6 +26,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from datetime import datetime
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -40,6 +42,7 @@ __all__ = ["ChildProcessDied", "ChildProcesses", "HandlerFailedInChild"]
 _CHILDREN = multiprocessing.get_context("forkserver")
 _CHILDREN.set_forkserver_preload(["mailfathom"])
 _POLL = 0.05  # seconds between checks for the deadline and for cancellation
+_START_LIMIT = 60.0  # seconds a child may take to start the handler (imports included)
 
 
 class ChildProcessDied(Exception):
@@ -67,7 +70,9 @@ class ChildProcesses:
         """Run one attempt in a child and wait for it; None when ``cancelled`` was set first.
 
         Blocks the calling thread (a worker pool thread) until the child answers,
-        dies, passes its deadline (killed: ``ExecutionTimeout``) or is cancelled (killed).
+        dies, passes its deadline (killed: ``ExecutionTimeout``) or is cancelled
+        (killed). The timeout counts from the moment the child starts the handler,
+        so a slow start of the process is not charged to the handler.
         """
         started = clock.now()
         context = context_for(kind, job, started)
@@ -77,8 +82,9 @@ class ChildProcesses:
             args=(kind.handler, context, job.payload, send),
             name=f"mailfathom-job-{job.id}",
         )
-        began = time.monotonic()
-        deadline = began + kind.timeout.total_seconds() if kind.timeout is not None else None
+        timeout = kind.timeout.total_seconds() if kind.timeout is not None else None
+        limit = time.monotonic() + _START_LIMIT  # until the child says it started
+        running = False
         try:
             try:
                 process.start()
@@ -89,13 +95,25 @@ class ChildProcesses:
             with self._lock:
                 self._live.add(process)
             while True:
-                left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
-                if receive.poll(max(left, 0.0)):
-                    return self._answer(receive, process, job, started)
+                if receive.poll(max(min(_POLL, limit - time.monotonic()), 0.0)):
+                    message = _receive(receive)
+                    if message is not None and message[0] == "started":
+                        running = True
+                        limit = time.monotonic() + timeout if timeout is not None else math.inf
+                        continue
+                    return _answer(message, process, job, started)
                 if cancelled.is_set():
                     return None
-                if deadline is not None and time.monotonic() >= deadline:
+                if time.monotonic() >= limit:
                     _kill(process)
+                    if not running:
+                        return failed(
+                            job,
+                            ChildProcessDied(
+                                f"the child process did not start in {_START_LIMIT} s"
+                            ),
+                            started,
+                        )
                     return timed_out(
                         job, kind.timeout, started, None, how="; its process was killed"
                     )
@@ -107,35 +125,40 @@ class ChildProcesses:
             with contextlib.suppress(ValueError):
                 process.close()
 
-    def _answer(self, receive: Connection, process: Any, job: Job, started: Any) -> Finished:
-        try:
-            message = receive.recv()
-        except (EOFError, OSError):
-            process.join(5)
-            code = process.exitcode
-            how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
-            return failed(
-                job,
-                ChildProcessDied(f"the handler's child process ended by {how} without a result"),
-                started,
-            )
-        process.join(5)
-        if message[0] == "ok":
-            return succeeded(job, started)
-        _, blob, error_type, text, tb = message
-        error: BaseException = HandlerFailedInChild(error_type, text)
-        if blob is not None:
-            # our own child's bytes, over a pipe only it and we hold
-            with contextlib.suppress(Exception):
-                error = pickle.loads(blob)  # noqa: S301
-        return failed(job, error, started, tb)
-
     def kill_all(self) -> None:
         """SIGKILL every live child (a worker exiting at once)."""
         with self._lock:
             live = list(self._live)
         for process in live:
             _kill(process)
+
+
+def _receive(receive: Connection) -> Any:
+    try:
+        return receive.recv()
+    except (EOFError, OSError):  # the child ended without a (complete) message
+        return None
+
+
+def _answer(message: Any, process: Any, job: Job, started: datetime) -> Finished:
+    process.join(5)
+    if message is None:
+        code = process.exitcode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        return failed(
+            job,
+            ChildProcessDied(f"the handler's child process ended by {how} without a result"),
+            started,
+        )
+    if message[0] == "ok":
+        return succeeded(job, started)
+    _, blob, error_type, text, tb = message
+    error: BaseException = HandlerFailedInChild(error_type, text)
+    if blob is not None:
+        # our own child's bytes, over a pipe only it and we hold
+        with contextlib.suppress(Exception):
+            error = pickle.loads(blob)  # noqa: S301
+    return failed(job, error, started, tb)
 
 
 def _kill(process: Any) -> None:
@@ -156,6 +179,7 @@ def _child_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _exit_with_parent()
+    send.send(("started",))
     try:
         if inspect.iscoroutinefunction(handler):
             asyncio.run(handler(context, **payload))

@@ -273,33 +273,54 @@ class Worker:
                     return
                 self._wake.wait(min(shutdown_at - now, self.poll_interval))
                 continue
-            claimed = self._claim_if_due(now, burst)
-            now = time.monotonic()
-            if self._should_flush(now, claimed):
+            claimed = self._schedule_and_claim(now, burst)
+            if self._should_flush(time.monotonic()):
                 self._flush()
             if burst and claimed == 0 and self._idle():
                 return
             self._wake.wait(self._wait_time(time.monotonic(), burst))
 
-    def _claim_if_due(self, now: float, burst: bool) -> int | None:
-        """Run the scheduler when due, then claim for the free slots; None when not tried."""
+    def _schedule_and_claim(self, now: float, burst: bool) -> int | None:
+        """Run the scheduler when due, then claim for the free slots, recording what
+        finished in the same transaction. Returns how many were claimed (None: not tried)."""
         if now < self._retry_at:
             return None
-        try:
-            if now >= self._next_schedule_pass:
+        if now >= self._next_schedule_pass:
+            try:
                 created, wait = self._scheduler.run_due()
-                # a burst fires what is due when it starts, then only drains
-                self._next_schedule_pass = float("inf") if burst else time.monotonic() + wait
-                self._db_woke = self._db_woke or created > 0
-            free = self.concurrency - len(self._running)
-            if free <= 0 or not self._claim_wanted(now, free, burst):
+            except StoreError as exc:
+                self._store_failed("enqueueing scheduled jobs", exc)
                 return None
-            self._db_woke = False
-            jobs = self._queue.claim(self.id, free, self.lease, self.queues)
+            # a burst fires what is due when it starts, then only drains
+            self._next_schedule_pass = float("inf") if burst else time.monotonic() + wait
+            self._db_woke = self._db_woke or created > 0
+        free = self.concurrency - len(self._running)
+        if free <= 0 or not self._claim_wanted(now, free, burst):
+            return None
+        self._db_woke = False
+        batch = self._take_batch()
+        moment = self._clock.now()
+        try:
+            if batch:
+                succeeded, failed = self._outcomes(batch, moment)
+                lost, rows = self._store.record_and_claim(
+                    owner=self.id,
+                    now=moment,
+                    succeeded=succeeded,
+                    failed=failed,
+                    limit=free,
+                    lease_until=moment + self.lease,
+                    queues=self.queues,
+                )
+                jobs = [Job.from_row(row) for row in rows]
+            else:
+                lost, jobs = set(), self._queue.claim(self.id, free, self.lease, self.queues)
         except StoreError as exc:
+            self._put_back(batch)
             self._store_failed("claiming", exc)
             return None
         self._store_ok()
+        self._recorded(batch, lost)
         self._last_claim = now
         self._last_claim_full = len(jobs) == free
         for job in jobs:
@@ -311,11 +332,12 @@ class Worker:
             return free * 2 >= self.concurrency or now - self._last_claim >= _CLAIM_COOLDOWN
         return burst or self._db_woke or now - self._last_claim >= self.poll_interval
 
-    def _should_flush(self, now: float, claimed: int | None) -> bool:
+    def _should_flush(self, now: float) -> bool:
+        """Record outcomes on their own when no claim carries them soon enough."""
         if not self._done:
             return False
-        if claimed is not None or not self._last_claim_full:
-            return True
+        if not self._last_claim_full:
+            return True  # the queue looked empty: record now, nothing to batch with
         return len(self._done) * 2 >= self.concurrency or now - self._done_since >= _CLAIM_COOLDOWN
 
     def _wait_time(self, now: float, burst: bool) -> float:
@@ -475,28 +497,45 @@ class Worker:
         """Record every finished attempt in one transaction; keep them when that fails."""
         if time.monotonic() < self._retry_at:
             return
-        with self._lock:
-            batch, self._done = self._done, []
-            self._recording = batch
+        batch = self._take_batch()
         if not batch:
             return
         now = self._clock.now()
-        succeeded = [(r.job.id, r.job.attempts) for r in batch if r.outcome is _SUCCEEDED]
-        failed = [self._failure(r, now) for r in batch if r.outcome is not _SUCCEEDED]
+        succeeded, failed = self._outcomes(batch, now)
         try:
             lost = self._store.record_outcomes(
                 owner=self.id, now=now, succeeded=succeeded, failed=failed
             )
         except StoreError as exc:
-            with self._lock:
-                self._done = batch + self._done
-                self._done_since = time.monotonic()
-                self._recording = []
+            self._put_back(batch)
             self._store_failed("recording outcomes", exc)
             return
+        self._store_ok()
+        self._recorded(batch, lost)
+
+    def _take_batch(self) -> list[Finished]:
+        with self._lock:
+            batch, self._done = self._done, []
+            self._recording = batch
+        return batch
+
+    def _put_back(self, batch: list[Finished]) -> None:
+        with self._lock:
+            self._done = batch + self._done
+            if self._done:
+                self._done_since = time.monotonic()
+            self._recording = []
+
+    def _outcomes(
+        self, batch: list[Finished], now: datetime
+    ) -> tuple[list[tuple[int, int]], list[FailedAttempt]]:
+        succeeded = [(r.job.id, r.job.attempts) for r in batch if r.outcome is _SUCCEEDED]
+        failed = [self._failure(r, now) for r in batch if r.outcome is not _SUCCEEDED]
+        return succeeded, failed
+
+    def _recorded(self, batch: list[Finished], lost: set[int]) -> None:
         with self._lock:
             self._recording = []
-        self._store_ok()
         for result in batch:
             if result.job.id in lost:
                 logger.warning(

@@ -251,6 +251,21 @@ class Store(Protocol):
         """Record finished attempts in one transaction; return the ids whose lease was lost."""
         ...
 
+    def record_and_claim(
+        self,
+        *,
+        owner: str,
+        now: datetime,
+        succeeded: Sequence[tuple[int, int]],
+        failed: Sequence[FailedAttempt],
+        limit: int,
+        lease_until: datetime,
+        queues: Sequence[str] | None = None,
+    ) -> tuple[set[int], list[JobRow]]:
+        """``record_outcomes`` then ``claim`` in one transaction: a busy worker's loop
+        commits once per batch. Returns the lost ids and the claimed jobs."""
+        ...
+
     def get_job(self, job_id: int) -> JobRow | None:
         """The job, or None."""
         ...
