@@ -50,7 +50,7 @@ logger = logging.getLogger("mailfathom.worker")
 
 _PRUNE_AFTER = timedelta(days=1)  # registry rows of workers silent this long are deleted
 _CLAIM_COOLDOWN = 0.01  # s: under load, claim at least this far apart unless half is free
-_MAX_BACKOFF = 10.0  # s: longest pause between retries while the database fails
+_MAX_BACKOFF = 5.0  # s: longest pause between retries while the database fails
 _WATCH_SLICE = 0.25  # s: the watcher checks this often whether the worker stops
 
 
