@@ -22,7 +22,6 @@ import dataclasses
 import logging
 import math
 import os
-import random
 import signal
 import socket
 import threading
@@ -37,6 +36,7 @@ from mailfathom.errors import InvalidInput, StoreError
 from mailfathom.jobs.execute import shutdown_timed_out
 from mailfathom.jobs.heartbeat import Heartbeat
 from mailfathom.jobs.model import Job
+from mailfathom.jobs.outcomes import Outage, Unrecorded
 from mailfathom.jobs.queue import Finished, JobQueue
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.runner import Runner, Running, log_attempt
@@ -107,9 +107,7 @@ class Worker:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._running: dict[int, Running] = {}
-        self._done: list[Finished] = []
-        self._recording: list[Finished] = []
-        self._done_since = 0.0  # monotonic instant the oldest unrecorded result arrived
+        self._done = Unrecorded()
         self._ran = 0
         self._stopping = False
         self._signals = 0
@@ -123,9 +121,9 @@ class Worker:
         self._last_claim = float("-inf")
         self._last_claim_full = False
         self._next_schedule_pass = 0.0
-        self._retry_at = 0.0  # monotonic: no database calls before this while it fails
-        self._backoff = 0.0
-        self._failing = False
+        self._outage = Outage(
+            self.id, limit=min(_MAX_BACKOFF, max(self.lease.total_seconds() / 2, 0.5))
+        )
 
     # -- public ------------------------------------------------------------------------
 
@@ -202,13 +200,13 @@ class Worker:
             except StoreError as exc:
                 if burst:
                     raise
-                self._store_failed("starting", exc)
-            while not self._stopping and time.monotonic() < self._retry_at:
-                self._wake.wait(self._retry_at - time.monotonic())
+                self._outage.failed("starting", exc)
+            while not self._stopping and self._outage.blocked(time.monotonic()):
+                self._wake.wait(self._outage.retry_at - time.monotonic())
                 self._wake.clear()
             if self._stopping:
                 return False
-        self._store_ok()
+        self._outage.ok()
         self._heartbeat.start()
         self._runner = Runner(
             self._queue.registry,
@@ -283,13 +281,13 @@ class Worker:
     def _schedule_and_claim(self, now: float, burst: bool) -> int | None:
         """Run the scheduler when due, then claim for the free slots, recording what
         finished in the same transaction. Returns how many were claimed (None: not tried)."""
-        if now < self._retry_at:
+        if self._outage.blocked(now):
             return None
         if now >= self._next_schedule_pass:
             try:
                 created, wait = self._scheduler.run_due()
             except StoreError as exc:
-                self._store_failed("enqueueing scheduled jobs", exc)
+                self._outage.failed("enqueueing scheduled jobs", exc)
                 return None
             # a burst fires what is due when it starts, then only drains
             self._next_schedule_pass = float("inf") if burst else time.monotonic() + wait
@@ -298,7 +296,7 @@ class Worker:
         if free <= 0 or not self._claim_wanted(now, free, burst):
             return None
         self._db_woke = False
-        batch = self._take_batch()
+        batch = self._done.take()
         moment = self._clock.now()
         try:
             if batch:
@@ -316,11 +314,11 @@ class Worker:
             else:
                 lost, jobs = set(), self._queue.claim(self.id, free, self.lease, self.queues)
         except StoreError as exc:
-            self._put_back(batch)
-            self._store_failed("claiming", exc)
+            self._done.put_back(batch)
+            self._outage.failed("claiming", exc)
             return None
-        self._store_ok()
-        self._recorded(batch, lost)
+        self._outage.ok()
+        self._done.recorded(batch, lost)
         self._last_claim = now
         self._last_claim_full = len(jobs) == free
         for job in jobs:
@@ -338,7 +336,7 @@ class Worker:
             return False
         if not self._last_claim_full:
             return True  # the queue looked empty: record now, nothing to batch with
-        return len(self._done) * 2 >= self.concurrency or now - self._done_since >= _CLAIM_COOLDOWN
+        return len(self._done) * 2 >= self.concurrency or self._done.age(now) >= _CLAIM_COOLDOWN
 
     def _wait_time(self, now: float, burst: bool) -> float:
         since = now - self._last_claim
@@ -350,8 +348,8 @@ class Worker:
             wait = self.poll_interval - since
         if self._done:
             wait = min(wait, _CLAIM_COOLDOWN)
-        if self._retry_at > now:
-            wait = max(wait, self._retry_at - now)
+        if self._outage.blocked(now):
+            wait = max(wait, self._outage.retry_at - now)
         wait = min(wait, self._next_schedule_pass - now)
         with self._lock:
             deadlines = [
@@ -365,7 +363,7 @@ class Worker:
 
     def _idle(self) -> bool:
         with self._lock:
-            return not self._running and not self._done and not self._recording
+            return not self._running and self._done.empty()
 
     # -- attempts ----------------------------------------------------------------------
 
@@ -381,11 +379,8 @@ class Worker:
         with self._lock:
             if self._running.get(running.job.id) is running:
                 del self._running[running.job.id]
-            keep = result is not None and not running.abandoned
-            if keep and result is not None:
-                if not self._done:
-                    self._done_since = time.monotonic()
-                self._done.append(result)
+            if result is not None and not running.abandoned:
+                self._done.add(result)
             if result is not None:
                 self._ran += 1
         job = running.job
@@ -413,7 +408,7 @@ class Worker:
         """Every job whose lease the heartbeat must renew."""
         with self._lock:
             running = [r.job for r in self._running.values() if not r.lost and not r.abandoned]
-            return running + [f.job for f in self._done] + [f.job for f in self._recording]
+        return running + self._done.jobs()
 
     def _lost(self, lost: set[tuple[int, int]]) -> None:
         """The heartbeat found these leases gone: stop what can be stopped."""
@@ -475,9 +470,7 @@ class Worker:
                     "process": "its process was killed",
                     "none": "it had not started",
                 }[running.mode]
-                if not self._done:
-                    self._done_since = time.monotonic()
-                self._done.append(
+                self._done.add(
                     shutdown_timed_out(running.job, running.started_at, self.shutdown_timeout, how)
                 )
         for running in victims:
@@ -495,9 +488,9 @@ class Worker:
 
     def _flush(self) -> None:
         """Record every finished attempt in one transaction; keep them when that fails."""
-        if time.monotonic() < self._retry_at:
+        if self._outage.blocked(time.monotonic()):
             return
-        batch = self._take_batch()
+        batch = self._done.take()
         if not batch:
             return
         now = self._clock.now()
@@ -507,24 +500,11 @@ class Worker:
                 owner=self.id, now=now, succeeded=succeeded, failed=failed
             )
         except StoreError as exc:
-            self._put_back(batch)
-            self._store_failed("recording outcomes", exc)
+            self._done.put_back(batch)
+            self._outage.failed("recording outcomes", exc)
             return
-        self._store_ok()
-        self._recorded(batch, lost)
-
-    def _take_batch(self) -> list[Finished]:
-        with self._lock:
-            batch, self._done = self._done, []
-            self._recording = batch
-        return batch
-
-    def _put_back(self, batch: list[Finished]) -> None:
-        with self._lock:
-            self._done = batch + self._done
-            if self._done:
-                self._done_since = time.monotonic()
-            self._recording = []
+        self._outage.ok()
+        self._done.recorded(batch, lost)
 
     def _outcomes(
         self, batch: list[Finished], now: datetime
@@ -532,20 +512,6 @@ class Worker:
         succeeded = [(r.job.id, r.job.attempts) for r in batch if r.outcome is _SUCCEEDED]
         failed = [self._failure(r, now) for r in batch if r.outcome is not _SUCCEEDED]
         return succeeded, failed
-
-    def _recorded(self, batch: list[Finished], lost: set[int]) -> None:
-        with self._lock:
-            self._recording = []
-        for result in batch:
-            if result.job.id in lost:
-                logger.warning(
-                    "job_id=%d kind=%s attempt=%d: its lease was lost before its outcome (%s) "
-                    "could be recorded; the outcome is discarded and the job runs again",
-                    result.job.id,
-                    result.job.kind,
-                    result.job.attempts,
-                    result.outcome.value,
-                )
 
     def _failure(self, result: Finished, now: datetime) -> FailedAttempt:
         failure = self._queue.failure(result, now)
@@ -558,8 +524,7 @@ class Worker:
         give_up = time.monotonic() + max(self.lease.total_seconds(), 5.0)
         while True:
             self._flush()
-            with self._lock:
-                left = list(self._done)
+            left = self._done.waiting()
             if not left:
                 return
             now = time.monotonic()
@@ -573,32 +538,7 @@ class Worker:
                 )
                 return
             self._wake.clear()
-            self._wake.wait(min(max(self._retry_at - now, 0.05), give_up - now))
-
-    # -- database failures -------------------------------------------------------------
-
-    def _store_failed(self, doing: str, exc: StoreError) -> None:
-        limit = min(_MAX_BACKOFF, max(self.lease.total_seconds() / 2, 0.5))
-        self._backoff = min(max(self._backoff * 2, 0.1), limit)
-        pause = self._backoff * (0.5 + random.random() / 2)
-        self._retry_at = time.monotonic() + pause
-        logger.log(
-            logging.WARNING if self._failing else logging.ERROR,
-            "worker=%s database failed while %s: %s; retrying in %.1fs (running jobs go on; "
-            "their outcomes are kept until they can be recorded)",
-            self.id,
-            doing,
-            exc,
-            pause,
-        )
-        self._failing = True
-
-    def _store_ok(self) -> None:
-        if self._failing:
-            logger.warning("worker=%s the database answers again", self.id)
-        self._failing = False
-        self._backoff = 0.0
-        self._retry_at = 0.0
+            self._wake.wait(min(max(self._outage.retry_at - now, 0.05), give_up - now))
 
     # -- wake-ups and signals ----------------------------------------------------------
 
