@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mailfathom import AttemptOutcome, JobState, MailFathom
-from worker_processes import start_worker, stop, wait_for
+from worker_processes import alive, start_worker, stop, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -105,3 +105,19 @@ def test_a_second_signal_exits_at_once(app: MailFathom, database_url: str, tmp_p
     assert left.state is JobState.CLAIMED  # nothing recorded: its lease will expire
     assert app.jobs.attempts(job.id) == []
     assert "second SIGINT: exiting at once" in log.read_text()
+
+
+def test_an_isolated_child_does_not_outlive_a_killed_worker(tmp_path: Path) -> None:
+    url, marker, log = f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path / "child", tmp_path / "log"
+    with MailFathom(url) as app:
+        app.migrate()
+        app.enqueue("test.hang_isolated", {"marker": str(marker)})
+    worker = start_worker(url, log)
+    try:
+        wait_for(marker.exists, 30, "the child to start", log)
+        child = int(marker.read_text())
+        worker.kill()
+        worker.wait(10)
+    finally:
+        stop(worker)
+    wait_for(lambda: not alive(child), 10, "the orphaned child to exit", log)

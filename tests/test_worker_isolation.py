@@ -11,16 +11,9 @@ import pytest
 
 import worker_app
 from mailfathom import AttemptOutcome, FailureClass, JobState, MailFathom
+from worker_processes import alive
 
 pytestmark = pytest.mark.slow
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def _pid(marker: Path) -> int:
@@ -36,7 +29,7 @@ def test_a_hanging_handler_is_killed_at_its_timeout(mf: MailFathom, tmp_path: Pa
     assert time.monotonic() - began < 10
     child = _pid(marker)
     assert child != os.getpid()
-    assert _gone(child), "the child process outlived its timeout"
+    assert not alive(child), "the child process outlived its timeout"
     (attempt,) = mf.jobs.attempts(job.id)
     assert attempt.outcome is AttemptOutcome.EXECUTION_TIMEOUT
     assert attempt.message == (
@@ -93,7 +86,7 @@ def test_shutdown_kills_an_isolated_child(mf: MailFathom, tmp_path: Path) -> Non
     worker.stop()
     thread.join(20)
     assert not thread.is_alive()
-    assert _gone(_pid(marker))
+    assert not alive(_pid(marker))
     (attempt,) = mf.jobs.attempts(job.id)
     assert attempt.outcome is AttemptOutcome.SHUTDOWN_TIMEOUT
     assert attempt.message is not None and "its process was killed" in attempt.message

@@ -81,6 +81,7 @@ mf = MailFathom()
 mf.job("test.sleep_once", max_attempts=3)(sleep_once)
 mf.job("test.sleep", max_attempts=3)(sleep)
 mf.job("test.hang", max_attempts=1, timeout=1, isolation="process")(hang)
+mf.job("test.hang_isolated", isolation="process")(hang)
 
 scheduled = MailFathom()
 scheduled.job("test.tick")(tick)

@@ -74,3 +74,12 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]
         timeout=timeout,
         check=False,
     )
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

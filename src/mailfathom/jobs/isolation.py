@@ -21,6 +21,7 @@ import math
 import multiprocessing
 import os
 import pickle
+import select
 import signal
 import threading
 import time
@@ -178,7 +179,7 @@ def _child_main(
     """Runs in the child: the handler, then one message back to the worker."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _exit_with_parent()
+    _exit_with_worker(send.fileno())
     send.send(("started",))
     try:
         if inspect.iscoroutinefunction(handler):
@@ -202,12 +203,17 @@ def _child_main(
     send.close()
 
 
-def _exit_with_parent() -> None:
-    parent = os.getppid()
+def _exit_with_worker(pipe: int) -> None:
+    """Exit when the worker is gone: the read end of our result pipe, which only the
+    worker holds, closes, and Linux/BSD report that as an error on the write end.
+    (The parent process is the fork server, which outlives the worker while we run.)"""
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
+        poller = select.poll()
+        poller.register(pipe, select.POLLERR | select.POLLHUP)
+        while True:
+            for _, events in poller.poll(500):
+                if events & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
+                    os._exit(1)
 
-    threading.Thread(target=watch, name="mailfathom-parent-watch", daemon=True).start()
+    threading.Thread(target=watch, name="mailfathom-worker-watch", daemon=True).start()
