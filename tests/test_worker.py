@@ -358,3 +358,17 @@ def test_bad_worker_settings_are_refused(mf: MailFathom) -> None:
 def test_a_burst_on_an_unmigrated_database_fails_clearly(database_url: str) -> None:
     with MailFathom(database_url) as app, pytest.raises(StoreError, match="migrate"):
         app.worker().run(burst=True)
+
+
+def test_an_object_with_an_async_call_runs_on_the_event_loop(mf: MailFathom) -> None:
+    seen: list[str] = []
+
+    class Handler:
+        async def __call__(self, ctx: JobContext, n: int) -> None:
+            await asyncio.sleep(0)
+            seen.append(f"{threading.current_thread().name}:{n}")
+
+    mf.job("k")(Handler())
+    mf.enqueue("k", {"n": 4})
+    mf.worker().run(burst=True)
+    assert len(seen) == 1 and seen[0].startswith("mailfathom-loop-") and seen[0].endswith(":4")

@@ -182,10 +182,9 @@ def _child_main(
     _exit_with_worker(send.fileno())
     send.send(("started",))
     try:
-        if inspect.iscoroutinefunction(handler):
-            asyncio.run(handler(context, **payload))
-        else:
-            handler(context, **payload)
+        result = handler(context, **payload)
+        if inspect.isawaitable(result):  # an async def handler
+            asyncio.run(_awaited(result))
     except BaseException as exc:
         text = "".join(traceback.format_exception(exc))
         blob: bytes | None = None
@@ -201,6 +200,10 @@ def _child_main(
     else:
         send.send(("ok",))
     send.close()
+
+
+async def _awaited(awaitable: Any) -> None:
+    await awaitable
 
 
 def _exit_with_worker(pipe: int) -> None:

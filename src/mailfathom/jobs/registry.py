@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +51,12 @@ class JobKind:
     backoff: Backoff = field(default_factory=Backoff)
     permanent: tuple[type[BaseException], ...] = ()
     isolation: Isolation = "thread"
+
+    @property
+    def is_async(self) -> bool:
+        """True for an ``async def`` handler (or an object whose ``__call__`` is one)."""
+        call = type(self.handler).__call__ if not inspect.isroutine(self.handler) else None
+        return inspect.iscoroutinefunction(self.handler) or inspect.iscoroutinefunction(call)
 
 
 class Registry:

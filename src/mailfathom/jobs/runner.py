@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import inspect
 import logging
 import queue
 import threading
@@ -99,7 +98,7 @@ class Runner:
             mode = "none"
         elif kind.isolation == "process":
             mode = "process"
-        elif inspect.iscoroutinefunction(kind.handler):
+        elif kind.is_async:
             mode = "async"
         else:
             mode = "thread"
