@@ -4,9 +4,10 @@ One synchronous main loop per worker. It claims as many due jobs as it has free
 slots (``concurrency`` in all), hands each to the :class:`~mailfathom.jobs.runner.Runner`
 (a thread pool for plain handlers, an event loop for ``async def`` ones, child
 processes for ``isolation="process"``), and records finished attempts in one
-transaction per batch. A :class:`~mailfathom.jobs.heartbeat.Heartbeat` thread
-renews the leases it holds; a watcher thread wakes the loop when jobs arrive
-(PostgreSQL ``NOTIFY``; SQLite's ``data_version``); every worker also runs the
+transaction per batch — the same transaction as the next claim when it is busy.
+A :class:`~mailfathom.jobs.heartbeat.Heartbeat` thread renews the leases it holds;
+a watcher thread wakes the loop when jobs arrive (PostgreSQL ``NOTIFY``; SQLite's
+``data_version``); every worker also runs the
 :class:`~mailfathom.jobs.schedules.Scheduler`.
 
 Stopping: the first SIGTERM/SIGINT (or :meth:`Worker.stop`) stops claiming and
