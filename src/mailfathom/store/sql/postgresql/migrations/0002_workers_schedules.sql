@@ -1,0 +1,2 @@
+-- Placeholder: 0002 is reserved for the worker registry and schedules (another branch).
+-- Drop this file at merge; it only keeps the migration numbers gapless on the outbox branch.
