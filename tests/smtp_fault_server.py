@@ -45,8 +45,13 @@ class Scripted:
         self.connection = connection
         self.script = _read(script_path)
 
-    async def handle_EHLO(
-        self, server: SMTP, session: Session, envelope: Envelope, hostname: str, responses: list[str]
+    async def handle_EHLO(  # noqa: N802 - aiosmtpd's hook names
+        self,
+        server: SMTP,
+        session: Session,
+        envelope: Envelope,
+        hostname: str,
+        responses: list[str],
     ) -> list[str]:
         refusal = self.script.get("ehlo")
         if refusal:
@@ -54,7 +59,7 @@ class Scripted:
         session.host_name = hostname
         return responses
 
-    async def handle_HELO(
+    async def handle_HELO(  # noqa: N802
         self, server: SMTP, session: Session, envelope: Envelope, hostname: str
     ) -> str:
         refusal = self.script.get("ehlo")
@@ -63,7 +68,7 @@ class Scripted:
         session.host_name = hostname
         return f"250 {server.hostname}"
 
-    async def handle_MAIL(
+    async def handle_MAIL(  # noqa: N802
         self,
         server: SMTP,
         session: Session,
@@ -78,7 +83,7 @@ class Scripted:
             envelope.mail_options.extend(mail_options)
         return reply
 
-    async def handle_RCPT(
+    async def handle_RCPT(  # noqa: N802
         self,
         server: SMTP,
         session: Session,
@@ -91,7 +96,7 @@ class Scripted:
             envelope.rcpt_tos.append(address)
         return reply
 
-    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:  # noqa: N802
         end = str(self.script.get("end") or "250 2.0.0 OK queued")
         record = {
             "connection": self.connection,
@@ -118,12 +123,12 @@ class Scripted:
 class FaultSMTP(SMTP):
     """aiosmtpd's SMTP with a scriptable answer to DATA itself (instead of 354)."""
 
-    data_reply: str | None = None
-
-    async def smtp_DATA(self, arg: str) -> None:
+    async def smtp_DATA(self, arg: str) -> None:  # noqa: N802
         envelope = self.envelope
-        if self.data_reply and envelope is not None and envelope.rcpt_tos:
-            await self.push(self.data_reply)
+        handler = self.event_handler
+        reply = handler.script.get("data") if isinstance(handler, Scripted) else None
+        if reply and envelope is not None and envelope.rcpt_tos:
+            await self.push(str(reply))
             return
         await super().smtp_DATA(arg)
 
@@ -186,7 +191,7 @@ def _protocol(
             and data.login.decode() == auth["user"]
             and data.password.decode() == auth["password"]
         )
-        return AuthResult(success=ok, handled=False)
+        return AuthResult(success=ok, handled=False, auth_data=data if ok else None)
 
     server = FaultSMTP(
         handler,
@@ -199,7 +204,6 @@ def _protocol(
         authenticator=authenticate if auth is not None else None,
         timeout=30,
     )
-    server.data_reply = script.get("data")
     return server
 
 

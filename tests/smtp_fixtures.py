@@ -133,9 +133,7 @@ def smtp_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPro
     )
     assert process.stdout is not None
     ports = json.loads(process.stdout.readline())
-    yield ServerProcess(
-        process, ports["port"], ports["tls_port"], script_path, records, cafile
-    )
+    yield ServerProcess(process, ports["port"], ports["tls_port"], script_path, records, cafile)
     process.terminate()
     process.wait(10)
     process.stdout.close()
@@ -154,7 +152,7 @@ def smtp(smtp_process: ServerProcess) -> FaultServer:
 @pytest.fixture
 def mail_app(database_url: str, clock: FakeClock, smtp: FaultServer) -> Iterator[MailFathom]:
     """A migrated app on a fresh database that submits to the fault server."""
-    app = MailFathom(database_url, clock=clock, smtp_url=smtp.url(), smtp_data_timeout=2.0)
+    app = MailFathom(database_url, clock=clock, smtp_url=smtp.url(), smtp_data_timeout=1.0)
     app.migrate()
     yield app
     app.close()

@@ -11,6 +11,7 @@ changes.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from email.message import EmailMessage
 
 from mailfathom.clock import Clock
@@ -53,7 +54,7 @@ class Outbox:
         *,
         idempotency_key: str | None = None,
         sender: str | None = None,
-        recipients: list[str] | tuple[str, ...] | None = None,
+        recipients: Sequence[str] | None = None,
         connection: object | None = None,
     ) -> RecordedEmail:
         """Freeze ``message`` and record it with its delivery job, in one transaction.
@@ -70,7 +71,7 @@ class Outbox:
         frozen = freeze(
             message,
             sender=sender,
-            recipients=None if recipients is None else list(recipients),
+            recipients=recipients,
             now=now,
             max_bytes=self._max_bytes,
         )

@@ -139,23 +139,9 @@ class SmtpSession:
     @classmethod
     def open(cls, target: SmtpTarget, *, timeout: float, data_timeout: float) -> SmtpSession:
         """Connect, read the greeting, EHLO, STARTTLS, AUTH; :class:`SessionFailure` if not."""
-        phase = Phase.CONNECT
-        smtp: smtplib.SMTP
-        if target.implicit_tls:
-            smtp = smtplib.SMTP_SSL(
-                local_hostname=target.local_hostname(),
-                timeout=timeout,
-                context=target.tls_context(),
-            )
-        else:
-            smtp = smtplib.SMTP(local_hostname=target.local_hostname(), timeout=timeout)
+        smtp = _connect(target, timeout)
+        phase = Phase.EHLO
         try:
-            code, message = smtp.connect(target.host, target.port)
-            phase = Phase.GREETING
-            greeting = Reply.of(code, message)
-            if greeting.code != 220:
-                raise SessionFailure(phase, f"the server greeted with {greeting}", greeting)
-            phase = Phase.EHLO
             _hello(smtp)
             encrypted = target.implicit_tls
             if not encrypted and target.starttls != "off":
@@ -177,8 +163,10 @@ class SmtpSession:
             raise
         except OSError as exc:  # smtplib's errors, socket errors, TLS errors, timeouts
             _close(smtp, polite=False)
-            reply = _reply_of(exc)
-            raise SessionFailure(phase, _describe(exc), reply) from exc
+            raise SessionFailure(phase, _describe(exc), _reply_of(exc)) from exc
+        except BaseException:
+            _close(smtp, polite=False)
+            raise
         return cls(smtp, target, timeout=timeout, data_timeout=data_timeout)
 
     def reset(self) -> bool:
@@ -368,6 +356,27 @@ class SmtpSession:
         return Outcome(
             "unknown", f"the end of data was answered {final}", Phase.REPLY, final, replies
         )
+
+
+def _connect(target: SmtpTarget, timeout: float) -> smtplib.SMTP:
+    """Connect and read the greeting (smtplib refuses anything but 220 itself)."""
+    try:
+        if target.implicit_tls:
+            return smtplib.SMTP_SSL(
+                target.host,
+                target.port,
+                local_hostname=target.local_hostname(),
+                timeout=timeout,
+                context=target.tls_context(),
+            )
+        return smtplib.SMTP(
+            target.host, target.port, local_hostname=target.local_hostname(), timeout=timeout
+        )
+    except smtplib.SMTPConnectError as exc:
+        reply = Reply.of(exc.smtp_code, exc.smtp_error)
+        raise SessionFailure(Phase.GREETING, f"the server greeted with {reply}", reply) from exc
+    except OSError as exc:
+        raise SessionFailure(Phase.CONNECT, _describe(exc), _reply_of(exc)) from exc
 
 
 def _hello(smtp: smtplib.SMTP) -> None:
