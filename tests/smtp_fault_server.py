@@ -12,6 +12,7 @@ envelope and the answer given, before the answer is sent. Script keys (all optio
 - ``auth``: ``{"user": …, "password": …}``: offer AUTH (PLAIN, LOGIN) and require it
 - ``size``: the SIZE limit to advertise; ``smtputf8``: advertise SMTPUTF8
 - ``mail``: the reply to MAIL FROM; ``rcpt``: ``{address: reply}`` (default 250)
+- ``rcpt_stall``: seconds to wait before answering each RCPT TO
 - ``data``: a reply to DATA instead of 354
 - ``end``: the reply to the end of data (default 250), ``"disconnect"`` to hang up
   without answering, or ``"stall:<seconds>"`` to wait that long first
@@ -91,6 +92,7 @@ class Scripted:
         address: str,
         rcpt_options: list[str],
     ) -> str:
+        await asyncio.sleep(float(self.script.get("rcpt_stall", 0)))
         reply = str(self.script.get("rcpt", {}).get(address, "250 OK"))
         if reply.startswith("2"):
             envelope.rcpt_tos.append(address)
@@ -98,13 +100,15 @@ class Scripted:
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:  # noqa: N802
         end = str(self.script.get("end") or "250 2.0.0 OK queued")
+        stall = float(end.split(":", 1)[1]) if end.startswith("stall:") else 0.0
+        answer = "250 2.0.0 OK after a stall" if stall else end
         record = {
             "connection": self.connection,
             "mail_from": envelope.mail_from,
             "mail_options": envelope.mail_options,
             "rcpt_tos": envelope.rcpt_tos,
             "data": base64.b64encode(bytes(envelope.original_content or b"")).decode(),
-            "answer": end,
+            "answer": answer,
             "tls": session.ssl is not None or _implicit_tls(server),
             "login": _login_name(session),
         }
@@ -114,10 +118,8 @@ class Scripted:
             if server.transport is not None:
                 server.transport.close()
             return "421 never sent"
-        if end.startswith("stall:"):
-            await asyncio.sleep(float(end.split(":", 1)[1]))
-            return "250 2.0.0 OK after a stall"
-        return end
+        await asyncio.sleep(stall)
+        return answer
 
 
 class FaultSMTP(SMTP):
