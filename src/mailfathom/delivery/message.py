@@ -118,7 +118,7 @@ def _freeze_email(
     for part in message.walk():
         for name, value in part.raw_items():
             _check_field(name, str(value))
-    frozen = copy.deepcopy(message)
+    frozen = _header_copy(message)
     found: dict[str, list[tuple[str, bool]]] = {}
     smtputf8 = False
     for name in _ADDRESS_HEADERS:
@@ -126,8 +126,9 @@ def _freeze_email(
         checked = [check_address(a.addr_spec, f"{name} address") for a in addresses]
         found[name] = checked
         smtputf8 = smtputf8 or any(needs for _, needs in checked)
-        if name != "Bcc" and checked:
-            _set_addresses(frozen, name, addresses, [spec for spec, _ in checked])
+        specs = [spec for spec, _ in checked]
+        if name != "Bcc" and specs != [a.addr_spec for a in addresses]:
+            _set_addresses(frozen, name, addresses, specs)
     del frozen["Bcc"]
     if not found["From"]:
         raise InvalidMessage("the message has no From address: set message['From']")
@@ -161,6 +162,17 @@ def _freeze_email(
         smtputf8=smtputf8,
         eightbit=not data.isascii(),
     )
+
+
+def _header_copy(message: EmailMessage) -> EmailMessage:
+    """A copy whose top-level header fields can change without touching ``message``.
+
+    The body is shared, not copied: freezing only rewrites top-level fields, and a
+    deep copy of a whole message costs more than everything else in ``record``.
+    """
+    frozen = copy.copy(message)
+    frozen._headers = list(message._headers)  # type: ignore[attr-defined]
+    return frozen
 
 
 def _set_addresses(
