@@ -271,3 +271,39 @@ def test_resolve_refuses_bad_input_and_other_stages(
     assert refused.value.allowed_from == ("TransmissionBegun",)
     assert mail_app.outbox.get(unknown.id).stage is BEGUN
     assert mail_app.outbox.events(unknown.id) == []
+
+
+def test_a_refused_email_is_recorded_again_as_a_new_linked_record(
+    mail_app: MailFathom, smtp: FaultServer
+) -> None:
+    smtp.script(mail="550 5.7.1 relay misconfigured")
+    refused = mail_app.outbox.record(message(to="bob@example.com, carol@example.com"))
+    deliver(mail_app)
+    assert mail_app.outbox.get(refused.id).stage is REFUSED
+    with pytest.raises(IllegalTransition, match="only Refused"):
+        mail_app.outbox.record_again(
+            mail_app.outbox.record(message(to="dan@example.com")).id, actor="ops"
+        )
+    smtp.script()
+    again = mail_app.outbox.record_again(refused.id, actor="ops", reason="relay fixed")
+    assert (again.stage, again.parent_id, again.message_id) == (
+        RECORDED,
+        refused.id,
+        refused.message_id,
+    )
+    assert [r.address for r in again.recipients] == ["bob@example.com", "carol@example.com"]
+    assert mail_app.outbox.message_bytes(again.id) == mail_app.outbox.message_bytes(refused.id)
+    (event,) = mail_app.outbox.events(refused.id)
+    assert (event.action, event.from_stage, event.to_stage, event.reason) == (
+        "record_again",
+        REFUSED,
+        REFUSED,
+        f"recorded again as {again.id}: relay fixed",
+    )
+    deliver(mail_app)
+    assert mail_app.outbox.get(again.id).stage is SENT
+    assert mail_app.outbox.get(refused.id).stage is REFUSED
+    assert sorted(r.rcpt_tos for r in smtp.accepted()) == [
+        ["bob@example.com", "carol@example.com"],
+        ["dan@example.com"],  # the Recorded one used to show that only Refused is copied
+    ]

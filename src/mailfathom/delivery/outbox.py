@@ -180,6 +180,29 @@ class Outbox:
             allowed_from=(OutgoingEmailStage.RECORDED.value,),
         )
 
+    def record_again(
+        self, email_id: int, *, actor: str, reason: str | None = None
+    ) -> OutgoingEmail:
+        """Record a Refused email's exact bytes and recipients as a new message. Audited.
+
+        Refused is final for a record; this is how an operator tries again (for example
+        after fixing the relay's configuration): a new Recorded record with the same
+        bytes and Message-ID, ``parent_id`` pointing at the old one, delivered afresh.
+        """
+        _check_actor(actor, reason)
+        created, current = self._store.record_again(
+            _check_id(email_id), self._job, actor=actor, reason=reason, now=self._clock.now()
+        )
+        if created is not None:
+            return self._emails([created])[0]
+        if current is None:
+            raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
+        raise IllegalTransition(
+            f"cannot record outgoing email {email_id} again: it is {current['stage']}, and only "
+            "Refused email is recorded again (an unknown outcome is resolved with "
+            "mf.outbox.resolve); nothing changed"
+        )
+
     def resolve(
         self,
         email_id: int,

@@ -234,6 +234,22 @@ class OutboxStore(Protocol):
         """
         ...
 
+    def record_again(
+        self,
+        email_id: int,
+        job: DeliveryJobSpec,
+        *,
+        actor: str,
+        reason: str | None,
+        now: datetime,
+    ) -> tuple[EmailRow | None, EmailRow | None]:
+        """A new Recorded record with a Refused record's bytes and recipients; audited.
+
+        Returns ``(new record, None)``; ``(None, current row)`` when the record is not
+        Refused; ``(None, None)`` when it does not exist.
+        """
+        ...
+
     def resolve(
         self,
         email_id: int,

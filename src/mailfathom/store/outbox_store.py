@@ -254,18 +254,59 @@ class SqlOutboxStore:
         """A new linked Recorded record for the recipients the server deferred."""
         if end.split_job is None:
             raise ValueError("a split needs the delivery job spec of the new record")
-        cur.execute(self._q["split_email"], {"parent_id": end.email_id, "now": stamp})
+        due = self.db.time_param(end.split_due or end.now)
+        self._copy(cur, end.email_id, list(end.split), end.split_job, due=due, now=stamp)
+
+    def _copy(
+        self,
+        cur: Cursor,
+        parent_id: int,
+        positions: list[int],
+        job: DeliveryJobSpec,
+        *,
+        due: Any,
+        now: Any,
+    ) -> EmailRow:
+        """A new Recorded record: the parent's bytes and Message-ID, some of its recipients."""
+        cur.execute(self._q["split_email"], {"parent_id": parent_id, "now": now})
         child_id = cur.fetchone()["id"]
         cur.execute(
             self._q["split_recipients"],
             {
                 "child_id": child_id,
-                "parent_id": end.email_id,
-                "positions": self.db.list_param(list(end.split)),
+                "parent_id": parent_id,
+                "positions": self.db.list_param(positions),
             },
         )
-        due = self.db.time_param(end.split_due or end.now)
-        self._attach_job(cur, child_id, end.split_job, due, stamp)
+        return self._attach_job(cur, child_id, job, due, now)
+
+    def record_again(
+        self,
+        email_id: int,
+        job: DeliveryJobSpec,
+        *,
+        actor: str,
+        reason: str | None,
+        now: datetime,
+    ) -> tuple[EmailRow | None, EmailRow | None]:
+        """A Refused record's bytes and recipients, recorded anew and linked; audited."""
+        stamp = self.db.time_param(now)
+        with self.db.transaction() as cur:
+            cur.execute(self._q["get_email"], {"id": email_id})
+            before = cur.fetchone()
+            if before is None or before["stage"] != "Refused":
+                return None, None if before is None else self._email(before)
+            positions = [r["position"] for r in self._recipients_of(cur, email_id)]
+            created = self._copy(cur, email_id, positions, job, due=stamp, now=stamp)
+            self._audit(
+                cur,
+                (before, before),
+                stamp=stamp,
+                actor=actor,
+                action="record_again",
+                reason=f"recorded again as {created['id']}" + (f": {reason}" if reason else ""),
+            )
+            return created, None
 
     # -- operator moves ----------------------------------------------------------------
 
