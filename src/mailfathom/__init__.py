@@ -6,10 +6,19 @@ Everything public is importable from here; every other module is internal.
 from mailfathom.app import MailFathom
 from mailfathom.clock import Clock, FakeClock, SystemClock
 from mailfathom.config import Settings
+from mailfathom.delivery.model import (
+    OutboxEvent,
+    OutgoingEmail,
+    RecipientOutcome,
+    RecordedEmail,
+)
+from mailfathom.delivery.resolution import Resolution
+from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import (
     ConfigurationError,
     IllegalTransition,
     InvalidInput,
+    InvalidMessage,
     LeaseLost,
     MailFathomError,
     NotFound,
@@ -20,7 +29,10 @@ from mailfathom.jobs.context import JobContext
 from mailfathom.jobs.failures import PermanentFailure, TransientFailure
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
 from mailfathom.jobs.retry import Backoff
+from mailfathom.jobs.schedule_admin import Schedule
 from mailfathom.jobs.state import AttemptOutcome, FailureClass, JobState
+from mailfathom.jobs.worker import Worker
+from mailfathom.jobs.workers import WorkerInfo
 
 __all__ = [
     "Attempt",
@@ -33,6 +45,7 @@ __all__ = [
     "FakeClock",
     "IllegalTransition",
     "InvalidInput",
+    "InvalidMessage",
     "Job",
     "JobContext",
     "JobEvent",
@@ -41,12 +54,21 @@ __all__ = [
     "MailFathom",
     "MailFathomError",
     "NotFound",
+    "OutboxEvent",
+    "OutgoingEmail",
+    "OutgoingEmailStage",
     "PayloadError",
     "PermanentFailure",
+    "RecipientOutcome",
+    "RecordedEmail",
+    "Resolution",
+    "Schedule",
     "Settings",
     "StoreError",
     "SystemClock",
     "TransientFailure",
+    "Worker",
+    "WorkerInfo",
 ]
 
 __version__ = "0.1.0"
