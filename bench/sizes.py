@@ -19,6 +19,9 @@ class Sizes:
     """Jobs enqueued one per transaction (each commit is a durable write: the slow part)."""
     enqueue_batch: int
     """Jobs per ``enqueue_many`` (or the peer's batch call)."""
+    process_budget_s: float
+    """Seconds a processing run may take; a system too slow to drain ``jobs`` in that time
+    is stopped, its rate is over the jobs it did, and its row says how many."""
     latency_jobs: int
     """Jobs enqueued one by one at ``latency_rate`` while an idle worker waits."""
     latency_rate: float
@@ -47,6 +50,7 @@ DEFAULT = Sizes(
     jobs=3_000,
     single_jobs=1_000,
     enqueue_batch=1_000,
+    process_budget_s=120.0,
     latency_jobs=400,
     latency_rate=50.0,
     rss_checkpoint=5_000,
@@ -61,6 +65,7 @@ FULL = Sizes(
     jobs=20_000,
     single_jobs=20_000,
     enqueue_batch=1_000,
+    process_budget_s=300.0,
     latency_jobs=1_500,
     latency_rate=50.0,
     rss_checkpoint=50_000,
@@ -75,6 +80,7 @@ TINY = Sizes(
     jobs=300,
     single_jobs=100,
     enqueue_batch=100,
+    process_budget_s=60.0,
     latency_jobs=30,
     latency_rate=200.0,
     rss_checkpoint=200,

@@ -101,8 +101,18 @@ class Bench:
                 samples.append(Sample(system.key, "enqueue_batch", round_, n / _elapsed([result])))
             if processing:
                 analyze(target)
-                results = self._process(system, target, n, checkpoint=0, label=f"r{round_}")
-                samples.append(Sample(system.key, "process", round_, n / _elapsed(results)))
+                results = self._process(
+                    system,
+                    target,
+                    n,
+                    checkpoint=0,
+                    label=f"r{round_}",
+                    budget_s=self.sizes.process_budget_s,
+                )
+                done = sum(int(result["count"]) for result in results)
+                extra = {"jobs": done} if done != n else {}
+                rate = done / _elapsed(results)
+                samples.append(Sample(system.key, "process", round_, rate, extra))
         return samples
 
     def _process(
@@ -124,12 +134,7 @@ class Bench:
         drivers = start_all(
             self.python(system), system.driver, [spec] * system.processes, profile=profile
         )
-        early = budget_s > 0
-        watch = (
-            None
-            if early or not system.unfinished_sql
-            else CompletionWatch(target, system.unfinished_sql)
-        )
+        watch = CompletionWatch(target, system.unfinished_sql) if system.unfinished_sql else None
         for driver in drivers:
             driver.go()
         if watch is not None:
@@ -141,8 +146,9 @@ class Bench:
                 driver.kill()
             seen = watch.stop() if watch is not None else None
         done = sum(int(result["count"]) for result in results)
-        stopped = any(result.get("stopped_early") for result in results)
-        if done != n and not stopped:
+        if any(result.get("stopped_early") for result in results):
+            return results  # the budget ran out: the rate is over the jobs done by then
+        if done != n:
             raise DriverError(f"{system.key}: {done} of {n} jobs were processed")
         if watch is not None and watch.error is not None:
             raise DriverError(f"{system.key}: watching for completion failed: {watch.error}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.drivers.protocol import Spec, await_go, run_driver
 from bench.drivers.smtp_loop import RECIPIENT, SENDER, message
-from mailfathom import MailFathom
+from mailfathom import MailFathom, OutgoingEmailStage
 
 
 def _app(spec: Spec) -> MailFathom:
@@ -28,11 +28,10 @@ def _app(spec: Spec) -> MailFathom:
 def record(spec: Spec) -> dict[str, Any]:
     """Record ``spec['n']`` 4 KB messages, one ``record`` call (transaction) each."""
     mf = _app(spec)
-    outbox: Any = mf.outbox  # type: ignore[attr-defined]  # until mf.outbox lands on main
     payloads = [message(i) for i in range(spec["n"])]
     start = await_go()
     for payload in payloads:
-        outbox.record(payload, sender=SENDER, recipients=[RECIPIENT])
+        mf.outbox.record(payload, sender=SENDER, recipients=[RECIPIENT])
     end = time.monotonic()
     mf.close()
     return {"start": start, "end": end, "count": spec["n"]}
@@ -45,8 +44,7 @@ def deliver(spec: Spec) -> dict[str, Any]:
     start = await_go()
     worker.run(burst=True)
     end = time.monotonic()
-    outbox: Any = mf.outbox  # type: ignore[attr-defined]  # until mf.outbox lands on main
-    sent = sum(count for stage, count in outbox.counts().items() if stage.value == "Sent")
+    sent = mf.outbox.counts()[OutgoingEmailStage.SENT]
     mf.close()
     return {"start": start, "end": end, "count": sent}
 
