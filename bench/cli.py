@@ -10,7 +10,7 @@ import argparse
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 
@@ -39,6 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     size.add_argument("--full", action="store_true", help="the issue's sizes (about an hour)")
     size.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
     parser.add_argument("--rounds", type=int, help="rounds of each timed workload")
+    parser.add_argument(
+        "--process-budget", type=float, help="seconds a processing run may take (then stopped)"
+    )
+    parser.add_argument(
+        "--rss-budget", type=float, help="seconds a memory run may take (then stopped)"
+    )
     parser.add_argument("--systems", help="comma-separated keys (default: all)")
     parser.add_argument(
         "--workloads", help=f"comma-separated, from {', '.join(ALL_WORKLOADS)} (default: all)"
@@ -63,7 +69,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _sizes(args: argparse.Namespace) -> Sizes:
     preset = FULL if args.full else TINY if args.tiny else DEFAULT
-    return preset.with_rounds(args.rounds)
+    sizes = preset.with_rounds(args.rounds)
+    if args.process_budget is not None:
+        sizes = replace(sizes, process_budget_s=args.process_budget)
+    if args.rss_budget is not None:
+        sizes = replace(sizes, rss_budget_s=args.rss_budget)
+    return sizes
 
 
 def _workloads(text: str | None) -> list[str]:
@@ -77,9 +88,12 @@ def _workloads(text: str | None) -> list[str]:
 
 
 class _Log:
-    def __init__(self) -> None:
+    """Every sample and failure so far; written to ``partial`` after each measurement."""
+
+    def __init__(self, partial: Path | None) -> None:
         self.samples: list[Sample] = []
         self.errors: list[str] = []
+        self._partial = partial
 
     def measure(self, what: str, run: Callable[[], list[Sample]]) -> None:
         began = time.monotonic()
@@ -92,6 +106,9 @@ class _Log:
         self.samples.extend(found)
         shown = ", ".join(f"{s.metric} {s.value:,.2f}" for s in found)
         print(f"  {what}: {shown}  [{time.monotonic() - began:.1f} s]", flush=True)
+        if self._partial is not None:
+            samples = [asdict(sample) for sample in self.samples]
+            self._partial.write_text(json.dumps({"samples": samples, "errors": self.errors}))
 
 
 def _job_rounds(bench: Bench, systems: Sequence[System], workloads: list[str], log: _Log) -> None:
@@ -144,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         profile_dir=args.profile,
         db_prefix=args.db_prefix,
     )
-    log = _Log()
+    log = _Log(args.out.with_suffix(".partial.json") if args.out else None)
     began = time.monotonic()
     _job_rounds(bench, [s for s in systems if s.database != "none"], workloads, log)
     if "email" in workloads:
