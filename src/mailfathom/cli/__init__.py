@@ -1,4 +1,4 @@
-"""The ``mailfathom`` command."""
+"""The ``mailfathom`` command: one group, one module per command (group) registered here."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ import sys
 
 import click
 
+from mailfathom.cli.common import reports_errors
+from mailfathom.cli.jobs_command import enqueue, jobs
+from mailfathom.cli.web_command import web
 from mailfathom.config import Settings
 from mailfathom.errors import MailFathomError
 
-__all__ = ["main"]
+__all__ = ["cli", "main"]
 
 
 @click.group()
@@ -27,6 +30,7 @@ def cli(ctx: click.Context, database: str | None) -> None:
 
 @cli.command()
 @click.pass_context
+@reports_errors
 def migrate(ctx: click.Context) -> None:
     """Create or upgrade the database schema (idempotent)."""
     from mailfathom.app import MailFathom
@@ -38,11 +42,17 @@ def migrate(ctx: click.Context) -> None:
     )
 
 
+cli.add_command(enqueue)
+cli.add_command(jobs)
+cli.add_command(web)
+
+
 def main() -> None:
     """Entry point: run the command, turning our errors into a message and exit status 2."""
     try:
-        cli(standalone_mode=False)
+        code = cli(standalone_mode=False)
     except click.exceptions.Abort:
+        click.echo("aborted: nothing changed", err=True)
         sys.exit(1)
     except click.ClickException as exc:
         exc.show()
@@ -50,3 +60,4 @@ def main() -> None:
     except MailFathomError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
