@@ -161,7 +161,8 @@ class JobQuery:
 
 
 def _state_name(text: str) -> str:
-    try:
-        return JobState.parse(text).value
-    except InvalidInput:
-        raise InvalidInput(f"unknown job state {text!r}: use one of {_STATE_NAMES}") from None
+    wanted = text.lower().replace("_", "")
+    for state in JobState:
+        if wanted == state.value.lower():
+            return state.value
+    raise InvalidInput(f"unknown job state {text!r}: use one of {_STATE_NAMES}")

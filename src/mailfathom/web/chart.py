@@ -13,13 +13,15 @@ from mailfathom.jobs.admin import Throughput
 
 __all__ = ["Bar", "Chart", "Segment", "throughput_chart"]
 
-#: (attribute of Throughput, CSS class, label), drawn bottom to top.
+#: (attribute of Throughput, CSS class, label), stacked bottom to top: every attempt that
+#: ended in the minute, so a bar's height is the work done. Dead-lettering and drops are
+#: events on jobs already counted (a dead letter's last attempt is a failed attempt), so
+#: they are named in the tooltip rather than stacked a second time.
 SERIES = (
     ("succeeded", "ok", "succeeded"),
     ("failed_attempts", "retry", "failed attempts"),
-    ("dead_lettered", "dead", "dead-lettered"),
-    ("dropped", "dropped", "dropped"),
 )
+_EVENTS = (("dead_lettered", "dead-lettered"), ("dropped", "dropped"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,9 @@ class Chart:
     first_label: str
     last_label: str
     total: int
+    #: Jobs that succeeded and that were dead-lettered over the whole span.
+    succeeded: int
+    dead_lettered: int
 
 
 def throughput_chart(minutes: list[Throughput], *, width: int = 720, height: int = 150) -> Chart:
@@ -71,10 +76,11 @@ def throughput_chart(minutes: list[Throughput], *, width: int = 720, height: int
                 h = max(value * scale, 1.0)
                 y -= h
                 segments.append(Segment(round(y, 2), round(h, 2), css_class))
-        parts = [f"{getattr(minute, n)} {label}" for n, _, label in SERIES if getattr(minute, n)]
+        named = [(n, label) for n, _, label in SERIES] + list(_EVENTS)
+        parts = [f"{getattr(minute, n)} {label}" for n, label in named if getattr(minute, n)]
         title = f"{minute.minute:%H:%M} UTC: " + (", ".join(parts) or "nothing finished")
         bars.append(Bar(round(index * slot + 1, 2), round(max(slot - 2, 1), 2), segments, title))
-    total = sum(minute.succeeded + minute.dead_lettered + minute.dropped for minute in minutes)
+    total = sum(minute.succeeded + minute.failed_attempts for minute in minutes)
     return Chart(
         width=width,
         height=height,
@@ -84,4 +90,6 @@ def throughput_chart(minutes: list[Throughput], *, width: int = 720, height: int
         first_label=f"{minutes[0].minute:%H:%M}" if minutes else "",
         last_label=f"{minutes[-1].minute:%H:%M}" if minutes else "",
         total=total,
+        succeeded=sum(minute.succeeded for minute in minutes),
+        dead_lettered=sum(minute.dead_lettered for minute in minutes),
     )
