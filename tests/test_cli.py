@@ -167,46 +167,27 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_the_installed_command_runs_and_fails_cleanly(project: Path) -> None:
-    command = [sys.executable, "-m", "mailfathom.cli"]
     env = {**os.environ, "MAILFATHOM_DATABASE_URL": f"sqlite:///{project}/shop.db"}
-    migrated = subprocess.run(
-        [*command, "migrate"], cwd=project, env=env, capture_output=True, text=True, timeout=60
-    )
+
+    def mailfathom(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mailfathom.cli", *args],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    migrated = mailfathom("migrate")
     assert migrated.returncode == 0, migrated.stderr
-    made = subprocess.run(
-        [*command, "enqueue", "shop.ship", "--app", "shopapp:mf", "--payload", '{"order": 1}'],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    made = mailfathom("enqueue", "shop.ship", "--app", "shopapp:mf", "--payload", '{"order": 1}')
     assert made.returncode == 0, made.stderr
-    missing = subprocess.run(
-        [*command, "jobs", "show", "99"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    missing = mailfathom("jobs", "show", "99")
     assert missing.returncode == 2
     assert "no job has id 99" in missing.stderr and "Traceback" not in missing.stderr
-    bad_app = subprocess.run(
-        [*command, "enqueue", "x", "--app", "nosuchmodule:mf"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad_app = mailfathom("enqueue", "x", "--app", "nosuchmodule:mf")
     assert bad_app.returncode == 2 and "cannot import 'nosuchmodule'" in bad_app.stderr
-    not_app = subprocess.run(
-        [*command, "enqueue", "x", "--app", "shopapp:ship"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    not_app = mailfathom("enqueue", "x", "--app", "shopapp:ship")
     assert not_app.returncode == 2 and "is function, not a MailFathom app" in not_app.stderr

@@ -23,7 +23,7 @@ def test_durations_parse_and_format_round_trip() -> None:
     assert parse_duration(" 2 d ") == timedelta(days=2)
     assert format_duration(timedelta(days=8, minutes=5)) == "1w1d5m"
     for bad in ("", "5", "h", "5x", "-5m", "0s", "1000000w"):
-        with pytest.raises(InvalidInput, match="duration|zero"):
+        with pytest.raises(InvalidInput, match=r"duration|zero"):
             parse_duration(bad)
 
 
@@ -31,7 +31,7 @@ def test_query_parsing_refuses_bad_input_with_clear_messages() -> None:
     assert JobQuery.parse({"state": "deadlettered"}).state == "DeadLettered"
     assert JobQuery.parse({"state": "held"}).state == "Held"
     assert JobQuery.parse({"state": " ", "kind": ""}).empty
-    with pytest.raises(InvalidInput, match="unknown job state 'Sleeping'.*Held"):
+    with pytest.raises(InvalidInput, match=r"unknown job state 'Sleeping'.*Held"):
         JobQuery.parse({"state": "Sleeping"})
     with pytest.raises(InvalidInput, match="job kind"):
         JobQuery.parse({"kind": "bad kind!"})
@@ -49,7 +49,10 @@ def test_listing_filters_by_text_held_and_age(console: Console, clock: FakeClock
     old = mf.enqueue("demo.ok", {"note": "100% done_here"}, idempotency_key="order:7", hold=True)
     clock.advance(timedelta(hours=3))
     new = mf.enqueue("demo.ok", {"note": "fresh"})
-    ids = lambda query: [j.id for j in console.jobs(JobQuery.parse(query)).jobs]  # noqa: E731
+
+    def ids(query: dict[str, str | None]) -> list[int]:
+        return [j.id for j in console.jobs(JobQuery.parse(query)).jobs]
+
     assert ids({"text": "ORDER:7"}) == [old.id]  # idempotency key, any ASCII case
     assert ids({"text": "100%"}) == [old.id]  # wildcards are literal
     assert ids({"text": "0% d"}) == [old.id]
@@ -180,7 +183,9 @@ def test_create_job_is_held_unless_a_time_is_given(console: Console, clock: Fake
     zoned = console.create_job("demo.flaky", None, run_at="2030-01-02T09:30+02:00", queue="q2")
     assert zoned.available_at is not None and zoned.available_at.hour == 7
     assert zoned.queue == "q2"
-    with pytest.raises(InvalidInput, match="not registered: registered kinds: demo.flaky, demo.ok"):
+    with pytest.raises(
+        InvalidInput, match=r"not registered: registered kinds: demo\.flaky, demo\.ok"
+    ):
         console.create_job("demo.typo", {})
     with pytest.raises(InvalidInput, match=r"not valid JSON \(line 1, column 2"):
         console.create_job("demo.ok", "{nope}")
