@@ -39,3 +39,26 @@ def dead_letters(mf: MailFathom, count: int, *, to: str = "a@example.com") -> li
     ids = [job.id for job in jobs]
     assert all(mf.jobs.get(i).state is JobState.DEAD_LETTERED for i in ids)
     return ids
+
+
+TOKEN = "test-token-0123456789abcdef"
+
+
+def make_client(mf: MailFathom, *, token: str | None = None) -> Any:
+    """A test client for the console on ``mf`` (as if bound to 127.0.0.1)."""
+    from starlette.testclient import TestClient
+
+    from mailfathom.console import Console
+    from mailfathom.web import Access, create_app
+
+    app = create_app(Console(mf), access=Access.for_bind("127.0.0.1", token))
+    return TestClient(app, base_url="http://127.0.0.1:8025")
+
+
+def csrf_of(html: str) -> str:
+    """The CSRF token in a rendered page."""
+    import re
+
+    found = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert found is not None, "the page has no CSRF field"
+    return found.group(1)

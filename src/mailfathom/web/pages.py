@@ -251,7 +251,7 @@ def login(request: Request, form: FormData) -> Response:
         return page(
             request,
             "login.html",
-            {"next": target, "error": "That token is not the console's token."},
+            {"next": target, "error": "That is not the console token: check MAILFATHOM_WEB_TOKEN."},
             status_code=401,
         )
     name = "".join(ch for ch in (values["name"] or "").strip() if ch.isprintable())[:60]
