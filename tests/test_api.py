@@ -228,3 +228,18 @@ def test_cross_site_and_foreign_host_requests_are_refused(client: Any, mf: MailF
         f"/api/jobs/{job_id}/drop", json={}, headers={"origin": "http://127.0.0.1:8025"}
     )
     assert same.status_code == 200
+
+
+def test_nul_characters_are_bad_input_on_every_store(client: Any, mf: MailFathom) -> None:
+    (job_id,) = dead_letters(mf, 1)
+    for answer in (
+        client.post("/api/jobs", json={"kind": "demo.ok", "payload": {"a": "x\u0000y"}}),
+        client.post("/api/jobs", json={"kind": "demo.ok", "idempotency_key": "a\u0000"}),
+        client.get("/api/jobs", params={"text": "\x00"}),
+        client.post(f"/api/jobs/{job_id}/requeue", json={"reason": "\u0000"}),
+        client.post("/api/jobs", json={"kind": "demo.ok", "run_at": "0001-01-01T00:00+05:00"}),
+    ):
+        assert answer.status_code == 400, answer.text
+    assert mf.jobs.get(job_id).state is JobState.DEAD_LETTERED
+    literal = client.post("/api/jobs", json={"kind": "demo.ok", "payload": {"a": "C:\\u0000"}})
+    assert literal.status_code == 201 and literal.json()["payload"] == {"a": "C:\\u0000"}

@@ -301,12 +301,13 @@ def parse_instant(text: str) -> datetime:
     """An ISO-8601 instant; without a zone it is taken as UTC (the console shows UTC)."""
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
+        moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except (ValueError, OverflowError):
         raise InvalidInput(
             f"{text!r} is not a date and time: write ISO 8601, e.g. 2030-01-31T09:30 (UTC) "
             "or 2030-01-31T09:30+02:00"
         ) from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return moment
 
 
 def _reason(reason: str | None) -> str | None:

@@ -82,8 +82,12 @@ class Jobs:
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise InvalidInput(f"limit must be an integer from 1 to 10000, not {limit!r}")
-        if text is not None and (not isinstance(text, str) or not 1 <= len(text) <= 200):
-            raise InvalidInput(f"text must be 1-200 characters to search for, not {text!r}")
+        if text is not None and (
+            not isinstance(text, str) or not 1 <= len(text) <= 200 or "\x00" in text
+        ):
+            raise InvalidInput(
+                f"text must be 1-200 characters (no NUL) to search for, not {text!r}"
+            )
         filter = JobFilter(
             state=None if state is None else JobState.parse(state).value,
             kind=None if kind is None else check_name("job kind", kind, longest=200),
@@ -163,6 +167,8 @@ class Jobs:
             raise InvalidInput("actor must name who acts (for the audit trail), e.g. actor='ops'")
         if reason is not None and not isinstance(reason, str):
             raise InvalidInput("reason must be text")
+        if "\x00" in actor or (reason is not None and "\x00" in reason):
+            raise InvalidInput("actor and reason must not contain NUL (\\x00) characters")
         moved, current = self._store.operator_move(
             _check_id(job_id), move, actor=actor, reason=reason, now=self._clock.now()
         )
