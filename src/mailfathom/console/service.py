@@ -128,7 +128,7 @@ class Console:
         held = self.mf.jobs.held_count()
         attention = [
             Attention("dead_lettered", "dead-lettered jobs", counts[JobState.DEAD_LETTERED]),
-            Attention("held", "held jobs waiting to be released", held),
+            Attention("held", "held jobs waiting for an operator to press Run", held),
         ]
         return Overview(
             at=self.now(),

@@ -12,7 +12,7 @@ Internal. The rules:
   (:func:`check_csrf`); a state-changing API call must send JSON (a cross-site
   HTML form cannot); any unsafe request whose ``Origin`` is another site is refused.
 * Every response carries a strict Content-Security-Policy and no-sniff,
-  no-referrer and no-framing headers.
+  same-origin-referrer and no-framing headers.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def _with_headers(send: Send) -> Send:
             headers.setdefault("content-security-policy", PAGE_POLICY)
             headers.setdefault("x-frame-options", "DENY")
             headers["x-content-type-options"] = "nosniff"
-            headers["referrer-policy"] = "no-referrer"
+            headers["referrer-policy"] = "same-origin"  # so our own form posts carry Origin
             headers.setdefault("cache-control", "no-store")
         await send(message)
 
