@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -194,3 +197,29 @@ def test_create_job_is_held_unless_a_time_is_given(console: Console, clock: Fake
     with pytest.raises(InvalidInput, match="not a date and time"):
         console.create_job("demo.ok", {}, run_at="tomorrow")
     assert console.mf.jobs.counts()[JobState.PENDING] == 3
+
+
+def test_the_listing_benchmark_runs(database_url: str) -> None:
+    root = Path(__file__).resolve().parent.parent
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.console_listing",
+            "--rows",
+            "2000",
+            "--repeat",
+            "1",
+            "--plans",
+            "--database",
+            database_url,
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "filled 2,000 jobs" in ran.stdout and "overview (all of it)" in ran.stdout
+    assert "mf_jobs_state" in ran.stdout  # the state filter walks its index

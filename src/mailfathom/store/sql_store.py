@@ -244,6 +244,15 @@ class SqlStore:
         self, filter: JobFilter, *, limit: int, before_id: int | None = None
     ) -> list[JobRow]:
         """Newest first, keyset-paginated: one constant SQL fragment per filter in use."""
+        query, params = self.list_jobs_query(filter, limit=limit, before_id=before_id)
+        with self.db.reading() as cur:
+            cur.execute(query, params)
+            return [self._job(row) for row in cur.fetchall()]
+
+    def list_jobs_query(
+        self, filter: JobFilter, *, limit: int, before_id: int | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """The SQL and parameters :meth:`list_jobs` runs (benchmarks EXPLAIN it)."""
         params: dict[str, Any] = {"limit": limit}
         parts = [self._q["list_jobs"]]
         for name, value in (
@@ -261,9 +270,7 @@ class SqlStore:
         if filter.held:
             parts.append(self._q["filter_held"])
         parts.append(self._q["list_jobs_order"])
-        with self.db.reading() as cur:
-            cur.execute("\n".join(parts), params)
-            return [self._job(row) for row in cur.fetchall()]
+        return "\n".join(parts), params
 
     def count_jobs(self) -> dict[str, int]:
         """Jobs per state name."""
