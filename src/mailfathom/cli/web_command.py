@@ -33,7 +33,6 @@ def web(
     app_spec: str | None,
 ) -> None:
     """Serve the web console and its JSON API (http://127.0.0.1:8025/ by default)."""
-    from mailfathom.web.features import detect_features
     from mailfathom.web.server import build_console_app, console_url, serve
 
     settings = Settings.load({"web_host": host, "web_port": port, "web_token": token})
@@ -42,7 +41,6 @@ def web(
             mf,
             host=settings.web_host,
             token=settings.web_token,
-            features=detect_features(mf),
         )
         click.echo(
             f"mailfathom console on {console_url(settings.web_host, settings.web_port)} "

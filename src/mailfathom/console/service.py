@@ -16,13 +16,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from mailfathom.console.query import HELD, JobQuery
-from mailfathom.errors import InvalidInput, MailFathomError
+from mailfathom.errors import InvalidInput, MailFathomError, NotFound
 from mailfathom.jobs.admin import Throughput
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
 from mailfathom.jobs.state import JobState
 
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
+    from mailfathom.devmail import Inbox, InboxMessage
 
 __all__ = [
     "ACTIONS",
@@ -109,8 +110,10 @@ class BulkResult:
 class Console:
     """Operator reads and actions over one app."""
 
-    def __init__(self, mf: MailFathom) -> None:
+    def __init__(self, mf: MailFathom, *, inbox: Inbox | None = None) -> None:
         self.mf = mf
+        #: The dev capture inbox (``mailfathom dev``), or None.
+        self.inbox = inbox
 
     # -- reads -------------------------------------------------------------------------
 
@@ -163,6 +166,23 @@ class Console:
         more = len(found) > limit
         page = found[:limit]
         return AuditPage(page, page[-1].id if more and page else None)
+
+    def inbox_messages(self, limit: int = 200) -> list[InboxMessage]:
+        """Messages the dev capture server received, newest first."""
+        return self._inbox().messages(limit)
+
+    def inbox_message(self, key: str) -> InboxMessage:
+        """One captured message."""
+        return self._inbox().get(key)
+
+    def clear_inbox(self) -> int:
+        """Delete every captured message; how many there were."""
+        return self._inbox().clear()
+
+    def _inbox(self) -> Inbox:
+        if self.inbox is None:
+            raise NotFound("this console has no capture inbox: it comes with `mailfathom dev`")
+        return self.inbox
 
     # -- actions -----------------------------------------------------------------------
 

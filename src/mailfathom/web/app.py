@@ -7,8 +7,6 @@ host, token, origin and content-type rules before any handler runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -19,22 +17,12 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from mailfathom.console import Console
-from mailfathom.web import api, pages
+from mailfathom.web import api, inbox_pages, pages
+from mailfathom.web.features import Features, detect_features
 from mailfathom.web.render import HERE
 from mailfathom.web.security import Access, Guard
 
 __all__ = ["Features", "create_app"]
-
-
-@dataclass(frozen=True, slots=True)
-class Features:
-    """Which optional parts this console shows (each appears once its data exists)."""
-
-    outbox: bool = False
-    schedules: bool = False
-    workers: bool = False
-    inbox: bool = False
-    extra: dict[str, bool] = field(default_factory=dict)
 
 
 def create_app(
@@ -50,6 +38,7 @@ def create_app(
         *api.routes,
         Route("/api/{rest:path}", api.not_found, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
         *pages.routes,
+        *inbox_pages.routes,
         *(extra_routes or []),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
@@ -70,7 +59,7 @@ def create_app(
     )
     app.state.console = console
     app.state.access = access
-    app.state.features = features or Features()
+    app.state.features = features or detect_features(console)
     return app
 
 

@@ -1,26 +1,36 @@
 """Which optional console sections an app supports, found from what the app offers.
 
-Internal. Sections whose data exists in this build (and in the app's schema)
-are shown; the others are absent rather than empty pages.
+Internal. Sections whose data exists in this build (and in the app) are shown;
+the others are absent rather than empty pages.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mailfathom.web.app import Features
-
 if TYPE_CHECKING:
-    from mailfathom.app import MailFathom
+    from mailfathom.console import Console
 
-__all__ = ["detect_features"]
+__all__ = ["Features", "detect_features"]
 
 
-def detect_features(mf: MailFathom, *, inbox: bool = False) -> Features:
-    """The sections ``mf`` can fill."""
+@dataclass(frozen=True, slots=True)
+class Features:
+    """Which optional parts this console shows."""
+
+    outbox: bool = False
+    schedules: bool = False
+    workers: bool = False
+    inbox: bool = False
+
+
+def detect_features(console: Console) -> Features:
+    """The sections ``console`` can fill."""
+    mf = console.mf
     return Features(
         outbox=hasattr(mf, "outbox"),
         schedules=hasattr(mf, "schedules"),
         workers=hasattr(mf, "workers"),
-        inbox=inbox,
+        inbox=console.inbox is not None,
     )

@@ -13,7 +13,9 @@ import uvicorn
 from starlette.applications import Starlette
 
 from mailfathom.console import Console
-from mailfathom.web.app import Features, create_app
+from mailfathom.devmail import Inbox
+from mailfathom.web.app import create_app
+from mailfathom.web.features import Features
 from mailfathom.web.security import Access
 
 if TYPE_CHECKING:
@@ -23,11 +25,16 @@ __all__ = ["build_console_app", "console_url", "serve"]
 
 
 def build_console_app(
-    mf: MailFathom, *, host: str, token: str | None, features: Features | None = None
+    mf: MailFathom,
+    *,
+    host: str,
+    token: str | None,
+    inbox: Inbox | None = None,
+    features: Features | None = None,
 ) -> Starlette:
     """The console app for ``mf`` bound to ``host``; no token on a public address is refused."""
     access = Access.for_bind(host, token)
-    return create_app(Console(mf), access=access, features=features)
+    return create_app(Console(mf, inbox=inbox), access=access, features=features)
 
 
 def console_url(host: str, port: int) -> str:
