@@ -16,11 +16,13 @@ any mail tool (mutt -f, a script with :mod:`mailbox`) can read it.
 
 from __future__ import annotations
 
+import asyncio
 import email
 import email.policy
 import mailbox
 import re
 import socket
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import EmailMessage
@@ -126,6 +128,33 @@ class _Capture:
         return "250 2.0.0 OK: captured, not relayed"
 
 
+class _Controller(Controller):
+    """aiosmtpd's controller, closing every open session when it stops (so no transport
+    is left for the garbage collector to complain about)."""
+
+    def __init__(self, handler: Any, **kwargs: Any) -> None:
+        super().__init__(handler, **kwargs)
+        self._sessions: weakref.WeakSet[SMTP] = weakref.WeakSet()
+
+    def factory(self) -> SMTP:
+        smtp: SMTP = super().factory()  # type: ignore[no-untyped-call]
+        self._sessions.add(smtp)
+        return smtp
+
+    def stop(self, no_assert: bool = False) -> None:
+        if self.loop.is_running():
+            closing = asyncio.run_coroutine_threadsafe(self._close_sessions(), self.loop)
+            closing.result(timeout=5)
+        super().stop(no_assert)
+
+    async def _close_sessions(self) -> None:
+        for smtp in list(self._sessions):
+            transport = smtp.transport
+            if transport is not None and not transport.is_closing():
+                transport.close()
+        await asyncio.sleep(0.01)  # let connection_lost run for each
+
+
 class CaptureServer:
     """A local SMTP server (no TLS, no auth, loopback only) that captures into an inbox."""
 
@@ -133,7 +162,7 @@ class CaptureServer:
         self.inbox = inbox
         self.host = host
         self.port = port
-        self._controller: Controller | None = None
+        self._controller: _Controller | None = None
 
     @property
     def url(self) -> str:
@@ -148,7 +177,7 @@ class CaptureServer:
                     f"port {self.port} on {self.host} is taken: stop what listens there or "
                     "choose another with --smtp-port"
                 )
-        self._controller = Controller(
+        self._controller = _Controller(
             _Capture(self.inbox),
             hostname=self.host,
             port=self.port,
