@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: test lint types pytest venv run clean
+.PHONY: test lint types pytest venv run screenshots clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ test: lint types pytest
 ## Run an example worker against the default SQLite database.
 run: venv
 	$(VENV)/bin/mailfathom worker --app examples.app:mf
+
+## Screenshots of every console page (headless Chromium) into docs/screenshots/.
+screenshots: venv
+	MAILFATHOM_SCREENSHOTS=docs/screenshots $(VENV)/bin/pytest -q tests/test_browser.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from mailfathom import JobContext, JobState, MailFathom, PermanentFailure
+from mailfathom import (
+    FakeClock,
+    JobContext,
+    JobState,
+    MailFathom,
+    PermanentFailure,
+    TransientFailure,
+)
 
 
 @dataclass
@@ -23,6 +31,11 @@ def register_demo_kinds(mf: MailFathom, switch: Switch | None = None) -> Switch:
     @mf.job("demo.ok", queue="default", max_attempts=3)
     def ok(ctx: JobContext, **payload: Any) -> None:
         return None
+
+    @mf.job("demo.sometimes", queue="reports", max_attempts=5)
+    def sometimes(ctx: JobContext, **payload: Any) -> None:
+        if ctx.attempt == 1 and payload.get("n", 0) % 3 == 0:
+            raise TransientFailure("upstream timed out; retrying")
 
     @mf.job("demo.flaky", queue="mail", max_attempts=2)
     def flaky(ctx: JobContext, **payload: Any) -> None:
@@ -62,3 +75,19 @@ def csrf_of(html: str) -> str:
     found = re.search(r'name="csrf_token" value="([^"]+)"', html)
     assert found is not None, "the page has no CSRF field"
     return found.group(1)
+
+
+def fill_history(database_url: str, minutes: int = 60) -> int:
+    """An hour of work that ended before now (real time), minute by minute; jobs run."""
+    start = datetime.now(UTC) - timedelta(minutes=minutes)
+    clock = FakeClock(start)
+    done = 0
+    with MailFathom(database_url, clock=clock) as mf:
+        register_demo_kinds(mf)
+        for minute in range(minutes):
+            load = 6 + (minute * 7) % 11 + (12 if 20 <= minute < 28 else 0)
+            mf.enqueue_many("demo.ok", [{"minute": minute, "i": i} for i in range(load)])
+            mf.enqueue_many("demo.sometimes", [{"n": i} for i in range(minute % 5)])
+            done += mf.worker(concurrency=50).run(burst=True)
+            clock.advance(timedelta(minutes=1))
+    return done

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from consolekit import TOKEN, Switch, dead_letters, register_demo_kinds
+from consolekit import TOKEN, Switch, dead_letters, fill_history, register_demo_kinds
 from mailfathom import JobState, MailFathom
 from mailfathom.console import Console
 from mailfathom.web import Access, create_app
@@ -64,8 +64,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     if not shutil.which(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)")
     folder = tmp_path_factory.mktemp("browser")
-    mf = MailFathom(f"sqlite:///{folder}/console.db")
+    url = f"sqlite:///{folder}/console.db"
+    mf = MailFathom(url)
     mf.migrate()
+    fill_history(url)  # an hour of finished work for the throughput chart
     switch = register_demo_kinds(mf)
     port = _free_port()
     app = create_app(Console(mf), access=Access.for_bind("127.0.0.1", TOKEN))

@@ -64,7 +64,7 @@ def throughput_chart(minutes: list[Throughput], *, width: int = 720, height: int
     """Stacked bars, one per minute, scaled to the busiest minute."""
     plot_height = height - 20
     peak = max((sum(getattr(m, name) for name, _, _ in SERIES) for m in minutes), default=0)
-    scale = plot_height / peak if peak else 0.0
+    scale = (plot_height - 16) / peak if peak else 0.0  # headroom for the peak label
     slot = width / max(len(minutes), 1)
     bars = []
     for index, minute in enumerate(minutes):
