@@ -71,7 +71,7 @@ def test_counts_kinds_and_throughput(client: Any, mf: MailFathom) -> None:
         "Dropped": 0,
         "Held": 1,
     }
-    assert client.get("/api/kinds").json() == {"kinds": ["demo.flaky", "demo.ok"]}
+    assert client.get("/api/kinds").json() == {"kinds": ["demo.flaky", "demo.ok", "demo.sometimes"]}
     assert len(client.get("/api/throughput", params={"minutes": 5}).json()["minutes"]) == 5
     assert client.get("/api/throughput", params={"minutes": 5000}).status_code == 400
 
