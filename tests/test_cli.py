@@ -190,4 +190,6 @@ def test_the_installed_command_runs_and_fails_cleanly(project: Path) -> None:
     bad_app = mailfathom("enqueue", "x", "--app", "nosuchmodule:mf")
     assert bad_app.returncode == 2 and "cannot import 'nosuchmodule'" in bad_app.stderr
     not_app = mailfathom("enqueue", "x", "--app", "shopapp:ship")
-    assert not_app.returncode == 2 and "is function, not a MailFathom app" in not_app.stderr
+    assert not_app.returncode == 2 and "is a function, not a MailFathom object" in not_app.stderr
+    not_spec = mailfathom("enqueue", "x", "--app", "shopapp")
+    assert not_spec.returncode == 2 and "is not MODULE:ATTR" in not_spec.stderr

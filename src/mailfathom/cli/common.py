@@ -9,7 +9,6 @@ one-line message and exit status 2.
 from __future__ import annotations
 
 import getpass
-import importlib
 import json
 import os
 import sys
@@ -22,14 +21,13 @@ import click
 from rich.console import Console as RichConsole
 
 from mailfathom.config import Settings
-from mailfathom.errors import ConfigurationError, MailFathomError
+from mailfathom.errors import MailFathomError
 
 __all__ = [
     "OperatorError",
     "app_option",
     "default_actor",
     "echo_json",
-    "load_app",
     "open_app",
     "reports_errors",
     "rich_out",
@@ -69,48 +67,28 @@ def app_option(command: F) -> F:
     )(command)
 
 
-def load_app(spec: str) -> Any:
-    """Import ``module:attr`` (the current folder first on the path) and return the attribute."""
-    from mailfathom.app import MailFathom
-
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigurationError(
-            f"--app {spec!r} is not module:attr: write e.g. --app myproject.tasks:mf"
-        )
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"--app {spec!r}: cannot import {module_name!r} ({exc}): check the module path and "
-            "that you run from your project's folder"
-        ) from exc
-    app = getattr(module, attr, None)
-    if not isinstance(app, MailFathom):
-        raise ConfigurationError(
-            f"--app {spec!r}: {module_name}.{attr} is {type(app).__name__}, not a MailFathom app"
-        )
-    return app
-
-
 @contextmanager
 def open_app(ctx: click.Context, app_spec: str | None = None) -> Iterator[Any]:
-    """The app for this command: ``--app`` when given, else one on the ``--database`` URL."""
-    from mailfathom.app import MailFathom
+    """The app for this command: ``--app`` when given, else one on the ``--database`` URL.
 
-    database = ctx.find_root().params.get("database")
+    ``--app`` is imported by the same loader as ``mailfathom worker`` (``--database``
+    reaches the app through ``MAILFATHOM_DATABASE_URL``); its errors exit with status 2.
+    """
+    from mailfathom.app import MailFathom
+    from mailfathom.cli.worker_command import load_app
+
+    root = ctx.find_root()
+    database = root.params.get("database")
     if app_spec:
-        app = load_app(app_spec)
-        source = ctx.find_root().get_parameter_source("database")
-        explicit = source is click.core.ParameterSource.COMMANDLINE
-        if explicit and database and database != app.settings.database_url:
-            raise ConfigurationError(
-                "--database and --app name different databases: the app uses its own; "
-                "drop --database or point the app at that database"
-            )
-        yield app
+        explicit = root.get_parameter_source("database") is click.core.ParameterSource.COMMANDLINE
+        try:
+            app = load_app(app_spec, database if explicit else None)
+        except click.ClickException as exc:
+            raise OperatorError(exc.format_message()) from exc
+        try:
+            yield app
+        finally:
+            app.close()
         return
     with MailFathom(settings=Settings.load({"database_url": database})) as app:
         yield app
