@@ -91,3 +91,21 @@ def fill_history(database_url: str, minutes: int = 60) -> int:
             done += mf.worker(concurrency=50).run(burst=True)
             clock.advance(timedelta(minutes=1))
     return done
+
+
+def register_worker(
+    mf: MailFathom, worker_id: str, *, queues: tuple[str, ...] | None = None
+) -> None:
+    """Write a worker's registration (and heartbeat) as a running worker does, at the app's now."""
+    from mailfathom.store.base import WorkerRegistration
+
+    registration = WorkerRegistration(
+        worker_id, "host-a", 4242, queues, ("demo.ok",), 8, 30.0, mf.clock.now()
+    )
+    mf.store.heartbeat(registration, now=mf.clock.now())
+
+
+def store_schedule(mf: MailFathom, name: str = "reports/nightly") -> None:
+    """Declare a schedule and write it to the database, as a worker does at start."""
+    mf.schedule(name, cron="0 3 * * *", kind="demo.ok", payload={"report": "daily"})
+    mf.schedules.sync()

@@ -185,7 +185,7 @@ def test_unknown_api_paths_answer_json_404(client: Any) -> None:
 def test_every_api_route_is_documented(client: Any) -> None:
     paths = document()["paths"]
     served = {
-        (route.path.replace(":int", ""), method.lower())
+        (route.path.replace(":int", "").replace(":path", ""), method.lower())
         for route in client.app.routes
         if isinstance(route, Route) and route.path.startswith("/api/")
         for method in (route.methods or set()) - {"HEAD"}
@@ -243,3 +243,43 @@ def test_nul_characters_are_bad_input_on_every_store(client: Any, mf: MailFathom
     assert mf.jobs.get(job_id).state is JobState.DEAD_LETTERED
     literal = client.post("/api/jobs", json={"kind": "demo.ok", "payload": {"a": "C:\\u0000"}})
     assert literal.status_code == 201 and literal.json()["payload"] == {"a": "C:\\u0000"}
+
+
+def test_schedules_and_workers(client: Any, mf: MailFathom) -> None:
+    from consolekit import register_worker, store_schedule
+
+    store_schedule(mf)
+    register_worker(mf, "w-1", queues=("mail",))
+    nightly = "/api/schedules/reports/nightly"
+    (schedule,) = client.get("/api/schedules").json()["schedules"]
+    assert schedule["name"] == "reports/nightly" and schedule["next_tick"].endswith(
+        "03:00:00+00:00"
+    )
+    paused = client.post(
+        "/api/schedules/reports/nightly/pause", json={"reason": "audit", "actor": "ann"}
+    )
+    assert paused.status_code == 200
+    assert (paused.json()["paused"], paused.json()["paused_by"], paused.json()["next_tick"]) == (
+        True,
+        "api:ann",
+        None,
+    )
+    again = client.post(f"{nightly}/pause", json={})
+    assert again.status_code == 409 and "already paused" in again.json()["error"]["message"]
+    assert client.post(f"{nightly}/resume", json={}).json()["paused"] is False
+    assert client.post(f"{nightly}/resume", json={}).status_code == 409
+    assert client.post("/api/schedules/nope/pause", json={}).status_code == 404
+    assert client.post("/api/schedules/bad name!/pause", json={}).status_code == 400
+    assert (
+        client.post("/api/schedules/reports/nightly/resume", json={"reason": "x"}).status_code
+        == 400
+    )
+    (worker,) = client.get("/api/workers").json()["workers"]
+    assert (worker["id"], worker["queues"], worker["alive"], worker["lease"]) == (
+        "w-1",
+        ["mail"],
+        True,
+        30.0,
+    )
+    overview = client.get("/api/overview").json()
+    assert (overview["workers_alive"], overview["schedules"]) == (1, 1)

@@ -22,7 +22,7 @@ from schemathesis.checks import (
 )
 from schemathesis.core.result import Ok
 
-from consolekit import TOKEN, dead_letters, register_demo_kinds
+from consolekit import TOKEN, dead_letters, register_demo_kinds, register_worker, store_schedule
 from mailfathom import MailFathom
 from mailfathom.console import Console
 from mailfathom.web import Access, create_app
@@ -37,6 +37,8 @@ def app(database_url: str) -> Iterator[Any]:
     mf = MailFathom(database_url)
     mf.migrate()
     register_demo_kinds(mf)
+    store_schedule(mf)
+    register_worker(mf, "w-1")
     dead_letters(mf, 3)
     mf.enqueue("demo.ok", {}, hold=True)
     yield create_app(Console(mf), access=Access.for_bind("127.0.0.1", TOKEN))
@@ -48,7 +50,7 @@ def test_the_api_answers_every_generated_request_as_documented(app: Any) -> None
     results = list(schema.get_all_operations())
     assert all(isinstance(result, Ok) for result in results), "the document has invalid parts"
     operations = [result.ok() for result in results if isinstance(result, Ok)]
-    assert len(operations) == sum(len(ops) for ops in document()["paths"].values()) == 10
+    assert len(operations) == sum(len(ops) for ops in document()["paths"].values()) == 14
 
     for operation in operations:
 

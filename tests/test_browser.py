@@ -22,7 +22,15 @@ from typing import Any
 import pytest
 import uvicorn
 
-from consolekit import TOKEN, Switch, dead_letters, fill_history, register_demo_kinds
+from consolekit import (
+    TOKEN,
+    Switch,
+    dead_letters,
+    fill_history,
+    register_demo_kinds,
+    register_worker,
+    store_schedule,
+)
 from mailfathom import JobState, MailFathom
 from mailfathom.console import Console
 from mailfathom.web import Access, create_app
@@ -186,6 +194,17 @@ def test_bulk_requeue_and_the_other_pages(page: Any, site: Site) -> None:
     page.goto(site.url + "/audit")
     assert "web:bob" in page.inner_text("table")
     shot(page, site, "audit")
+    store_schedule(site.mf)
+    register_worker(site.mf, "worker-a", queues=("mail", "default"))
+    page.goto(site.url + "/schedules")
+    page.click("a:has-text('Pause…')")
+    page.fill("input[name=reason]", "month-end freeze")
+    page.click("button:has-text('Confirm: pause')")
+    assert "month-end freeze" in page.inner_text("table")
+    shot(page, site, "schedules")
+    page.goto(site.url + "/workers")
+    assert "worker-a" in page.inner_text("table")
+    shot(page, site, "workers")
 
 
 def test_a_post_without_the_csrf_token_is_refused(page: Any, site: Site) -> None:

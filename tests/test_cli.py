@@ -193,3 +193,28 @@ def test_the_installed_command_runs_and_fails_cleanly(project: Path) -> None:
     assert not_app.returncode == 2 and "is a function, not a MailFathom object" in not_app.stderr
     not_spec = mailfathom("enqueue", "x", "--app", "shopapp")
     assert not_spec.returncode == 2 and "is not MODULE:ATTR" in not_spec.stderr
+
+
+def test_schedules_and_workers_commands(app: MailFathom, database_url: str) -> None:
+    from consolekit import register_worker, store_schedule
+
+    assert "no schedules stored" in run(database_url, "schedules", "list").output
+    assert "no workers registered" in run(database_url, "workers").output
+    store_schedule(app)
+    register_worker(app, "w-[bold]1")
+    table = run(database_url, "schedules", "list").output
+    assert "reports/nightly" in table and "0 3 * * *" in table and "active" in table
+    paused = run(database_url, "schedules", "pause", "reports/nightly", "--reason", "[b]x[/b]")
+    assert paused.exit_code == 0 and "schedule reports/nightly paused" in paused.output
+    assert "[b]x[/b]" in run(database_url, "schedules", "list").output  # markup shown literally
+    again = run(database_url, "schedules", "pause", "reports/nightly")
+    assert again.exit_code == 2 and "already paused" in again.output
+    resumed = run(database_url, "schedules", "resume", "reports/nightly")
+    assert resumed.exit_code == 0 and "next tick" in resumed.output
+    missing = run(database_url, "schedules", "resume", "nope")
+    assert missing.exit_code == 2 and "no schedule is called 'nope'" in missing.output
+    (schedule,) = json.loads(run(database_url, "schedules", "list", "--json").output)
+    assert schedule["paused"] is False and schedule["next_tick"] is not None
+    assert "w-[bold]1" in run(database_url, "workers").output
+    (worker,) = json.loads(run(database_url, "workers", "--json").output)
+    assert worker["id"] == "w-[bold]1" and worker["alive"] is True

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from consolekit import dead_letters, register_demo_kinds
-from mailfathom import FakeClock, IllegalTransition, InvalidInput, JobState, MailFathom
+from mailfathom import FakeClock, IllegalTransition, InvalidInput, JobState, MailFathom, NotFound
 from mailfathom.console import Console, JobQuery, format_duration, parse_duration
 
 
@@ -223,3 +223,24 @@ def test_the_listing_benchmark_runs(database_url: str) -> None:
     assert ran.returncode == 0, ran.stderr
     assert "filled 2,000 jobs" in ran.stdout and "overview (all of it)" in ran.stdout
     assert "mf_jobs_state" in ran.stdout  # the state filter walks its index
+
+
+def test_overview_counts_workers_and_schedules(console: Console, clock: FakeClock) -> None:
+    from consolekit import register_worker, store_schedule
+
+    store_schedule(console.mf)
+    register_worker(console.mf, "w-old")
+    clock.advance(timedelta(seconds=45))  # past the 30 s lease: w-old is dead
+    register_worker(console.mf, "w-new")
+    overview = console.overview()
+    assert (overview.workers_alive, overview.workers_dead) == (1, 1)
+    assert ("dead_workers", 1) in [(a.key, a.count) for a in overview.attention]
+    assert (overview.schedules, overview.schedules_paused) == (1, 0)
+    paused = console.pause_schedule("reports/nightly", actor="ops", reason=" audit ")
+    assert paused.paused and paused.paused_by == "ops" and paused.pause_reason == "audit"
+    assert console.overview().schedules_paused == 1
+    with pytest.raises(IllegalTransition, match="already paused"):
+        console.pause_schedule("reports/nightly", actor="ops")
+    assert not console.resume_schedule("reports/nightly", actor="ops").paused
+    with pytest.raises(NotFound, match="no schedule is called 'nope'"):
+        console.resume_schedule("nope", actor="ops")

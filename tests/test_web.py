@@ -247,3 +247,43 @@ def test_binding_off_loopback_needs_a_long_token() -> None:
     assert Access.for_bind("::1", None).token is None
     assert Access.for_bind("192.168.1.5", TOKEN).protected
     assert Access.for_bind("127.0.0.1", TOKEN).protected  # a token is required when given
+
+
+def test_schedules_pause_and_resume_with_confirmation(client: Any, mf: MailFathom) -> None:
+    from consolekit import store_schedule
+
+    store_schedule(mf)
+    listing = client.get("/schedules").text
+    assert "reports/nightly" in listing and "<code>0 3 * * *</code>" in listing
+    assert 'href="/schedules/reports/nightly/pause"' in listing
+    confirm = client.get("/schedules/reports/nightly/pause").text
+    assert "Pause schedule reports/nightly?" in confirm
+    assert not mf.schedules.get("reports/nightly").paused
+    done = client.post(
+        "/schedules/reports/nightly/pause",
+        data={"csrf_token": csrf_of(confirm), "reason": "<i>quiet</i> week"},
+    )
+    assert "Schedule reports/nightly paused" in done.text
+    assert "&lt;i&gt;quiet&lt;/i&gt; week" in done.text and "web:console" in done.text
+    assert mf.schedules.get("reports/nightly").paused
+    resume = client.get("/schedules/reports/nightly/resume").text
+    assert "runs again from its next tick" in resume
+    client.post("/schedules/reports/nightly/resume", data={"csrf_token": csrf_of(resume)})
+    assert not mf.schedules.get("reports/nightly").paused
+    assert client.get("/schedules/missing/pause").status_code == 404
+
+
+def test_workers_page_and_overview(client: Any, mf: MailFathom, clock: Any) -> None:
+    from datetime import timedelta
+
+    from consolekit import register_worker
+
+    assert "No worker is alive" in client.get("/").text
+    register_worker(mf, "w-gone")
+    clock.advance(timedelta(minutes=5))
+    register_worker(mf, "w-here", queues=("mail", "default"))
+    html = client.get("/workers").text
+    assert "w-here" in html and "mail, default" in html and "silent past its lease" in html
+    overview = client.get("/").text
+    assert re.search(r'href="/workers"><strong>1</strong> workers silent', overview)
+    assert "No worker is alive" not in overview

@@ -8,6 +8,7 @@ import click
 
 from mailfathom.cli.common import reports_errors
 from mailfathom.cli.jobs_command import enqueue, jobs
+from mailfathom.cli.schedules_command import schedules, workers
 from mailfathom.cli.web_command import web
 from mailfathom.cli.worker_command import worker
 from mailfathom.config import Settings
@@ -45,6 +46,8 @@ def migrate(ctx: click.Context) -> None:
 
 cli.add_command(enqueue)
 cli.add_command(jobs)
+cli.add_command(schedules)
+cli.add_command(workers)
 cli.add_command(web)
 cli.add_command(worker)
 

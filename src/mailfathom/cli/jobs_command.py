@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -140,19 +141,19 @@ def list_jobs(
         return
     out = rich_out()
     if not page.jobs:
-        out.print(f"no {query.describe()}")
+        out.print(f"no {query.describe()}", markup=False)
         return
     table = Table("id", "state", "kind", "queue", "prio", "attempts", "created (UTC)", "failure")
     for job in page.jobs:
         table.add_row(
             str(job.id),
             f"[{_STYLE[job.state.value]}]{_state(job)}[/]",
-            job.kind,
-            job.queue,
+            escape(job.kind),
+            escape(job.queue),
             str(job.priority),
             f"{job.attempts - job.attempt_base}/{job.max_attempts}",
             job.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            _short(job.failure_reason),
+            escape(_short(job.failure_reason)),
         )
     out.print(table)
     if page.next_before is not None:
@@ -298,7 +299,7 @@ def _print_detail(detail: JobDetail) -> None:
         ("lease", f"{job.lease_owner} until {job.lease_expires_at}" if job.lease_owner else "-"),
         ("failure", f"{job.failure_class}: {job.failure_reason}" if job.failure_class else "-"),
     ):
-        table.add_row(f"[bold]{label}[/]", str(value))
+        table.add_row(f"[bold]{label}[/]", escape(str(value)))
     out.print(table)
     out.print("[bold]payload[/]")
     out.print(json.dumps(job.payload, indent=2, ensure_ascii=False), markup=False)

@@ -14,6 +14,8 @@ from typing import Any
 from mailfathom.console.service import AuditPage, BulkResult, JobDetail, JobPage, Overview
 from mailfathom.jobs.admin import Throughput
 from mailfathom.jobs.model import Attempt, Job, JobEvent
+from mailfathom.jobs.schedule_admin import Schedule
+from mailfathom.jobs.workers import WorkerInfo
 
 __all__ = [
     "attempt_json",
@@ -25,7 +27,9 @@ __all__ = [
     "job_page_json",
     "jsonable",
     "overview_json",
+    "schedule_json",
     "throughput_json",
+    "worker_json",
 ]
 
 
@@ -99,11 +103,28 @@ def overview_json(overview: Overview) -> dict[str, Any]:
         "held": overview.held,
         "throughput": throughput_json(overview.throughput),
         "attention": [jsonable(item) for item in overview.attention],
+        "workers_alive": overview.workers_alive,
+        "workers_dead": overview.workers_dead,
+        "schedules": overview.schedules,
+        "schedules_paused": overview.schedules_paused,
     }
 
 
+def schedule_json(schedule: Schedule, now: datetime) -> dict[str, Any]:
+    """A stored schedule and its next tick after ``now`` (null while paused)."""
+    found: dict[str, Any] = jsonable(schedule)
+    found["next_tick"] = None if schedule.paused else schedule.next_tick(now).isoformat()
+    return found
+
+
+def worker_json(worker: WorkerInfo) -> dict[str, Any]:
+    """A registered worker (``lease`` in seconds; ``queues`` null means every queue)."""
+    found: dict[str, Any] = jsonable(worker)
+    return found
+
+
 def bulk_json(result: BulkResult) -> dict[str, Any]:
-    """What a bulk action did and what it refused (ids as text keys, JSON's only kind)."""
+    """What a bulk action did, and each refused id with the reason."""
     return {
         "action": result.action,
         "done": result.done,

@@ -24,6 +24,8 @@ from mailfathom.jobs.state import JobState
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
     from mailfathom.devmail import Inbox, InboxMessage
+    from mailfathom.jobs.schedule_admin import Schedule
+    from mailfathom.jobs.workers import WorkerInfo
 
 __all__ = [
     "ACTIONS",
@@ -66,6 +68,10 @@ class Overview:
     held: int
     throughput: list[Throughput]
     attention: list[Attention]
+    workers_alive: int = 0
+    workers_dead: int = 0
+    schedules: int = 0
+    schedules_paused: int = 0
 
     @property
     def total_jobs(self) -> int:
@@ -129,9 +135,14 @@ class Console:
         """Counts per state, throughput per minute over the last hour, what needs a person."""
         counts = self.mf.jobs.counts()
         held = self.mf.jobs.held_count()
+        workers = self.workers()
+        dead = sum(not worker.alive for worker in workers)
+        schedules = self.schedules()
+        paused = sum(schedule.paused for schedule in schedules)
         attention = [
             Attention("dead_lettered", "dead-lettered jobs", counts[JobState.DEAD_LETTERED]),
             Attention("held", "held jobs waiting for an operator to press Run", held),
+            Attention("dead_workers", "workers silent past their lease (killed?)", dead),
         ]
         return Overview(
             at=self.now(),
@@ -139,6 +150,10 @@ class Console:
             held=held,
             throughput=self.mf.jobs.throughput(60),
             attention=[item for item in attention if item.count],
+            workers_alive=len(workers) - dead,
+            workers_dead=dead,
+            schedules=len(schedules),
+            schedules_paused=paused,
         )
 
     def jobs(self, query: JobQuery, *, before_id: int | None = None, limit: int = 50) -> JobPage:
@@ -166,6 +181,26 @@ class Console:
         more = len(found) > limit
         page = found[:limit]
         return AuditPage(page, page[-1].id if more and page else None)
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every registered worker, alive or silent past its lease, oldest first."""
+        return self.mf.workers.list()
+
+    def schedules(self) -> list[Schedule]:
+        """Every stored recurring schedule, by name."""
+        return self.mf.schedules.list()
+
+    def schedule(self, name: str) -> Schedule:
+        """One stored schedule; :class:`NotFound` if there is none."""
+        return self.mf.schedules.get(name)
+
+    def pause_schedule(self, name: str, *, actor: str, reason: str | None = None) -> Schedule:
+        """Stop every worker from enqueueing ``name`` until it is resumed."""
+        return self.mf.schedules.pause(name, actor=actor, reason=_reason(reason))
+
+    def resume_schedule(self, name: str, *, actor: str) -> Schedule:
+        """Enqueue ``name`` again from its next tick (ticks missed while paused are skipped)."""
+        return self.mf.schedules.resume(name, actor=actor)
 
     def inbox_messages(self, limit: int = 200) -> list[InboxMessage]:
         """Messages the dev capture server received, newest first."""

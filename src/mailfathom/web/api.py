@@ -26,7 +26,9 @@ from mailfathom.console.serialize import (
     job_json,
     job_page_json,
     overview_json,
+    schedule_json,
     throughput_json,
+    worker_json,
 )
 from mailfathom.errors import InvalidInput, MailFathomError
 from mailfathom.web.handlers import status_for
@@ -218,6 +220,40 @@ def bulk(request: Request, data: dict[str, Any]) -> Any:
 
 
 @endpoint()
+def schedules(request: Request, _: dict[str, Any]) -> Any:
+    """Every stored schedule with its next tick."""
+    console = _console(request)
+    now = console.now()
+    return {"schedules": [schedule_json(s, now) for s in console.schedules()]}
+
+
+@endpoint(body=True)
+def pause_schedule(request: Request, data: dict[str, Any]) -> Any:
+    """Pause a schedule on every worker."""
+    _check_keys(data, {"reason", "actor"})
+    console = _console(request)
+    schedule = console.pause_schedule(
+        str(request.path_params["name"]), actor=_actor(data), reason=_text(data, "reason")
+    )
+    return schedule_json(schedule, console.now())
+
+
+@endpoint(body=True)
+def resume_schedule(request: Request, data: dict[str, Any]) -> Any:
+    """Resume a schedule from its next tick."""
+    _check_keys(data, {"actor"})
+    console = _console(request)
+    schedule = console.resume_schedule(str(request.path_params["name"]), actor=_actor(data))
+    return schedule_json(schedule, console.now())
+
+
+@endpoint()
+def workers(request: Request, _: dict[str, Any]) -> Any:
+    """Every registered worker, alive or not."""
+    return {"workers": [worker_json(w) for w in _console(request).workers()]}
+
+
+@endpoint()
 def kinds(request: Request, _: dict[str, Any]) -> Any:
     """The job kinds this console can create."""
     return {"kinds": _console(request).kinds()}
@@ -261,6 +297,10 @@ routes = [
     Route("/api/jobs/bulk/{action}", bulk, methods=["POST"]),
     Route("/api/jobs/{job_id:int}", get_job),
     Route("/api/jobs/{job_id:int}/{action}", act, methods=["POST"]),
+    Route("/api/schedules", schedules),
+    Route("/api/schedules/{name:path}/pause", pause_schedule, methods=["POST"]),
+    Route("/api/schedules/{name:path}/resume", resume_schedule, methods=["POST"]),
+    Route("/api/workers", workers),
     Route("/api/kinds", kinds),
     Route("/api/audit", audit),
     Route("/api/throughput", throughput),

@@ -138,6 +138,10 @@ SCHEMAS: dict[str, Any] = {
             },
             "held": {"type": "integer", "minimum": 0},
             "throughput": {"type": "array", "items": {"$ref": "#/components/schemas/Minute"}},
+            "workers_alive": {"type": "integer", "minimum": 0},
+            "workers_dead": {"type": "integer", "minimum": 0},
+            "schedules": {"type": "integer", "minimum": 0},
+            "schedules_paused": {"type": "integer", "minimum": 0},
             "attention": {
                 "type": "array",
                 "items": _object(
@@ -150,6 +154,53 @@ SCHEMAS: dict[str, Any] = {
             },
         }
     ),
+    "Schedule": _object(
+        {
+            "name": {"type": "string"},
+            "cron": {"type": "string"},
+            "timezone": {"type": "string"},
+            "kind": {"type": "string"},
+            "queue": {"type": "string"},
+            "payload": {"type": "object"},
+            "paused": {"type": "boolean"},
+            "paused_by": _nullable("string"),
+            "paused_at": _TIME_OR_NULL,
+            "pause_reason": _nullable("string"),
+            "not_before": _TIME,
+            "last_tick": _TIME_OR_NULL,
+            "last_job_id": _nullable("integer"),
+            "created_at": _TIME,
+            "updated_at": _TIME,
+            "next_tick": _TIME_OR_NULL,
+        }
+    ),
+    "Worker": _object(
+        {
+            "id": {"type": "string"},
+            "host": {"type": "string"},
+            "pid": {"type": "integer"},
+            "queues": {"type": ["array", "null"], "items": {"type": "string"}},
+            "kinds": {"type": "array", "items": {"type": "string"}},
+            "concurrency": {"type": "integer", "minimum": 1},
+            "lease": {"type": "number", "description": "seconds"},
+            "started_at": _TIME,
+            "last_heartbeat_at": _TIME,
+            "alive": {"type": "boolean"},
+        }
+    ),
+    "ScheduleBody": {
+        "type": "object",
+        "properties": {
+            "reason": {"type": "string", "maxLength": 2000},
+            "actor": {"type": "string", "maxLength": 100},
+        },
+        "additionalProperties": False,
+    },
+    "ResumeBody": {
+        "type": "object",
+        "properties": {"actor": {"type": "string", "maxLength": 100}},
+        "additionalProperties": False,
+    },
     "AuditPage": _object(
         {
             "events": {"type": "array", "items": {"$ref": "#/components/schemas/JobEvent"}},
@@ -242,7 +293,7 @@ def _op(
     for status in errors:
         responses[status] = _answer(
             {
-                "404": "No such job.",
+                "404": "No such job or schedule.",
                 "409": "The job's state does not allow this move; nothing changed.",
                 "415": "The body must be JSON (Content-Type: application/json).",
             }[status],
@@ -260,6 +311,15 @@ def _op(
     return op
 
 
+def _list_answer(description: str, key: str, schema: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {
+            "application/json": {"schema": _object({key: {"type": "array", "items": _ref(schema)}})}
+        },
+    }
+
+
 def _query(name: str, description: str, **schema: Any) -> dict[str, Any]:
     return {
         "name": name,
@@ -270,6 +330,7 @@ def _query(name: str, description: str, **schema: Any) -> dict[str, Any]:
     }
 
 
+_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
 _JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": _ID}
 _ACTION = {
     "name": "action",
@@ -354,6 +415,40 @@ def document(features: Any = None) -> dict[str, Any]:
                 params=[_ACTION],
                 body="BulkBody",
                 operation_id="bulkAction",
+            )
+        },
+        "/api/schedules": {
+            "get": _op(
+                "Every stored schedule with its next tick",
+                _list_answer("Schedules", "schedules", "Schedule"),
+                operation_id="schedules",
+            )
+        },
+        "/api/schedules/{name}/pause": {
+            "post": _op(
+                "Pause a schedule on every worker",
+                _answer("The schedule afterwards", "Schedule"),
+                params=[_NAME],
+                body="ScheduleBody",
+                errors=("404", "409"),
+                operation_id="pauseSchedule",
+            )
+        },
+        "/api/schedules/{name}/resume": {
+            "post": _op(
+                "Resume a schedule from its next tick",
+                _answer("The schedule afterwards", "Schedule"),
+                params=[_NAME],
+                body="ResumeBody",
+                errors=("404", "409"),
+                operation_id="resumeSchedule",
+            )
+        },
+        "/api/workers": {
+            "get": _op(
+                "Every registered worker, alive or silent past its lease",
+                _list_answer("Workers", "workers", "Worker"),
+                operation_id="workers",
             )
         },
         "/api/kinds": {
