@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from consolekit import (
 from mailfathom import JobState, MailFathom
 from mailfathom.console import Console
 from mailfathom.web import Access, create_app
+from smtp_fixtures import FaultServer, ServerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +60,7 @@ class Site:
     mf: MailFathom
     switch: Switch
     shots: Path
+    smtp: FaultServer
 
 
 def _free_port() -> int:
@@ -68,12 +71,14 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+def site(tmp_path_factory: pytest.TempPathFactory, smtp_process: ServerProcess) -> Iterator[Site]:
     if not shutil.which(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)")
     folder = tmp_path_factory.mktemp("browser")
     url = f"sqlite:///{folder}/console.db"
-    mf = MailFathom(url)
+    smtp = FaultServer(smtp_process)
+    smtp.script()
+    mf = MailFathom(url, smtp_url=smtp.url(), smtp_data_timeout=1.0)
     mf.migrate()
     fill_history(url)  # an hour of finished work for the throughput chart
     switch = register_demo_kinds(mf)
@@ -98,7 +103,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         time.sleep(0.02)
     shots = Path(os.environ.get("MAILFATHOM_SCREENSHOTS") or folder / "screenshots")
     shots.mkdir(parents=True, exist_ok=True)
-    yield Site(f"http://127.0.0.1:{port}", mf, switch, shots)
+    yield Site(f"http://127.0.0.1:{port}", mf, switch, shots, smtp)
     stop.set()
     server.should_exit = True
     serving.join(10)
@@ -135,7 +140,13 @@ def log_in(page: Any, site: Site, name: str = "alice") -> None:
 
 
 def shot(page: Any, site: Site, name: str) -> None:
-    page.screenshot(path=str(site.shots / f"{name}.png"), full_page=True)
+    """The whole page (a viewport as tall as the page: full-page captures miss the
+    sandboxed preview frame, which Chromium renders in a process of its own)."""
+    height = int(page.evaluate("document.documentElement.scrollHeight"))
+    page.set_viewport_size({"width": 1280, "height": min(max(height, 860), 4000)})
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(site.shots / f"{name}.png"))
+    page.set_viewport_size({"width": 1280, "height": 860})
 
 
 def test_requeue_a_dead_letter_and_see_it_succeed(page: Any, site: Site) -> None:
@@ -235,3 +246,45 @@ def test_an_unauthenticated_request_is_refused(page: Any, site: Site) -> None:
     assert post.status in (401, 403)
     bearer = page.request.get(site.url + "/api/jobs", headers={"Authorization": f"Bearer {TOKEN}"})
     assert bearer.status == 200
+
+
+def _invoice() -> EmailMessage:
+    message = EmailMessage()
+    message["From"] = "billing@example.com"
+    message["To"] = "carol@example.com"
+    message["Subject"] = "Invoice 2031-004"
+    message.set_content("Your invoice is attached.\n")
+    message.add_alternative("<p><b>Your invoice</b> is attached.</p>", subtype="html")
+    return message
+
+
+def test_resolve_an_unknown_outcome(page: Any, site: Site) -> None:
+    site.smtp.script(end="disconnect")  # the body goes out; the answer never comes
+    try:
+        email = site.mf.outbox.record(_invoice())
+        deadline = time.monotonic() + 15
+        while not site.mf.outbox.unknown() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        site.smtp.script()
+    assert [e.id for e in site.mf.outbox.unknown()] == [email.id]
+    log_in(page, site, "carol")
+    page.click(".attention a:has-text('unknown outcome')")
+    page.wait_for_url(site.url + "/outbox/unknown")
+    assert "Invoice 2031-004" in page.inner_text("table")
+    shot(page, site, "unknown")
+    page.click("a:has-text('Resolve…')")
+    page.check("input[value=delivered]")
+    page.fill("input[name=reason]", "the relay's log shows 250 for this Message-ID")
+    shot(page, site, "resolve")
+    page.click("button:has-text('Confirm the decision')")
+    assert f"Email {email.id} resolved as delivered: now Sent." in page.inner_text(".flash")
+    history = page.inner_text("main")
+    assert (
+        "TransmissionBegun" in history
+        and "web:carol decided: delivered: the relay's log shows 250" in history
+    )
+    shot(page, site, "email")
+    resolved = site.mf.outbox.get(email.id)
+    assert resolved.stage.value == "Sent"
+    assert site.mf.outbox.unknown() == []

@@ -87,10 +87,15 @@ def test_every_post_route_is_csrf_checked(client: Any, mf: MailFathom) -> None:
         and "POST" in (route.methods or ())
         and not route.path.startswith("/api/")
     ]
-    assert len(posts) >= 5
+    assert len(posts) >= 12
     for route in posts:
         assert getattr(route.endpoint, "checks_csrf", False), route.path
-        path = route.path.replace("{job_id:int}", str(job_id)).replace("{action}", "drop")
+        path = (
+            route.path.replace("{job_id:int}", str(job_id))
+            .replace("{action}", "drop")
+            .replace("{email_id:int}", "1")
+            .replace("{name:path}", "reports/nightly")
+        )
         missing = client.post(path, data={"reason": "x", "action": "drop", "id": str(job_id)})
         assert missing.status_code == 403, path
         forged = client.post(

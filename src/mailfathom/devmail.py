@@ -65,7 +65,14 @@ class Inbox:
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
-        self._box = mailbox.Maildir(self.folder, create=True)
+        try:
+            self.folder.parent.mkdir(parents=True, exist_ok=True)
+            self._box = mailbox.Maildir(self.folder, create=True)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot use {self.folder} as the capture inbox ({exc}): choose a writable "
+                "folder with --inbox"
+            ) from exc
 
     def add(self, mail_from: str, rcpt_to: list[str], data: bytes) -> str:
         """Store one delivery (atomically); returns its key."""

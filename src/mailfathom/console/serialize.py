@@ -11,7 +11,9 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
+from mailfathom.console.outbox_service import EmailDetail, EmailPage
 from mailfathom.console.service import AuditPage, BulkResult, JobDetail, JobPage, Overview
+from mailfathom.delivery.model import OutgoingEmail
 from mailfathom.jobs.admin import Throughput
 from mailfathom.jobs.model import Attempt, Job, JobEvent
 from mailfathom.jobs.schedule_admin import Schedule
@@ -21,6 +23,9 @@ __all__ = [
     "attempt_json",
     "audit_json",
     "bulk_json",
+    "email_detail_json",
+    "email_json",
+    "email_page_json",
     "event_json",
     "job_detail_json",
     "job_json",
@@ -103,6 +108,7 @@ def overview_json(overview: Overview) -> dict[str, Any]:
         "held": overview.held,
         "throughput": throughput_json(overview.throughput),
         "attention": [jsonable(item) for item in overview.attention],
+        "email_counts": {stage.value: n for stage, n in overview.email_counts.items()},
         "workers_alive": overview.workers_alive,
         "workers_dead": overview.workers_dead,
         "schedules": overview.schedules,
@@ -121,6 +127,28 @@ def worker_json(worker: WorkerInfo) -> dict[str, Any]:
     """A registered worker (``lease`` in seconds; ``queues`` null means every queue)."""
     found: dict[str, Any] = jsonable(worker)
     return found
+
+
+def email_json(email: OutgoingEmail) -> dict[str, Any]:
+    """An outgoing email record with its per-recipient outcomes."""
+    found: dict[str, Any] = jsonable(email)
+    found.pop("created", None)
+    return found
+
+
+def email_page_json(page: EmailPage) -> dict[str, Any]:
+    """A page of the outbox and the cursor to the next one."""
+    return {"emails": [email_json(e) for e in page.emails], "next_before": page.next_before}
+
+
+def email_detail_json(detail: EmailDetail) -> dict[str, Any]:
+    """A record, its stage history, its audit trail and its delivery job's attempts."""
+    return {
+        "email": email_json(detail.email),
+        "history": [jsonable(entry) for entry in detail.history],
+        "events": [jsonable(event) for event in detail.events],
+        "attempts": [attempt_json(a) for a in detail.attempts],
+    }
 
 
 def bulk_json(result: BulkResult) -> dict[str, Any]:

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from mailfathom.console.outbox_service import OutboxConsole
 from mailfathom.console.query import HELD, JobQuery
+from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import InvalidInput, MailFathomError, NotFound
 from mailfathom.jobs.admin import Throughput
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
@@ -72,6 +74,7 @@ class Overview:
     workers_dead: int = 0
     schedules: int = 0
     schedules_paused: int = 0
+    email_counts: dict[OutgoingEmailStage, int] = field(default_factory=dict)
 
     @property
     def total_jobs(self) -> int:
@@ -113,8 +116,8 @@ class BulkResult:
     refused: dict[int, str] = field(default_factory=dict)
 
 
-class Console:
-    """Operator reads and actions over one app."""
+class Console(OutboxConsole):
+    """Operator reads and actions over one app (jobs here; outgoing email in the mixin)."""
 
     def __init__(self, mf: MailFathom, *, inbox: Inbox | None = None) -> None:
         self.mf = mf
@@ -128,8 +131,9 @@ class Console:
         return self.mf.clock.now()
 
     def kinds(self) -> list[str]:
-        """The job kinds this process has handlers for (from the ``--app`` it loaded)."""
-        return self.mf.registry.names()
+        """The job kinds an operator may create: this process's handlers (from ``--app``),
+        except mailfathom's own (``mailfathom.deliver`` jobs come from recording email)."""
+        return [name for name in self.mf.registry.names() if not name.startswith("mailfathom.")]
 
     def overview(self) -> Overview:
         """Counts per state, throughput per minute over the last hour, what needs a person."""
@@ -139,7 +143,9 @@ class Console:
         dead = sum(not worker.alive for worker in workers)
         schedules = self.schedules()
         paused = sum(schedule.paused for schedule in schedules)
+        unknown = len(self.unknown_outcomes())
         attention = [
+            Attention("unknown_outcomes", "emails with an unknown outcome to resolve", unknown),
             Attention("dead_lettered", "dead-lettered jobs", counts[JobState.DEAD_LETTERED]),
             Attention("held", "held jobs waiting for an operator to press Run", held),
             Attention("dead_workers", "workers silent past their lease (killed?)", dead),
@@ -154,6 +160,7 @@ class Console:
             workers_dead=dead,
             schedules=len(schedules),
             schedules_paused=paused,
+            email_counts=self.outbox_counts(),
         )
 
     def jobs(self, query: JobQuery, *, before_id: int | None = None, limit: int = 50) -> JobPage:

@@ -22,6 +22,9 @@ from mailfathom.console import ACTIONS, Console, JobQuery
 from mailfathom.console.serialize import (
     audit_json,
     bulk_json,
+    email_detail_json,
+    email_json,
+    email_page_json,
     job_detail_json,
     job_json,
     job_page_json,
@@ -253,6 +256,74 @@ def workers(request: Request, _: dict[str, Any]) -> Any:
     return {"workers": [worker_json(w) for w in _console(request).workers()]}
 
 
+def _email_id(request: Request) -> int:
+    email_id = int(request.path_params["email_id"])
+    if not 1 <= email_id <= _MAX_ID:
+        raise InvalidInput(f"an email id is a positive 64-bit integer, not {email_id}")
+    return email_id
+
+
+@endpoint()
+def list_emails(request: Request, _: dict[str, Any]) -> Any:
+    """A page of outgoing email, newest first."""
+    before = _int_param(request, "before", low=1, high=_MAX_ID, default=None)
+    limit = _int_param(request, "limit", low=1, high=500, default=50)
+    assert limit is not None
+    stage = request.query_params.get("stage") or None
+    return email_page_json(_console(request).outbox(stage, before_id=before, limit=limit))
+
+
+@endpoint()
+def email_counts(request: Request, _: dict[str, Any]) -> Any:
+    """Records per stage."""
+    return {stage.value: n for stage, n in _console(request).outbox_counts().items()}
+
+
+@endpoint()
+def unknown_emails(request: Request, _: dict[str, Any]) -> Any:
+    """Unknown outcomes, oldest first."""
+    return {"emails": [email_json(e) for e in _console(request).unknown_outcomes()]}
+
+
+@endpoint()
+def get_email(request: Request, _: dict[str, Any]) -> Any:
+    """One record with its stage history and audit trail."""
+    return email_detail_json(_console(request).email(_email_id(request)))
+
+
+@endpoint(body=True)
+def cancel_email(request: Request, data: dict[str, Any]) -> Any:
+    """Cancel a Recorded email."""
+    _check_keys(data, {"reason", "actor"})
+    email = _console(request).cancel_email(
+        _email_id(request), actor=_actor(data), reason=_text(data, "reason")
+    )
+    return email_json(email)
+
+
+@endpoint(body=True)
+def resolve_email(request: Request, data: dict[str, Any]) -> Any:
+    """Settle an unknown outcome: delivered, send_again or give_up, with a reason."""
+    _check_keys(data, {"decision", "reason", "actor"})
+    decision = data.get("decision")
+    if not isinstance(decision, str):
+        raise InvalidInput("decision is required: 'delivered', 'send_again' or 'give_up'")
+    email = _console(request).resolve_email(
+        _email_id(request), decision, actor=_actor(data), reason=_text(data, "reason")
+    )
+    return email_json(email)
+
+
+@endpoint(body=True)
+def record_email_again(request: Request, data: dict[str, Any]) -> Any:
+    """Record a Refused email's bytes again as a new message."""
+    _check_keys(data, {"reason", "actor"})
+    email = _console(request).record_email_again(
+        _email_id(request), actor=_actor(data), reason=_text(data, "reason")
+    )
+    return JSONResponse(email_json(email), status_code=201)
+
+
 @endpoint()
 def kinds(request: Request, _: dict[str, Any]) -> Any:
     """The job kinds this console can create."""
@@ -301,6 +372,13 @@ routes = [
     Route("/api/schedules/{name:path}/pause", pause_schedule, methods=["POST"]),
     Route("/api/schedules/{name:path}/resume", resume_schedule, methods=["POST"]),
     Route("/api/workers", workers),
+    Route("/api/outbox", list_emails),
+    Route("/api/outbox/counts", email_counts),
+    Route("/api/outbox/unknown", unknown_emails),
+    Route("/api/outbox/{email_id:int}", get_email),
+    Route("/api/outbox/{email_id:int}/cancel", cancel_email, methods=["POST"]),
+    Route("/api/outbox/{email_id:int}/resolve", resolve_email, methods=["POST"]),
+    Route("/api/outbox/{email_id:int}/record-again", record_email_again, methods=["POST"]),
     Route("/api/kinds", kinds),
     Route("/api/audit", audit),
     Route("/api/throughput", throughput),

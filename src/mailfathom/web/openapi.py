@@ -13,6 +13,7 @@ from typing import Any
 __all__ = ["document"]
 
 _STATES = ["Pending", "Claimed", "Succeeded", "DeadLettered", "Dropped"]
+_STAGES = ["Recorded", "TransmissionBegun", "Sent", "Refused", "Cancelled"]
 _OUTCOMES = [
     "Succeeded",
     "Failed",
@@ -138,6 +139,10 @@ SCHEMAS: dict[str, Any] = {
             },
             "held": {"type": "integer", "minimum": 0},
             "throughput": {"type": "array", "items": {"$ref": "#/components/schemas/Minute"}},
+            "email_counts": {
+                "type": "object",
+                "additionalProperties": {"type": "integer", "minimum": 0},
+            },
             "workers_alive": {"type": "integer", "minimum": 0},
             "workers_dead": {"type": "integer", "minimum": 0},
             "schedules": {"type": "integer", "minimum": 0},
@@ -199,6 +204,88 @@ SCHEMAS: dict[str, Any] = {
     "ResumeBody": {
         "type": "object",
         "properties": {"actor": {"type": "string", "maxLength": 100}},
+        "additionalProperties": False,
+    },
+    "Recipient": _object(
+        {
+            "address": {"type": "string"},
+            "reply_code": _nullable("integer"),
+            "enhanced_status": _nullable("string"),
+            "reply_text": _nullable("string"),
+            "replied_at": _TIME_OR_NULL,
+        }
+    ),
+    "Email": _object(
+        {
+            "id": _ID,
+            "stage": {"type": "string", "enum": _STAGES},
+            "idempotency_key": _nullable("string"),
+            "message_id": {"type": "string"},
+            "sender": {"type": "string"},
+            "recipients": {"type": "array", "items": {"$ref": "#/components/schemas/Recipient"}},
+            "subject": _nullable("string"),
+            "size": {"type": "integer", "minimum": 0},
+            "smtputf8": {"type": "boolean"},
+            "eightbit": {"type": "boolean"},
+            "attempts": {"type": "integer", "minimum": 0},
+            "job_id": _nullable("integer"),
+            "parent_id": _nullable("integer"),
+            "created_at": _TIME,
+            "last_attempt_at": _TIME_OR_NULL,
+            "transmission_begun_at": _TIME_OR_NULL,
+            "finished_at": _TIME_OR_NULL,
+            "reply_code": _nullable("integer"),
+            "reply_text": _nullable("string"),
+            "reason": _nullable("string"),
+        }
+    ),
+    "EmailPage": _object(
+        {
+            "emails": {"type": "array", "items": {"$ref": "#/components/schemas/Email"}},
+            "next_before": _nullable("integer"),
+        }
+    ),
+    "EmailDetail": _object(
+        {
+            "email": {"$ref": "#/components/schemas/Email"},
+            "history": {
+                "type": "array",
+                "items": _object(
+                    {"at": _TIME, "stage": {"type": "string"}, "detail": {"type": "string"}}
+                ),
+            },
+            "events": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "id": _ID,
+                        "email_id": _ID,
+                        "at": _TIME,
+                        "actor": {"type": "string"},
+                        "action": {"type": "string"},
+                        "from_stage": {"type": "string", "enum": _STAGES},
+                        "to_stage": {"type": "string", "enum": _STAGES},
+                        "reason": _nullable("string"),
+                    }
+                ),
+            },
+            "attempts": {"type": "array", "items": {"$ref": "#/components/schemas/Attempt"}},
+        }
+    ),
+    "StageCounts": {
+        "type": "object",
+        "properties": {name: {"type": "integer", "minimum": 0} for name in _STAGES},
+        "required": _STAGES,
+        "additionalProperties": False,
+    },
+    "ResolveBody": {
+        "type": "object",
+        "properties": {
+            "decision": {"type": "string", "enum": ["delivered", "send_again", "give_up"]},
+            "reason": {"type": "string", "maxLength": 2000},
+            "actor": {"type": "string", "maxLength": 100},
+        },
+        "required": ["decision", "reason"],
         "additionalProperties": False,
     },
     "AuditPage": _object(
@@ -293,7 +380,7 @@ def _op(
     for status in errors:
         responses[status] = _answer(
             {
-                "404": "No such job or schedule.",
+                "404": "No such job, schedule or email.",
                 "409": "The job's state does not allow this move; nothing changed.",
                 "415": "The body must be JSON (Content-Type: application/json).",
             }[status],
@@ -331,6 +418,7 @@ def _query(name: str, description: str, **schema: Any) -> dict[str, Any]:
 
 
 _NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+_EMAIL_ID = {"name": "email_id", "in": "path", "required": True, "schema": _ID}
 _JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": _ID}
 _ACTION = {
     "name": "action",
@@ -449,6 +537,70 @@ def document(features: Any = None) -> dict[str, Any]:
                 "Every registered worker, alive or silent past its lease",
                 _list_answer("Workers", "workers", "Worker"),
                 operation_id="workers",
+            )
+        },
+        "/api/outbox": {
+            "get": _op(
+                "Outgoing email newest first, optionally in one stage",
+                _answer("A page of records", "EmailPage"),
+                params=[
+                    _query("stage", "Recorded, TransmissionBegun, Sent, Refused or Cancelled"),
+                    _query("before", "Only records with a smaller id", type="integer", minimum=1),
+                    _query("limit", "Page size", type="integer", minimum=1, maximum=500),
+                ],
+                operation_id="listEmails",
+            )
+        },
+        "/api/outbox/counts": {
+            "get": _op(
+                "Records per stage", _answer("Counts", "StageCounts"), operation_id="emailCounts"
+            )
+        },
+        "/api/outbox/unknown": {
+            "get": _op(
+                "Unknown outcomes (body sent, answer never read), oldest first",
+                _list_answer("Records awaiting a decision", "emails", "Email"),
+                operation_id="unknownEmails",
+            )
+        },
+        "/api/outbox/{email_id}": {
+            "get": _op(
+                "One record with its stage history, audit trail and delivery attempts",
+                _answer("The record", "EmailDetail"),
+                params=[_EMAIL_ID],
+                errors=("404",),
+                operation_id="getEmail",
+            )
+        },
+        "/api/outbox/{email_id}/cancel": {
+            "post": _op(
+                "Cancel a Recorded email (never sent); audited",
+                _answer("The record afterwards", "Email"),
+                params=[_EMAIL_ID],
+                body="ActionBody",
+                errors=("404", "409"),
+                operation_id="cancelEmail",
+            )
+        },
+        "/api/outbox/{email_id}/resolve": {
+            "post": _op(
+                "Resolve an unknown outcome: delivered, send_again or give_up, with a reason",
+                _answer("The record afterwards", "Email"),
+                params=[_EMAIL_ID],
+                body="ResolveBody",
+                errors=("404", "409"),
+                operation_id="resolveEmail",
+            )
+        },
+        "/api/outbox/{email_id}/record-again": {
+            "post": _op(
+                "Record a Refused email's exact bytes again as a new message; audited",
+                _answer("The new record", "Email"),
+                code="201",
+                params=[_EMAIL_ID],
+                body="ActionBody",
+                errors=("404", "409"),
+                operation_id="recordEmailAgain",
             )
         },
         "/api/kinds": {

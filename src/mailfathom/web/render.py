@@ -48,6 +48,19 @@ def _state_class(name: str) -> str:
     return _STATE_CLASS.get(name, "other")
 
 
+_STAGE_CLASS = {
+    "Recorded": "pending",
+    "TransmissionBegun": "warn",
+    "Sent": "ok",
+    "Refused": "dead",
+    "Cancelled": "dropped",
+}
+
+
+def _stage_class(name: str) -> str:
+    return _STAGE_CLASS.get(name, "other")
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -58,6 +71,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["time"] = _time
     env.filters["state_class"] = _state_class
+    env.filters["stage_class"] = _stage_class
     env.globals["jobs_link"] = _jobs_link
     env.globals["urlencode"] = urlencode
     return env
