@@ -42,6 +42,7 @@ class PostgresDatabase:
         self._pid = 0
         self._lock = threading.Lock()
         self._listener: psycopg.Connection[Any] | None = None
+        self._identity: tuple[str, str] | None = None  # current_database(), current_schema()
 
     # -- connections -------------------------------------------------------------------
 
@@ -84,7 +85,15 @@ class PostgresDatabase:
     def transaction(self, connection: object | None = None) -> Iterator[Cursor]:
         """One transaction on a pooled connection, or the caller's own transaction."""
         if connection is not None:
-            yield self._callers_cursor(connection)
+            caller = self._callers_connection(connection)
+            try:
+                # A savepoint inside the caller's open transaction (nothing is committed on
+                # its behalf); BEGIN … COMMIT on an autocommit connection, so the write is
+                # atomic either way.
+                with caller.transaction(), caller.cursor(row_factory=dict_row) as cur:
+                    yield _WrappedCursor(cur)
+            except psycopg.Error as exc:
+                raise _store_error(exc) from exc
             return
         try:
             with self._get_pool().connection() as conn, conn.transaction(), conn.cursor() as cur:
@@ -105,13 +114,29 @@ class PostgresDatabase:
         except PoolTimeout as exc:
             raise StoreError(f"no PostgreSQL connection available: {exc}") from exc
 
-    def _callers_cursor(self, connection: object) -> Cursor:
+    def _callers_connection(self, connection: object) -> psycopg.Connection[Any]:
+        """The caller's connection, once it is known to be on this store's database."""
         if not isinstance(connection, psycopg.Connection):
             raise InvalidInput(
                 f"connection= must be a psycopg.Connection for a PostgreSQL store, not "
                 f"{type(connection).__name__}"
             )
-        return _WrappedCursor(connection.cursor(row_factory=dict_row))
+        # On a non-autocommit connection this also opens the caller's transaction, so the
+        # write below is a savepoint inside it.
+        theirs = _where(connection)
+        ours = self._identity
+        if ours is None:
+            with self.reading() as cur:
+                cur.execute(_WHERE)
+                row = cur.fetchone()
+            ours = self._identity = (row["database"], row["schema"])
+        if theirs != ours:
+            raise InvalidInput(
+                f"connection= is open on database {theirs[0]!r} schema {theirs[1]!r}, not on "
+                f"this store's database {ours[0]!r} schema {ours[1]!r}: pass a connection "
+                "to mailfathom's database with the same search_path"
+            )
+        return connection
 
     # -- wake-ups ----------------------------------------------------------------------
 
@@ -176,6 +201,21 @@ class PostgresDatabase:
     def list_param(self, values: Sequence[Any]) -> str:
         """A JSON array, read in SQL with ``jsonb_array_elements``."""
         return json.dumps(list(values), separators=(",", ":"))
+
+
+_WHERE = "SELECT current_database() AS database, current_schema() AS schema"
+
+
+def _where(connection: psycopg.Connection[Any]) -> tuple[str, str]:
+    try:
+        with connection.cursor(row_factory=dict_row) as cur:
+            cur.execute(_WHERE)
+            row = cur.fetchone()
+    except psycopg.Error as exc:
+        raise InvalidInput(f"connection= is not usable: {exc}") from exc
+    if row is None:  # pragma: no cover - the query always returns one row
+        raise InvalidInput("connection= did not say which database it is on")
+    return row["database"], row["schema"]
 
 
 class _WrappedCursor:
