@@ -92,7 +92,8 @@ def test_record_on_an_autocommit_connection_is_all_or_nothing(
             "RAISE EXCEPTION 'no'; END $$"
         )
         conn.execute(
-            "CREATE TRIGGER no_jobs BEFORE INSERT ON mf_jobs FOR EACH ROW EXECUTE FUNCTION no_jobs()"
+            "CREATE TRIGGER no_jobs BEFORE INSERT ON mf_jobs "
+            "FOR EACH ROW EXECUTE FUNCTION no_jobs()"
         )
     try:
         with pytest.raises(StoreError):

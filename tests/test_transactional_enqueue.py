@@ -76,7 +76,6 @@ def test_connection_of_the_wrong_type_is_refused(mf: MailFathom) -> None:
         mf.enqueue("k", connection=object())
 
 
-
 def _install_boom(conn: Any) -> None:
     """A trigger that makes the store's insert of a job whose payload has a "boom" key
     fail: a store-level failure in the middle of a batch."""
@@ -141,7 +140,7 @@ def test_connection_to_another_postgresql_schema_is_refused(
 ) -> None:
     with MailFathom(postgres_schema_url, clock=clock) as app:
         app.migrate()
-        other = psycopg.connect(postgres_schema_url.split("?")[0], autocommit=True)
+        other = psycopg.connect(postgres_schema_url.partition("?")[0], autocommit=True)
         try:
             with pytest.raises(InvalidInput, match="not on"):
                 app.enqueue("k", connection=other)
