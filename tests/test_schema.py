@@ -26,6 +26,10 @@ def _raw(mf: MailFathom, sql: str) -> None:
         "UPDATE mf_jobs SET failure_class = 'Sometimes'",
         "UPDATE mf_jobs SET max_attempts = 0",
         "UPDATE mf_jobs SET state = 'DeadLettered', finished_at = created_at",  # no reason
+        # a consistent row, but not a move of the state machine (Pending can only be claimed)
+        "UPDATE mf_jobs SET state = 'Dropped', finished_at = created_at, "
+        "failure_class = 'Permanent', failure_reason = 'x'",
+        "UPDATE mf_jobs SET state = 'Succeeded', finished_at = created_at",
     ],
 )
 def test_check_constraints_refuse_impossible_rows(mf: MailFathom, sql: str) -> None:
@@ -64,3 +68,15 @@ def test_concurrent_migrations_apply_each_file_once(database_url: str, clock: Fa
         assert app.migrate() == []
         app.enqueue("k")
         app.queue.claim("w", 1, timedelta(seconds=1))
+
+
+def test_only_the_queues_own_state_moves_are_possible(mf: MailFathom) -> None:
+    job = mf.enqueue("k", {"x": 1})
+    _raw(mf, "UPDATE mf_jobs SET state = 'Pending'")  # not a move: allowed
+    with pytest.raises(StoreError, match="illegal job state move"):
+        _raw(
+            mf,
+            "UPDATE mf_jobs SET state = 'Dropped', finished_at = created_at, "
+            "failure_class = 'Permanent', failure_reason = 'x'",
+        )
+    assert mf.jobs.get(job.id).state.value == "Pending"

@@ -21,6 +21,7 @@ from mailfathom.delivery.model import OutboxEvent, OutgoingEmail, RecordedEmail
 from mailfathom.delivery.resolution import Resolution, decision
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
+from mailfathom.jobs.queue import _has_nul
 from mailfathom.store.outbox_base import DeliveryJobSpec, EmailRow, NewEmail, OutboxStore
 
 __all__ = ["Outbox"]
@@ -261,6 +262,8 @@ def _check_key(key: object) -> str | None:
             f"idempotency_key must be a non-empty string of at most {_KEY_LONGEST} characters, "
             f"not {key!r}"
         )
+    if _has_nul(key):  # PostgreSQL cannot store NUL: refuse it on every store
+        raise InvalidInput("idempotency_key must not contain NUL (\\x00) characters")
     return key
 
 
@@ -281,3 +284,5 @@ def _check_actor(actor: object, reason: object) -> None:
         raise InvalidInput("actor must name who acts (for the audit trail), e.g. actor='ops'")
     if reason is not None and not isinstance(reason, str):
         raise InvalidInput("reason must be text")
+    if _has_nul(actor) or _has_nul(reason):  # PostgreSQL cannot store NUL: refuse on both
+        raise InvalidInput("actor and reason must not contain NUL (\\x00) characters")

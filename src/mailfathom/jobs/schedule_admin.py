@@ -18,7 +18,7 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
-from mailfathom.jobs.queue import JobQueue
+from mailfathom.jobs.queue import JobQueue, _has_nul
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.schedules import Scheduler, ScheduleSpec, build_spec, next_tick
 from mailfathom.store.base import ScheduleRow
@@ -157,6 +157,8 @@ def _check_actor(actor: object, reason: object) -> None:
         raise InvalidInput("actor must name who acts, e.g. actor='ops'")
     if reason is not None and not isinstance(reason, str):
         raise InvalidInput("reason must be text")
+    if _has_nul(actor) or _has_nul(reason):  # PostgreSQL cannot store NUL: refuse on both
+        raise InvalidInput("actor and reason must not contain NUL (\\x00) characters")
 
 
 def _missing(name: str) -> NotFound:
