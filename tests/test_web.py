@@ -47,6 +47,9 @@ def test_jobs_list_filters_and_pages(client: Any, mf: MailFathom) -> None:
     assert len(re.findall(r'name="id" value="', client.get(older.group(1)).text)) == 7
     bad = client.get("/jobs", params={"older_than": "ages"})
     assert bad.status_code == 400 and "not a duration" in bad.text
+    for before in ("\u00b2", "\u0663"):  # digits to str.isdigit(), not to int()
+        bad = client.get("/jobs", params={"before": before})
+        assert bad.status_code == 400 and "before must be a positive whole number" in bad.text
 
 
 def test_job_detail_shows_payload_attempts_traceback_and_escapes(
