@@ -280,14 +280,24 @@ def _available_at(
     if run_at is not None:
         if not isinstance(run_at, datetime):
             raise InvalidInput(f"run_at must be a datetime, not {type(run_at).__name__}")
-        return utc(run_at)
+        try:
+            return utc(run_at)
+        except OverflowError:
+            raise InvalidInput(
+                f"run_at {run_at.isoformat()} is past the year 9999 in UTC"
+            ) from None
     if delay is not None:
         if isinstance(delay, bool) or not isinstance(delay, (timedelta, int, float)):
             raise InvalidInput(f"delay must be a timedelta or seconds, not {delay!r}")
         if isinstance(delay, float) and not math.isfinite(delay):
             raise InvalidInput(f"delay must be a finite number of seconds, not {delay!r}")
-        step = delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
-        if step < timedelta(0):
-            raise InvalidInput(f"delay must be zero or positive, not {delay!r}")
-        return now + step
+        try:
+            step = delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
+            if step < timedelta(0):
+                raise InvalidInput(f"delay must be zero or positive, not {delay!r}")
+            return now + step
+        except OverflowError:
+            raise InvalidInput(
+                f"delay is too far in the future: {delay!r} goes past the year 9999"
+            ) from None
     return now
