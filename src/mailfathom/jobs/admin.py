@@ -78,7 +78,8 @@ class Jobs:
         """Jobs newest first, filtered; page with ``before_id`` = the last id you saw.
 
         ``held=True`` keeps held jobs only. ``text`` matches (ignoring ASCII case) any
-        part of the failure reason, the idempotency key or the payload's JSON.
+        part of the failure reason, the idempotency key, or a key or a string or
+        number value anywhere in the payload.
         ``created_before`` / ``created_after`` bound when the job was enqueued.
         """
         check_limit(limit)
