@@ -9,7 +9,6 @@ POST that does it.
 from __future__ import annotations
 
 import json
-from urllib.parse import urlencode
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -267,11 +266,6 @@ def logout(request: Request, form: FormData) -> Response:
     request.session.clear()
     target = "/login" if request.app.state.access.protected else "/"
     return RedirectResponse(target, status_code=303)
-
-
-def bulk_link(action: str, query: JobQuery) -> str:
-    """The confirmation page for ``action`` on every job ``query`` matches."""
-    return "/jobs/bulk?" + urlencode({**query.params(), "action": action, "scope": "matching"})
 
 
 routes = [
