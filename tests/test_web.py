@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.routing import Route
+from starlette.testclient import TestClient
 
 from consolekit import TOKEN, csrf_of, dead_letters, make_client, register_demo_kinds
-from mailfathom import ConfigurationError, JobState, MailFathom
+from mailfathom import ConfigurationError, JobState, MailFathom, Settings
 from mailfathom.web import Access
+from mailfathom.web.server import build_console_app
 
 
 @pytest.fixture
@@ -197,6 +200,18 @@ def test_security_headers(client: Any) -> None:
     assert answer.headers["x-content-type-options"] == "nosniff"
     cookie = answer.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie
+    assert "secure" not in cookie  # plain-HTTP loopback use: the browser must send it back
+
+
+def test_secure_cookies_behind_tls(mf: MailFathom, tmp_path: Path) -> None:
+    env = {"MAILFATHOM_WEB_SECURE_COOKIES": "true"}
+    settings = Settings.load({}, environ=env, toml_path=tmp_path / "none.toml")
+    app = build_console_app(
+        mf, host="127.0.0.1", token=None, secure_cookies=settings.web_secure_cookies
+    )
+    client = TestClient(app, base_url="https://127.0.0.1:8025")
+    cookie = client.get("/").headers["set-cookie"].lower()
+    assert "; secure" in cookie and "httponly" in cookie and "samesite=strict" in cookie
 
 
 def test_login_protects_every_page(mf: MailFathom) -> None:
