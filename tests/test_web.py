@@ -50,9 +50,10 @@ def test_jobs_list_filters_and_pages(client: Any, mf: MailFathom) -> None:
     assert len(re.findall(r'name="id" value="', client.get(older.group(1)).text)) == 7
     bad = client.get("/jobs", params={"older_than": "ages"})
     assert bad.status_code == 400 and "not a duration" in bad.text
-    for before in ("\u00b2", "\u0663"):  # digits to str.isdigit(), not to int()
-        bad = client.get("/jobs", params={"before": before})
-        assert bad.status_code == 400 and "before must be a positive whole number" in bad.text
+    for path in ("/jobs", "/outbox"):
+        for before in ("\u00b2", "\u0663"):  # digits to str.isdigit(), not to int()
+            bad = client.get(path, params={"before": before})
+            assert bad.status_code == 400 and "before must be a positive whole number" in bad.text
 
 
 def test_job_detail_shows_payload_attempts_traceback_and_escapes(
@@ -157,6 +158,16 @@ def test_create_a_held_job_then_run_it(client: Any, mf: MailFathom) -> None:
     )
     assert bad.status_code == 400 and "payload is not valid JSON (line 1, column 9" in bad.text
     assert "{&#34;n&#34;: 1,}" in bad.text  # the operator's input is kept, escaped
+    superscript = client.post(
+        "/jobs/new",
+        data={
+            "csrf_token": csrf_of(form),
+            "kind": "demo.ok",
+            "payload": "{}",
+            "priority": "-\u00b2",
+        },
+    )
+    assert superscript.status_code == 400 and "priority must be a whole number" in superscript.text
     made = client.post(
         "/jobs/new",
         data={
