@@ -61,6 +61,23 @@ def test_list_jobs_filters_and_pages(client: Any, mf: MailFathom) -> None:
         assert message in answer.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("path", "name", "value"),
+    [
+        ("/api/jobs", "limit", "\u00b2"),
+        ("/api/jobs", "before", "\u00b2"),
+        ("/api/outbox", "before", "\u00b2"),
+        ("/api/audit", "limit", "\u0663"),  # ARABIC-INDIC DIGIT THREE
+        ("/api/throughput", "minutes", "\u00b9"),
+    ],
+)
+def test_unicode_digits_are_bad_input(client: Any, path: str, name: str, value: str) -> None:
+    answer = client.get(path, params={name: value})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["type"] == "InvalidInput"
+    assert f"{name} must be a whole number" in answer.json()["error"]["message"]
+
+
 def test_counts_kinds_and_throughput(client: Any, mf: MailFathom) -> None:
     mf.enqueue("demo.ok", {}, hold=True)
     assert client.get("/api/jobs/counts").json() == {

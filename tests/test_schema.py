@@ -34,9 +34,10 @@ def _raw(mf: MailFathom, sql: str) -> None:
 )
 def test_check_constraints_refuse_impossible_rows(mf: MailFathom, sql: str) -> None:
     job = mf.enqueue("k", {"x": 1})
+    before = mf.jobs.get(job.id)
     with pytest.raises(StoreError):
         _raw(mf, sql)
-    assert mf.jobs.get(job.id) == mf.jobs.get(job.id)
+    assert mf.jobs.get(job.id) == before
     assert mf.jobs.get(job.id).state.value == "Pending"
 
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.routing import Route
+from starlette.testclient import TestClient
 
 from consolekit import TOKEN, csrf_of, dead_letters, make_client, register_demo_kinds
-from mailfathom import ConfigurationError, JobState, MailFathom
+from mailfathom import ConfigurationError, JobState, MailFathom, Settings
 from mailfathom.web import Access
+from mailfathom.web.server import build_console_app
 
 
 @pytest.fixture
@@ -47,6 +50,10 @@ def test_jobs_list_filters_and_pages(client: Any, mf: MailFathom) -> None:
     assert len(re.findall(r'name="id" value="', client.get(older.group(1)).text)) == 7
     bad = client.get("/jobs", params={"older_than": "ages"})
     assert bad.status_code == 400 and "not a duration" in bad.text
+    for path in ("/jobs", "/outbox"):
+        for before in ("\u00b2", "\u0663"):  # digits to str.isdigit(), not to int()
+            bad = client.get(path, params={"before": before})
+            assert bad.status_code == 400 and "before must be a positive whole number" in bad.text
 
 
 def test_job_detail_shows_payload_attempts_traceback_and_escapes(
@@ -151,6 +158,16 @@ def test_create_a_held_job_then_run_it(client: Any, mf: MailFathom) -> None:
     )
     assert bad.status_code == 400 and "payload is not valid JSON (line 1, column 9" in bad.text
     assert "{&#34;n&#34;: 1,}" in bad.text  # the operator's input is kept, escaped
+    superscript = client.post(
+        "/jobs/new",
+        data={
+            "csrf_token": csrf_of(form),
+            "kind": "demo.ok",
+            "payload": "{}",
+            "priority": "-\u00b2",
+        },
+    )
+    assert superscript.status_code == 400 and "priority must be a whole number" in superscript.text
     made = client.post(
         "/jobs/new",
         data={
@@ -194,6 +211,18 @@ def test_security_headers(client: Any) -> None:
     assert answer.headers["x-content-type-options"] == "nosniff"
     cookie = answer.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie
+    assert "secure" not in cookie  # plain-HTTP loopback use: the browser must send it back
+
+
+def test_secure_cookies_behind_tls(mf: MailFathom, tmp_path: Path) -> None:
+    env = {"MAILFATHOM_WEB_SECURE_COOKIES": "true"}
+    settings = Settings.load({}, environ=env, toml_path=tmp_path / "none.toml")
+    app = build_console_app(
+        mf, host="127.0.0.1", token=None, secure_cookies=settings.web_secure_cookies
+    )
+    client = TestClient(app, base_url="https://127.0.0.1:8025")
+    cookie = client.get("/").headers["set-cookie"].lower()
+    assert "; secure" in cookie and "httponly" in cookie and "samesite=strict" in cookie
 
 
 def test_login_protects_every_page(mf: MailFathom) -> None:

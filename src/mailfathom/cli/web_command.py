@@ -41,6 +41,7 @@ def web(
             mf,
             host=settings.web_host,
             token=settings.web_token,
+            secure_cookies=settings.web_secure_cookies,
         )
         click.echo(
             f"mailfathom console on {console_url(settings.web_host, settings.web_port)} "

@@ -17,6 +17,7 @@ from mailfathom.jobs.model import Attempt, Job, JobEvent
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.state import JobState
 from mailfathom.store.base import JobFilter, OperatorAction, Store
+from mailfathom.validate import check_actor, check_id, check_limit
 
 __all__ = ["Jobs", "Throughput"]
 
@@ -56,7 +57,7 @@ class Jobs:
 
     def get(self, job_id: int) -> Job:
         """The job with ``job_id``; :class:`NotFound` if there is none."""
-        row = self._store.get_job(_check_id(job_id))
+        row = self._store.get_job(check_id(job_id))
         if row is None:
             raise NotFound(f"no job has id {job_id}: list jobs to find the one you mean")
         return Job.from_row(row)
@@ -77,11 +78,11 @@ class Jobs:
         """Jobs newest first, filtered; page with ``before_id`` = the last id you saw.
 
         ``held=True`` keeps held jobs only. ``text`` matches (ignoring ASCII case) any
-        part of the failure reason, the idempotency key or the payload's JSON.
+        part of the failure reason, the idempotency key, or a key or a string or
+        number value anywhere in the payload.
         ``created_before`` / ``created_after`` bound when the job was enqueued.
         """
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise InvalidInput(f"limit must be an integer from 1 to 10000, not {limit!r}")
+        check_limit(limit)
         if text is not None and (
             not isinstance(text, str) or not 1 <= len(text) <= 200 or "\x00" in text
         ):
@@ -97,7 +98,7 @@ class Jobs:
             created_before=None if created_before is None else utc(created_before),
             created_after=None if created_after is None else utc(created_after),
         )
-        before = None if before_id is None else _check_id(before_id)
+        before = None if before_id is None else check_id(before_id)
         rows = self._store.list_jobs(filter, limit=limit, before_id=before)
         return [Job.from_row(row) for row in rows]
 
@@ -107,17 +108,15 @@ class Jobs:
 
     def audit(self, *, limit: int = 100, before_id: int | None = None) -> builtins.list[JobEvent]:
         """Every operator action on any job, newest first; page with ``before_id``."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise InvalidInput(f"limit must be an integer from 1 to 10000, not {limit!r}")
-        before = None if before_id is None else _check_id(before_id)
+        check_limit(limit)
+        before = None if before_id is None else check_id(before_id)
         rows = self._store.recent_events(limit=limit, before_id=before)
         return [JobEvent.from_row(row) for row in rows]
 
     def throughput(self, minutes: int = 60) -> builtins.list[Throughput]:
         """Per UTC minute over the last ``minutes``, oldest first, every minute present:
         jobs that succeeded, dead-lettered or were dropped, and attempts that failed."""
-        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= 1440:
-            raise InvalidInput(f"minutes must be an integer from 1 to 1440, not {minutes!r}")
+        check_limit(minutes, name="minutes", high=1440)
         now = self._clock.now().replace(second=0, microsecond=0)
         start = now - timedelta(minutes=minutes - 1)
         buckets = {
@@ -163,14 +162,9 @@ class Jobs:
         return self._move(job_id, RELEASE, actor, reason)
 
     def _move(self, job_id: int, move: OperatorAction, actor: str, reason: str | None) -> Job:
-        if not isinstance(actor, str) or not actor.strip():
-            raise InvalidInput("actor must name who acts (for the audit trail), e.g. actor='ops'")
-        if reason is not None and not isinstance(reason, str):
-            raise InvalidInput("reason must be text")
-        if "\x00" in actor or (reason is not None and "\x00" in reason):
-            raise InvalidInput("actor and reason must not contain NUL (\\x00) characters")
+        check_actor(actor, reason)
         moved, current = self._store.operator_move(
-            _check_id(job_id), move, actor=actor, reason=reason, now=self._clock.now()
+            check_id(job_id), move, actor=actor, reason=reason, now=self._clock.now()
         )
         if moved is not None:
             return Job.from_row(moved)
@@ -193,9 +187,3 @@ class Jobs:
 
 def _past(action: str) -> str:
     return {"requeue": "requeued", "drop": "dropped", "release": "released"}[action]
-
-
-def _check_id(job_id: object) -> int:
-    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
-        raise InvalidInput(f"a job id is a positive integer, not {job_id!r}")
-    return job_id

@@ -22,11 +22,11 @@ from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Regist
 from mailfathom.jobs.retry import Backoff
 from mailfathom.jobs.state import AttemptOutcome, FailureClass
 from mailfathom.store.base import FailedAttempt, NewJob, Store
+from mailfathom.validate import check_key, check_limit
 
 __all__ = ["Finished", "JobQueue"]
 
 _PRIORITY_RANGE = (-(2**31), 2**31 - 1)
-_KEY_LONGEST = 512
 _DEFAULT_BACKOFF = Backoff()
 
 
@@ -92,14 +92,14 @@ class JobQueue:
         check_name("queue", queue, longest=100)
         if max_attempts is None:
             max_attempts = registered.max_attempts if registered else DEFAULT_MAX_ATTEMPTS
-        attempts = _check_attempts(max_attempts)
+        attempts = check_limit(max_attempts, name="max_attempts")
         available_at = _available_at(now, delay=delay, run_at=run_at, hold=hold)
         priority = _check_priority(priority)
         keys = list(idempotency_keys) if idempotency_keys is not None else [None] * len(payloads)
         seen: set[str] = set()
         new_jobs = []
         for payload, given_key in zip(payloads, keys, strict=True):
-            key = _check_key(given_key)
+            key = check_key(given_key)
             if key is not None:
                 if key in seen:
                     raise InvalidInput(f"idempotency key {key!r} appears twice in one batch")
@@ -230,12 +230,6 @@ def _qualified_name(error: BaseException) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _check_attempts(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
-        raise InvalidInput(f"max_attempts must be an integer from 1 to 10000, not {value!r}")
-    return value
-
-
 def _check_priority(value: object) -> int:
     low, high = _PRIORITY_RANGE
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -254,19 +248,6 @@ def _has_nul(value: object) -> bool:
     return False
 
 
-def _check_key(key: object) -> str | None:
-    if key is None:
-        return None
-    if not isinstance(key, str) or not key or len(key) > _KEY_LONGEST:
-        raise InvalidInput(
-            f"idempotency_key must be a non-empty string of at most {_KEY_LONGEST} characters, "
-            f"not {key!r}"
-        )
-    if "\x00" in key:
-        raise InvalidInput("idempotency_key must not contain NUL (\\x00) characters")
-    return key
-
-
 def _available_at(
     now: datetime, *, delay: timedelta | float | None, run_at: datetime | None, hold: bool
 ) -> datetime | None:
@@ -280,14 +261,24 @@ def _available_at(
     if run_at is not None:
         if not isinstance(run_at, datetime):
             raise InvalidInput(f"run_at must be a datetime, not {type(run_at).__name__}")
-        return utc(run_at)
+        try:
+            return utc(run_at)
+        except OverflowError:
+            raise InvalidInput(
+                f"run_at {run_at.isoformat()} is past the year 9999 in UTC"
+            ) from None
     if delay is not None:
         if isinstance(delay, bool) or not isinstance(delay, (timedelta, int, float)):
             raise InvalidInput(f"delay must be a timedelta or seconds, not {delay!r}")
         if isinstance(delay, float) and not math.isfinite(delay):
             raise InvalidInput(f"delay must be a finite number of seconds, not {delay!r}")
-        step = delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
-        if step < timedelta(0):
-            raise InvalidInput(f"delay must be zero or positive, not {delay!r}")
-        return now + step
+        try:
+            step = delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
+            if step < timedelta(0):
+                raise InvalidInput(f"delay must be zero or positive, not {delay!r}")
+            return now + step
+        except OverflowError:
+            raise InvalidInput(
+                f"delay is too far in the future: {delay!r} goes past the year 9999"
+            ) from None
     return now

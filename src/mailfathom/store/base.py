@@ -178,8 +178,9 @@ class JobFilter:
     """Which jobs a listing shows; None means any.
 
     ``held`` keeps only held jobs (Pending with no available instant). ``text`` is a
-    case-insensitive substring of the failure reason, the idempotency key or the
-    payload's JSON. ``created_before`` / ``created_after`` bound the enqueue instant.
+    substring, ignoring ASCII case, of the failure reason, the idempotency key, or
+    a key or a string or number value anywhere in the payload (the same on every
+    dialect). ``created_before`` / ``created_after`` bound the enqueue instant.
     """
 
     state: str | None = None

@@ -340,22 +340,21 @@ class SqlStore(WorkerStore):
         """Operator actions on the job, oldest first."""
         with self.db.reading() as cur:
             cur.execute(self._q["job_events"], {"id": job_id})
-            found = []
-            for row in cur.fetchall():
-                event: dict[str, Any] = dict(row)
-                event["at"] = self.db.time_value(event["at"])
-                found.append(event)
-        return found  # type: ignore[return-value]
+            return self._event_rows(cur.fetchall())
 
     def recent_events(self, *, limit: int, before_id: int | None = None) -> list[EventRow]:
         """Every job's operator actions, newest first."""
         with self.db.reading() as cur:
             cur.execute(self._q["recent_events"], {"limit": limit, "before_id": before_id})
-            found = []
-            for row in cur.fetchall():
-                event: dict[str, Any] = dict(row)
-                event["at"] = self.db.time_value(event["at"])
-                found.append(event)
+            return self._event_rows(cur.fetchall())
+
+    def _event_rows(self, rows: list[Any]) -> list[EventRow]:
+        """Fetched ``mf_job_events`` rows with ``at`` as an aware datetime."""
+        found = []
+        for row in rows:
+            event: dict[str, Any] = dict(row)
+            event["at"] = self.db.time_value(event["at"])
+            found.append(event)
         return found  # type: ignore[return-value]
 
     def count_held(self) -> int:

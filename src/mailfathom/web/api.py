@@ -35,6 +35,7 @@ from mailfathom.console.serialize import (
 )
 from mailfathom.errors import InvalidInput, MailFathomError
 from mailfathom.web.handlers import status_for
+from mailfathom.web.params import is_whole_number
 
 __all__ = ["api_error", "routes"]
 
@@ -93,7 +94,7 @@ def _int_param(
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not is_whole_number(raw) or not low <= int(raw) <= high:
         raise InvalidInput(f"{name} must be a whole number from {low} to {high}, not {raw!r}")
     return int(raw)
 

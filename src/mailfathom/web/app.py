@@ -53,6 +53,7 @@ def create_app(
                 session_cookie="mailfathom_session",
                 max_age=12 * 3600,
                 same_site="strict",
+                https_only=access.secure_cookies,
             ),
             Middleware(Guard, access=access),
         ],

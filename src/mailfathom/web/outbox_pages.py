@@ -15,6 +15,7 @@ from mailfathom.console import Console
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import InvalidInput
 from mailfathom.web.handlers import form_action, form_values, view
+from mailfathom.web.params import is_whole_number
 from mailfathom.web.preview import preview, preview_response
 from mailfathom.web.render import flash, operator, page
 
@@ -54,7 +55,7 @@ def outbox(request: Request) -> Response:
     console = _console(request)
     stage = request.query_params.get("stage") or None
     raw_before = request.query_params.get("before") or ""
-    if raw_before and not raw_before.isdigit():
+    if raw_before and not is_whole_number(raw_before):
         raise InvalidInput(f"before must be a positive whole number, not {raw_before!r}")
     before = int(raw_before) if raw_before else None
     found = console.outbox(stage, before_id=before, limit=50)

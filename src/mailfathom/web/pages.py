@@ -9,7 +9,6 @@ POST that does it.
 from __future__ import annotations
 
 import json
-from urllib.parse import urlencode
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -21,6 +20,7 @@ from mailfathom.console.service import parse_instant
 from mailfathom.errors import InvalidInput
 from mailfathom.web.chart import SERIES, throughput_chart
 from mailfathom.web.handlers import form_action, form_values, view
+from mailfathom.web.params import is_whole_number
 from mailfathom.web.render import flash, operator, page
 
 __all__ = ["routes"]
@@ -48,7 +48,7 @@ def _query(request: Request) -> JobQuery:
 def _positive(text: str | None, what: str) -> int | None:
     if text is None or text == "":
         return None
-    if not text.isdigit() or not 1 <= int(text) < 2**63:
+    if not is_whole_number(text) or not 1 <= int(text) < 2**63:
         raise InvalidInput(f"{what} must be a positive whole number, not {text!r}")
     return int(text)
 
@@ -191,7 +191,7 @@ def create_job(request: Request, form: FormData) -> Response:
     values = form_values(form, "kind", "payload", "queue", "priority", "run_at")
     try:
         priority_text = (values["priority"] or "0").strip()
-        if not priority_text.lstrip("-").isdigit():
+        if not is_whole_number(priority_text.removeprefix("-")):
             raise InvalidInput(f"priority must be a whole number, not {priority_text!r}")
         run_at = (values["run_at"] or "").strip()
         job = console.create_job(
@@ -266,11 +266,6 @@ def logout(request: Request, form: FormData) -> Response:
     request.session.clear()
     target = "/login" if request.app.state.access.protected else "/"
     return RedirectResponse(target, status_code=303)
-
-
-def bulk_link(action: str, query: JobQuery) -> str:
-    """The confirmation page for ``action`` on every job ``query`` matches."""
-    return "/jobs/bulk?" + urlencode({**query.params(), "action": action, "scope": "matching"})
 
 
 routes = [

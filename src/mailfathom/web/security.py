@@ -73,9 +73,11 @@ class Access:
 
     token: str | None
     session_secret: str
+    #: The session cookie is ``Secure`` (HTTPS only): the console is served behind TLS.
+    secure_cookies: bool = False
 
     @classmethod
-    def for_bind(cls, host: str, token: str | None) -> Access:
+    def for_bind(cls, host: str, token: str | None, *, secure_cookies: bool = False) -> Access:
         """Rules for a console bound to ``host``; refuses a non-loopback bind without a token."""
         token = token or None
         if token is None and not is_loopback(host):
@@ -95,7 +97,7 @@ class Access:
         else:  # stable across restarts and processes; a new token ends every session
             mac = hmac.new(token.encode(), b"mailfathom console session", hashlib.sha256)
             secret = mac.hexdigest()
-        return cls(token=token, session_secret=secret)
+        return cls(token=token, session_secret=secret, secure_cookies=secure_cookies)
 
     @property
     def protected(self) -> bool:

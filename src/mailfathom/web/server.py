@@ -31,9 +31,13 @@ def build_console_app(
     token: str | None,
     inbox: Inbox | None = None,
     features: Features | None = None,
+    secure_cookies: bool = False,
 ) -> Starlette:
-    """The console app for ``mf`` bound to ``host``; no token on a public address is refused."""
-    access = Access.for_bind(host, token)
+    """The console app for ``mf`` bound to ``host``; no token on a public address is refused.
+
+    ``secure_cookies`` marks the session cookie ``Secure``, for a console behind TLS.
+    """
+    access = Access.for_bind(host, token, secure_cookies=secure_cookies)
     return create_app(Console(mf, inbox=inbox), access=access, features=features)
 
 

@@ -143,9 +143,20 @@ AND queue = %(queue)s
 AND state = 'Pending' AND available_at IS NULL
 
 -- name: filter_text
--- :text is a LIKE pattern whose own % _ \ are escaped with a backslash.
-AND (failure_reason ILIKE %(text)s OR idempotency_key ILIKE %(text)s
-     OR payload::text ILIKE %(text)s)
+-- :text is a LIKE pattern whose own % _ \ are escaped with a backslash. It is
+-- matched, ignoring ASCII case only (lower() under the "C" collation folds A-Z
+-- alone, like SQLite's LIKE), against the failure reason, the idempotency key
+-- and the payload's object keys and string and number values (not jsonb's text
+-- rendering, which spaces and reorders). SQLite's filter_text matches the same.
+AND (lower(failure_reason COLLATE "C") LIKE lower(%(text)s COLLATE "C")
+     OR lower(idempotency_key COLLATE "C") LIKE lower(%(text)s COLLATE "C")
+     OR EXISTS (SELECT 1 FROM jsonb_path_query(mf_jobs.payload, 'strict $.**') AS node(v)
+                WHERE jsonb_typeof(node.v) IN ('string', 'number')
+                  AND lower((node.v #>> '{}') COLLATE "C") LIKE lower(%(text)s COLLATE "C"))
+     OR EXISTS (SELECT 1 FROM jsonb_path_query(
+                    mf_jobs.payload, 'strict $.** ? (@.type() == "object").keyvalue().key'
+                ) AS key(k)
+                WHERE lower((key.k #>> '{}') COLLATE "C") LIKE lower(%(text)s COLLATE "C")))
 
 -- name: filter_created_before
 AND created_at < %(created_before)s

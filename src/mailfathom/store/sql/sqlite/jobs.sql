@@ -142,9 +142,16 @@ AND queue = :queue
 AND state = 'Pending' AND available_at IS NULL
 
 -- name: filter_text
--- :text is a LIKE pattern whose own % _ \ are escaped with a backslash.
+-- :text is a LIKE pattern whose own % _ \ are escaped with a backslash. It is
+-- matched, ignoring ASCII case only (LIKE's own folding), against the failure
+-- reason, the idempotency key and the payload's object keys and string and
+-- number values (not its JSON text: quoting, escapes and spacing differ
+-- between dialects). PostgreSQL's filter_text matches exactly the same.
 AND (failure_reason LIKE :text ESCAPE '\' OR idempotency_key LIKE :text ESCAPE '\'
-     OR payload LIKE :text ESCAPE '\')
+     OR EXISTS (SELECT 1 FROM json_tree(mf_jobs.payload) AS node
+                WHERE (node.type IN ('text', 'integer', 'real')
+                       AND node.atom LIKE :text ESCAPE '\')
+                   OR (typeof(node.key) = 'text' AND node.key LIKE :text ESCAPE '\')))
 
 -- name: filter_created_before
 AND created_at < :created_before
