@@ -19,6 +19,7 @@ import json
 import os
 import select
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -62,6 +63,7 @@ class PostgresDatabase:
         self._listener: Conn | None = None
         self._listener_pid = 0
         self._listen_lock = threading.Lock()
+        self._schema: str | None = None
 
     # -- connections -------------------------------------------------------------------
 
@@ -178,8 +180,10 @@ class PostgresDatabase:
 
         Also True right after the ``LISTEN`` connection was (re)opened: whatever was
         enqueued before it listened was not announced to it, so the caller should look.
+        Only this schema's announcements count (the trigger sends the schema name).
         A lost connection raises :class:`StoreError`; the next call reconnects.
         """
+        deadline = time.monotonic() + max(timeout, 0.0)
         if not self._listen_lock.acquire(timeout=max(timeout, 0.0)):
             return False  # another thread is already waiting
         try:
@@ -188,8 +192,10 @@ class PostgresDatabase:
                 self._listener = self._listen()
                 self._listener_pid = os.getpid()
                 return True
-            for _ in listener.notifies(timeout=timeout, stop_after=1):
-                return True
+            while (left := deadline - time.monotonic()) > 0:
+                for notify in listener.notifies(timeout=left, stop_after=1):
+                    if notify.payload == self._schema:
+                        return True
             return False
         except psycopg.Error as exc:
             if self._listener is not None and self._listener_pid == os.getpid():
@@ -204,9 +210,11 @@ class PostgresDatabase:
         conn = psycopg.connect(self.url, autocommit=True, **_KEEPALIVES)  # type: ignore[arg-type]
         try:
             conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            row = conn.execute("SELECT current_schema()").fetchone()
         except psycopg.Error:
             conn.close()
             raise
+        self._schema = row[0] if row else None
         return conn
 
     # -- migrations --------------------------------------------------------------------
