@@ -86,6 +86,10 @@ class PostgresDatabase:
                     open=True,
                     name="mailfathom",
                     timeout=self.pool_timeout,
+                    # Give up background reconnects quickly: the next call that needs a
+                    # connection starts a fresh attempt at once, instead of waiting out a
+                    # back-off that doubles up to minutes while the server is long back.
+                    reconnect_timeout=max(1.0, self.pool_timeout / 2),
                 )
                 self._pid = os.getpid()
             return self._pool
@@ -180,8 +184,8 @@ class PostgresDatabase:
 
         Also True right after the ``LISTEN`` connection was (re)opened: whatever was
         enqueued before it listened was not announced to it, so the caller should look.
-        Only this schema's announcements count (the trigger sends the schema name).
-        A lost connection raises :class:`StoreError`; the next call reconnects.
+        Only this schema's announcements count (the trigger sends the schema name). A
+        lost connection is reopened at once; :class:`StoreError` only when that fails.
         """
         deadline = time.monotonic() + max(timeout, 0.0)
         if not self._listen_lock.acquire(timeout=max(timeout, 0.0)):
@@ -189,19 +193,22 @@ class PostgresDatabase:
         try:
             listener = self._listener
             if listener is None or listener.closed or self._listener_pid != os.getpid():
+                self._listener, self._listener_pid = None, os.getpid()
                 self._listener = self._listen()
-                self._listener_pid = os.getpid()
                 return True
-            while (left := deadline - time.monotonic()) > 0:
-                for notify in listener.notifies(timeout=left, stop_after=1):
-                    if notify.payload == self._schema:
-                        return True
-            return False
-        except psycopg.Error as exc:
-            if self._listener is not None and self._listener_pid == os.getpid():
+            try:
+                while (left := deadline - time.monotonic()) > 0:
+                    for notify in listener.notifies(timeout=left, stop_after=1):
+                        if notify.payload == self._schema:
+                            return True
+                return False
+            except psycopg.Error:
                 with suppress(psycopg.Error):
-                    self._listener.close()
-            self._listener = None
+                    listener.close()
+                self._listener = None
+                self._listener = self._listen()  # what was announced meanwhile is lost
+                return True
+        except psycopg.Error as exc:
             raise _store_error(exc) from exc
         finally:
             self._listen_lock.release()
