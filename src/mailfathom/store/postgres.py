@@ -342,12 +342,24 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _store_error(exc: psycopg.Error) -> StoreError:
+    state = exc.sqlstate or ""
     if isinstance(exc, psycopg.errors.UndefinedTable):
         return StoreError(f"PostgreSQL schema is missing ({exc}): run `mailfathom migrate` first")
-    if isinstance(exc, psycopg.OperationalError):
+    if state.startswith("40"):  # serialization failure, deadlock: the transaction was undone
+        return StoreError(
+            f"PostgreSQL rolled the transaction back ({_first_line(exc)}): nothing was written; "
+            "retry it"
+        )
+    if isinstance(exc, psycopg.OperationalError) and (
+        not state or state.startswith("08") or state in _SHUTTING_DOWN
+    ):
         return StoreError(
             f"PostgreSQL connection failed ({_first_line(exc)}): check that the server runs "
             "and the URL is right; a write in flight may or may not have been committed, "
             "and the next call reconnects"
         )
     return StoreError(f"PostgreSQL failed: {exc}")
+
+
+# admin_shutdown, crash_shutdown, cannot_connect_now
+_SHUTTING_DOWN = frozenset({"57P01", "57P02", "57P03"})
