@@ -86,14 +86,23 @@ WHERE mf_jobs.id = due.id
 RETURNING mf_jobs.*;
 
 -- name: claim_jobs_in_queues
--- As claim_jobs, restricted to the queues in the JSON array %(queues)s.
+-- As claim_jobs, restricted to the queues in the JSON array %(queues)s. Each queue is read
+-- through its own ordered range of mf_jobs_queue_claimable (so a backlog in another queue
+-- costs nothing), up to %(limit)s rows each, then the best %(limit)s overall are leased.
+-- The few extra rows locked per queue stay locked only until this transaction commits.
 WITH due AS MATERIALIZED (
-    SELECT id FROM mf_jobs
-    WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= %(now)s
-      AND queue IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
-    ORDER BY priority DESC, available_at, id
+    SELECT picked.id
+    FROM (SELECT DISTINCT jsonb_array_elements_text(%(queues)s::jsonb)) AS wanted (queue)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, available_at FROM mf_jobs
+        WHERE queue = wanted.queue
+          AND state = 'Pending' AND available_at IS NOT NULL AND available_at <= %(now)s
+        ORDER BY priority DESC, available_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS picked
+    ORDER BY picked.priority DESC, picked.available_at, picked.id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE mf_jobs
 SET state = 'Claimed', lease_owner = %(owner)s, lease_expires_at = %(lease_until)s,
