@@ -22,49 +22,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote
 
 import psycopg
 from psycopg.rows import dict_row
 
-from mailfathom import MailFathom
+from bench.pg_common import conditions, quantile_ms, schema_url, scratch_schema
 from mailfathom.store.queries import load_queries
 
-BASE_URL = os.environ.get(
-    "MAILFATHOM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 Q = load_queries("postgresql")
 Conn = psycopg.Connection[dict[str, Any]]
-
-
-def schema_url(schema: str) -> str:
-    """The base URL with ``search_path`` set to ``schema``."""
-    separator = "&" if "?" in BASE_URL else "?"
-    return f"{BASE_URL}{separator}options={quote(f'-csearch_path={schema}')}"
-
-
-@contextmanager
-def scratch_schema(label: str) -> Iterator[str]:
-    """A migrated schema of its own, dropped afterwards."""
-    schema = f"mf_bench_{label}_{uuid.uuid4().hex[:6]}"
-    with psycopg.connect(BASE_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        with MailFathom(schema_url(schema)) as app:
-            app.migrate()
-        yield schema
-    finally:
-        with psycopg.connect(BASE_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def fill(conn: Conn, *, finished: int, pending: int, claimed: int) -> float:
@@ -221,9 +194,8 @@ def churn(conn: Conn, jobs: int) -> float:
 
 
 def ms(values: list[float], q: float) -> str:
-    """The ``q`` quantile of ``values`` in milliseconds."""
-    ordered = sorted(values)
-    return f"{ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000:.3f}"
+    """The ``q`` quantile of ``values`` in milliseconds, as text."""
+    return f"{quantile_ms(values, q):.3f}"
 
 
 def main() -> None:
@@ -237,6 +209,7 @@ def main() -> None:
     parser.add_argument("--plans", action="store_true", help="print every EXPLAIN")
     args = parser.parse_args()
 
+    print(f"{conditions()}\n")
     results: dict[str, dict[str, list[float]]] = {}
     plans: dict[str, dict[str, str]] = {}
     for label, finished in (("small", 0), ("large", args.finished)):
@@ -260,8 +233,8 @@ def main() -> None:
                     query, params = cases(conn)[name]
                     plans[label][f"{name}, generic plan"] = generic_plan(conn, query, params())
                 rate = churn(conn, args.churn)
-                plans[label][f"claim 10 after draining {args.churn:,} jobs, no vacuum"] = (
-                    explain(conn, Q["claim_jobs"], cases(conn)["claim 10"][1]())
+                plans[label][f"claim 10 after draining {args.churn:,} jobs, no vacuum"] = explain(
+                    conn, Q["claim_jobs"], cases(conn)["claim 10"][1]()
                 )
                 print(f"claim+complete drain of {args.churn:,} jobs, one connection, "
                       f"batches of 10: {rate:,.0f} jobs/s\n")  # fmt: skip

@@ -59,6 +59,25 @@ def test_a_large_batch_is_one_call(mf: MailFathom) -> None:
     assert mf.jobs.counts()[JobState.PENDING] == 3000
 
 
+def test_awkward_values_survive_the_batch(mf: MailFathom, clock: FakeClock) -> None:
+    payloads: list[dict[str, Any]] = [
+        {"quote": '"', "backslash": "\\", "newline": "a\nb", "nul-ish": "\u0001", "emoji": "😀"},
+        {"nested": {"list": [1, None, True, 2.5, "x"]}, "": "empty key"},
+    ]
+    keys = ['key "quoted" \\ and\nnewline', "ключ"]
+    due = clock.now() + timedelta(microseconds=123457)
+    jobs = mf.enqueue_many("k", payloads, idempotency_keys=keys, run_at=due, queue="q-1")
+    again = mf.enqueue_many("k", payloads, idempotency_keys=keys[::-1])
+    assert [job.created for job in again] == [False, False]
+    assert [job.id for job in again] == [jobs[1].id, jobs[0].id]
+    for job, payload, key in zip(jobs, payloads, keys, strict=True):
+        stored = mf.jobs.get(job.id)
+        assert (stored.payload, stored.idempotency_key) == (payload, key)
+        assert (stored.available_at, stored.queue) == (due, "q-1")
+    held = mf.enqueue_many("k", [{}, {}], hold=True)
+    assert [mf.jobs.get(job.id).available_at for job in held] == [None, None]
+
+
 def test_an_empty_batch_does_nothing(mf: MailFathom) -> None:
     assert mf.enqueue_many("k", []) == []
     assert sum(mf.jobs.counts().values()) == 0
@@ -130,7 +149,7 @@ def test_postgres_prepares_the_hot_statements(postgres_schema_url: str) -> None:
         with store.db.reading() as cur:
             cur.execute("SELECT statement FROM pg_prepared_statements")
             prepared = [row["statement"] for row in cur.fetchall()]
-        assert any("INSERT INTO mf_jobs" in sql and "unnest" in sql for sql in prepared)
+        assert any("INSERT INTO mf_jobs" in sql and "jsonb_to_recordset" in sql for sql in prepared)
         assert any("FOR UPDATE SKIP LOCKED" in sql and "'Claimed'" in sql for sql in prepared)
     finally:
         store.close()

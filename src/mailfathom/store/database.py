@@ -7,7 +7,7 @@ lives once, in ``SqlStore``; only this seam differs per database.
 
 ``queries`` holds the dialect's named SQL blocks. Every dialect defines the same
 names, with one optional extra: ``insert_jobs``, a whole enqueue batch in one
-statement (one array parameter per column). PostgreSQL defines it because a
+statement (the jobs as one JSON array of objects). PostgreSQL defines it because a
 round trip per job is what costs there; SQLite runs in-process, so it inserts
 row by row with ``insert_job`` and pays nothing for it.
 """

@@ -7,8 +7,9 @@ queries. Only connection handling and value conversion differ per database.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from mailfathom.errors import StoreError
@@ -122,20 +123,8 @@ class SqlStore:
         return inserted
 
     def _insert_batch(self, cur: Cursor, jobs: Sequence[NewJob], now: Any) -> list[Any]:
-        """One ``insert_jobs`` statement with one array per column; None where the key existed."""
-        cur.execute(
-            self._q["insert_jobs"],
-            {
-                "kinds": [job.kind for job in jobs],
-                "queues": [job.queue for job in jobs],
-                "payloads": [job.payload for job in jobs],
-                "priorities": [job.priority for job in jobs],
-                "keys": [job.idempotency_key for job in jobs],
-                "available_at": [self.db.time_param(job.available_at) for job in jobs],
-                "max_attempts": [job.max_attempts for job in jobs],
-                "now": now,
-            },
-        )
+        """One ``insert_jobs`` statement for every job; None where the key already existed."""
+        cur.execute(self._q["insert_jobs"], {"jobs": _jobs_json(jobs), "now": now})
         inserted: list[Any] = [None] * len(jobs)
         for row in cur.fetchall():
             found = dict(row)
@@ -369,6 +358,22 @@ class SqlStore:
                 },
             )
             return self._job(after), None
+
+
+def _jobs_json(jobs: Sequence[NewJob]) -> str:
+    """The batch as one JSON array of objects; payloads are JSON text already, used as is."""
+    return "[" + ",".join(_job_json(job) for job in jobs) + "]"
+
+
+def _job_json(job: NewJob) -> str:
+    due = job.available_at
+    return (
+        f'{{"kind":{json.dumps(job.kind)},"queue":{json.dumps(job.queue)},'
+        f'"payload":{job.payload},"priority":{job.priority},'
+        f'"idempotency_key":{json.dumps(job.idempotency_key)},'
+        f'"available_at":{json.dumps(due and due.astimezone(UTC).isoformat())},'
+        f'"max_attempts":{job.max_attempts}}}'
+    )
 
 
 def _claim_order(job: JobRow) -> tuple[int, datetime | None, int]:

@@ -11,17 +11,19 @@ ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING *;
 
 -- name: insert_jobs
--- A whole batch in one statement, one array per column. Ids are drawn in input order
--- (so FIFO holds within a batch); rows are inserted in key order (so concurrent batches
--- sharing keys wait for each other instead of deadlocking); an existing key inserts
--- nothing. Returns each inserted row with its 1-based input position.
+-- A whole batch in one statement; %(jobs)s is a JSON array of job objects. Ids are drawn
+-- in input order (so FIFO holds within a batch); rows are inserted in key order (so
+-- concurrent batches sharing keys wait for each other instead of deadlocking); an
+-- existing key inserts nothing. Returns each inserted row with its 1-based input position.
 WITH input AS MATERIALIZED (
     SELECT nextval('mf_jobs_id_seq') AS id, t.*
-    FROM unnest(%(kinds)s::text[], %(queues)s::text[], %(payloads)s::text[]::jsonb[],
-                %(priorities)s::integer[], %(keys)s::text[], %(available_at)s::timestamptz[],
-                %(max_attempts)s::integer[])
-         WITH ORDINALITY
-         AS t (kind, queue, payload, priority, idempotency_key, available_at, max_attempts, position)
+    FROM ROWS FROM (
+        jsonb_to_recordset(%(jobs)s::jsonb)
+            AS (kind text, queue text, payload jsonb, priority integer, idempotency_key text,
+                available_at timestamptz, max_attempts integer)
+    ) WITH ORDINALITY
+        AS t (kind, queue, payload, priority, idempotency_key, available_at, max_attempts,
+              position)
     ORDER BY t.position
 ), inserted AS (
     INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, idempotency_key,
