@@ -23,9 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,9 +35,21 @@ import psycopg
 from psycopg.rows import dict_row
 
 from bench.pg_common import conditions, quantile_ms, schema_url, scratch_schema
+from mailfathom.store.base import NewJob
 from mailfathom.store.queries import load_queries
+from mailfathom.store.sql_store import jobs_json
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one statement costs on the server: median milliseconds and buffers."""
+
+    ms: float
+    buffers: int
+
+
 Q = load_queries("postgresql")
 Conn = psycopg.Connection[dict[str, Any]]
 
@@ -79,18 +93,13 @@ def fill(conn: Conn, *, finished: int, pending: int, claimed: int) -> float:
 
 
 def batch_params(size: int) -> dict[str, Any]:
-    """``insert_jobs`` parameters for ``size`` new keyed jobs."""
+    """``insert_jobs`` parameters for ``size`` new keyed jobs, as the store builds them."""
     tag = uuid.uuid4().hex[:8]
-    return {
-        "kinds": ["bench.noop"] * size,
-        "queues": ["default"] * size,
-        "payloads": [json.dumps({"n": n}) for n in range(size)],
-        "priorities": [0] * size,
-        "keys": [f"new:{tag}:{n}" for n in range(size)],
-        "available_at": [NOW] * size,
-        "max_attempts": [5] * size,
-        "now": NOW,
-    }
+    jobs = [
+        NewJob("bench.noop", "default", json.dumps({"n": n}), 0, f"new:{tag}:{n}", NOW, 5)
+        for n in range(size)
+    ]
+    return {"jobs": jobs_json(jobs), "now": NOW}
 
 
 def held(conn: Conn, n: int) -> str:
@@ -129,6 +138,22 @@ def explain(conn: Conn, query: str, params: dict[str, Any]) -> str:
             f"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {query}", params, prepare=False
         ).fetchall()
     return "\n".join(row["QUERY PLAN"] for row in rows)
+
+
+def server_side(conn: Conn, query: str, params: Callable[[], dict[str, Any]], runs: int) -> Cost:
+    """Median server execution time (ms) and shared buffers touched, from EXPLAIN ANALYZE."""
+    times, buffers = [], []
+    for _ in range(runs):
+        with conn.transaction(force_rollback=True):
+            row = conn.execute(
+                f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {query}", params(), prepare=False
+            ).fetchone()
+        assert row is not None
+        (report,) = row["QUERY PLAN"]
+        plan = report["Plan"]
+        times.append(report["Execution Time"])
+        buffers.append(plan["Shared Hit Blocks"] + plan["Shared Read Blocks"])
+    return Cost(statistics.median(times), int(statistics.median(buffers)))
 
 
 def latency(conn: Conn, query: str, params: Callable[[], dict[str, Any]], runs: int) -> list[float]:
@@ -210,7 +235,8 @@ def main() -> None:
     args = parser.parse_args()
 
     print(f"{conditions()}\n")
-    results: dict[str, dict[str, list[float]]] = {}
+    client: dict[str, dict[str, list[float]]] = {}
+    server: dict[str, dict[str, Cost]] = {}
     plans: dict[str, dict[str, str]] = {}
     for label, finished in (("small", 0), ("large", args.finished)):
         with (
@@ -221,30 +247,39 @@ def main() -> None:
             took = fill(conn, finished=finished, pending=args.pending, claimed=args.claimed)
             size = conn.execute("SELECT pg_size_pretty(pg_total_relation_size('mf_jobs')) AS s")
             row = size.fetchone()
-            print(f"## {label}: {finished:,} Succeeded + {args.pending:,} Pending + "
+            print(f"- {label}: {finished:,} Succeeded + {args.pending:,} Pending + "
                   f"{args.claimed:,} Claimed rows (loaded in {took:.1f} s; mf_jobs with "
-                  f"indexes: {row['s'] if row else '?'})\n")  # fmt: skip
-            results[label], plans[label] = {}, {}
+                  f"indexes: {row['s'] if row else '?'})")  # fmt: skip
+            client[label], server[label], plans[label] = {}, {}, {}
             for name, (query, params) in cases(conn).items():
                 plans[label][name] = explain(conn, query, params())
-                results[label][name] = latency(conn, query, params, args.runs)
+                server[label][name] = server_side(conn, query, params, max(3, args.runs // 5))
+                client[label][name] = latency(conn, query, params, args.runs)
             if label == "large":
                 for name in ("claim 10", "reap expired leases (none due)"):
                     query, params = cases(conn)[name]
                     plans[label][f"{name}, generic plan"] = generic_plan(conn, query, params())
                 rate = churn(conn, args.churn)
-                plans[label][f"claim 10 after draining {args.churn:,} jobs, no vacuum"] = explain(
-                    conn, Q["claim_jobs"], cases(conn)["claim 10"][1]()
-                )
-                print(f"claim+complete drain of {args.churn:,} jobs, one connection, "
-                      f"batches of 10: {rate:,.0f} jobs/s\n")  # fmt: skip
+                drained = f"claim 10 after draining {args.churn:,} jobs, no vacuum"
+                claim = cases(conn)["claim 10"]
+                plans[label][drained] = explain(conn, *claim[:1], claim[1]())
+                server[label][drained] = server_side(conn, claim[0], claim[1], 5)
+                print(f"- claim+complete drain of {args.churn:,} jobs on one connection, "
+                      f"batches of 10: {rate:,.0f} jobs/s")  # fmt: skip
 
-    print("| statement | p50 ms, no finished rows | p50 ms, large | p99 ms, large |")
-    print("|---|---|---|---|")
-    for name in results["small"]:
-        small, large = results["small"][name], results["large"][name]
-        print(f"| {name} | {ms(small, 0.5)} | {ms(large, 0.5)} | {ms(large, 0.99)} |")
-    print(f"\n(median of {args.runs} prepared executions each, rolled back)\n")
+    print("\n| statement | server ms, small | server ms, large | buffers, small | buffers, large "
+          "| client p50 ms, small | client p50 ms, large |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for name, large in server["large"].items():
+        small = server["small"].get(name)
+        print(
+            f"| {name} | {f'{small.ms:.3f}' if small else ''} | {large.ms:.3f} "
+            f"| {small.buffers if small else ''} | {large.buffers} "
+            f"| {ms(client['small'][name], 0.5) if name in client['small'] else ''} "
+            f"| {ms(client['large'][name], 0.5) if name in client['large'] else ''} |"
+        )
+    print(f"\n(server: median EXPLAIN ANALYZE execution time and shared buffers; client: median "
+          f"of {args.runs} prepared executions; every run rolled back)\n")  # fmt: skip
     for label, by_name in plans.items():
         for name, plan in by_name.items():
             if args.plans or label == "large":

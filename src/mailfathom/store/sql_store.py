@@ -124,7 +124,7 @@ class SqlStore:
 
     def _insert_batch(self, cur: Cursor, jobs: Sequence[NewJob], now: Any) -> list[Any]:
         """One ``insert_jobs`` statement for every job; None where the key already existed."""
-        cur.execute(self._q["insert_jobs"], {"jobs": _jobs_json(jobs), "now": now})
+        cur.execute(self._q["insert_jobs"], {"jobs": jobs_json(jobs), "now": now})
         inserted: list[Any] = [None] * len(jobs)
         for row in cur.fetchall():
             found = dict(row)
@@ -360,8 +360,12 @@ class SqlStore:
             return self._job(after), None
 
 
-def _jobs_json(jobs: Sequence[NewJob]) -> str:
-    """The batch as one JSON array of objects; payloads are JSON text already, used as is."""
+def jobs_json(jobs: Sequence[NewJob]) -> str:
+    """The ``insert_jobs`` parameter: the batch as one JSON array of objects.
+
+    Payloads are JSON text already and go in as they are; building the text here
+    costs far less than having the driver adapt a list per column.
+    """
     return "[" + ",".join(_job_json(job) for job in jobs) + "]"
 
 
