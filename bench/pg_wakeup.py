@@ -58,6 +58,7 @@ def measure(url: str, jobs: int) -> dict[str, list[float]]:
         "enqueue call (includes its commit)": [],
         "enqueue began → waiter woken": [],
         "enqueue began → job claimed": [],
+        "enqueue returned → waiter woken": [],
         "enqueue returned → job claimed": [],
     }
     try:
@@ -74,6 +75,7 @@ def measure(url: str, jobs: int) -> dict[str, list[float]]:
                 took["enqueue call (includes its commit)"].append(committed - began)
                 took["enqueue began → waiter woken"].append(woken - began)
                 took["enqueue began → job claimed"].append(claimed - began)
+                took["enqueue returned → waiter woken"].append(woken - committed)
                 took["enqueue returned → job claimed"].append(claimed - committed)
     finally:
         proc.join(30)
