@@ -14,8 +14,8 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 lint: venv
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench examples
+	$(VENV)/bin/ruff format --check src tests bench examples
 
 types: venv
 	$(VENV)/bin/mypy
@@ -26,8 +26,9 @@ pytest: venv
 ## The README's test command: lint, types, then the whole suite.
 test: lint types pytest
 
-## Run an example worker against the default SQLite database.
+## Run an example worker against the default SQLite database (migrated first).
 run: venv
+	$(VENV)/bin/mailfathom migrate
 	$(VENV)/bin/mailfathom worker --app examples.app:mf
 
 clean:

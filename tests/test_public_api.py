@@ -28,10 +28,13 @@ EXPECTED = {
     "NotFound",
     "PayloadError",
     "PermanentFailure",
+    "Schedule",
     "Settings",
     "StoreError",
     "SystemClock",
     "TransientFailure",
+    "Worker",
+    "WorkerInfo",
 }
 
 

@@ -20,7 +20,10 @@ from mailfathom.jobs.context import JobContext
 from mailfathom.jobs.failures import PermanentFailure, TransientFailure
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
 from mailfathom.jobs.retry import Backoff
+from mailfathom.jobs.schedule_admin import Schedule
 from mailfathom.jobs.state import AttemptOutcome, FailureClass, JobState
+from mailfathom.jobs.worker import Worker
+from mailfathom.jobs.workers import WorkerInfo
 
 __all__ = [
     "Attempt",
@@ -43,10 +46,13 @@ __all__ = [
     "NotFound",
     "PayloadError",
     "PermanentFailure",
+    "Schedule",
     "Settings",
     "StoreError",
     "SystemClock",
     "TransientFailure",
+    "Worker",
+    "WorkerInfo",
 ]
 
 __version__ = "0.1.0"

@@ -1,7 +1,8 @@
 """``MailFathom``: the composition root that users hold.
 
 It resolves settings, opens the store, and exposes the queue (``enqueue``,
-``enqueue_many``, ``@job``), the operator views (``jobs``), and the worker.
+``enqueue_many``, ``@job``), recurring schedules (``schedule``, ``schedules``),
+the operator views (``jobs``, ``workers``), and the worker.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from mailfathom.jobs.registry import (
     build_kind,
 )
 from mailfathom.jobs.retry import Backoff
+from mailfathom.jobs.schedule_admin import Schedules
 from mailfathom.jobs.worker import Worker
+from mailfathom.jobs.workers import Workers
 from mailfathom.store import open_store
 
 __all__ = ["MailFathom"]
@@ -61,6 +64,8 @@ class MailFathom:
             self.store, self.registry, self.clock, max_payload_bytes=settings.max_payload_bytes
         )
         self.jobs = Jobs(self.store, self.clock)
+        self.schedules = Schedules(self.queue, self.clock)
+        self.workers = Workers(self.store, self.clock)
 
     @classmethod
     def from_env(cls, *, clock: Clock | None = None) -> MailFathom:
@@ -183,6 +188,28 @@ class MailFathom:
             connection=connection,
         )
 
+    def schedule(
+        self,
+        name: str,
+        *,
+        cron: str,
+        kind: str,
+        payload: Mapping[str, Any] | None = None,
+        timezone: str = "UTC",
+        queue: str | None = None,
+    ) -> None:
+        """Declare a recurring schedule: enqueue ``kind`` with ``payload`` at each ``cron`` tick.
+
+        ``cron`` is read in ``timezone`` (five fields, or six with seconds last).
+        Validated now; written to the database when a worker starts (or by
+        ``mf.schedules.sync()``). Each tick is enqueued once across every worker,
+        with the idempotency key ``schedule:<name>:<tick, ISO UTC>``; after downtime
+        only the latest missed tick runs. Pause with ``mf.schedules.pause(name, ...)``.
+        """
+        self.schedules.declare(
+            name, cron=cron, kind=kind, payload=payload, timezone=timezone, queue=queue
+        )
+
     def worker(
         self,
         concurrency: int | None = None,
@@ -190,12 +217,22 @@ class MailFathom:
         *,
         lease: float | None = None,
         shutdown_timeout: float | None = None,
+        poll_interval: float = 1.0,
     ) -> Worker:
-        """A worker for this app's registered kinds; call ``.run()`` or ``.run(burst=True)``."""
+        """A worker for this app's registered kinds; call ``.run()`` or ``.run(burst=True)``.
+
+        Unset arguments come from the settings (10 at a time, every queue, 30 s
+        lease, 30 s shutdown grace). ``poll_interval`` bounds how long an idle worker
+        waits between claims when no wake-up arrives.
+        """
         return Worker(
             self.queue,
-            concurrency=concurrency or self.settings.concurrency,
+            concurrency=self.settings.concurrency if concurrency is None else concurrency,
             queues=queues,
-            lease=lease or self.settings.lease,
-            shutdown_timeout=shutdown_timeout or self.settings.shutdown_timeout,
+            lease=self.settings.lease if lease is None else lease,
+            shutdown_timeout=(
+                self.settings.shutdown_timeout if shutdown_timeout is None else shutdown_timeout
+            ),
+            poll_interval=poll_interval,
+            schedules=self.schedules.declared(),
         )

@@ -38,6 +38,11 @@ def migrate(ctx: click.Context) -> None:
     )
 
 
+from mailfathom.cli.worker_command import worker as _worker  # noqa: E402
+
+cli.add_command(_worker)
+
+
 def main() -> None:
     """Entry point: run the command, turning our errors into a message and exit status 2."""
     try:

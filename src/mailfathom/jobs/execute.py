@@ -1,15 +1,19 @@
-"""Runs one claimed job's handler in the calling thread and says how the attempt ended.
+"""Runs one claimed job's handler and says how the attempt ended, as a ``Finished``.
 
-Internal. ``async def`` handlers run on an event loop with their timeout
-enforced by cancellation; a sync handler in a thread cannot be interrupted, so
-its timeout is checked when it returns (a kind needing a hard stop uses process
-isolation, run by the worker).
+Internal. Three ways to run a handler, one result type:
+
+- :func:`run_sync` runs a plain function in the calling thread (a worker's pool
+  thread). A thread cannot be interrupted, so its timeout is judged when it
+  returns: a handler that returns (or raises) after its deadline is recorded as
+  ``ExecutionTimeout`` whatever it did.
+- :func:`run_async` runs an ``async def`` handler on the worker's event loop,
+  cancelled at its timeout.
+- Process isolation lives in :mod:`mailfathom.jobs.isolation`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 import traceback
@@ -22,74 +26,117 @@ from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.registry import JobKind
 from mailfathom.jobs.state import AttemptOutcome
 
-__all__ = ["execute"]
+__all__ = [
+    "context_for",
+    "failed",
+    "run_async",
+    "run_sync",
+    "shutdown_timed_out",
+    "succeeded",
+    "timed_out",
+    "unknown_kind",
+]
 
-logger = logging.getLogger("mailfathom.jobs")
+handler_logger = logging.getLogger("mailfathom.jobs")
 
 
-def execute(
-    kind: JobKind | None,
-    job: Job,
-    clock: Clock,
-    *,
-    loop: asyncio.AbstractEventLoop | None = None,
-) -> Finished:
-    """Run ``job`` with ``kind``'s handler; never raises for what the handler does."""
-    started = clock.now()
-    if kind is None:
-        return Finished(
-            job=job,
-            outcome=AttemptOutcome.UNKNOWN_KIND,
-            message=f"no handler for kind {job.kind!r} is registered on this worker",
-            started_at=started,
-        )
+def context_for(kind: JobKind, job: Job, started: datetime) -> JobContext:
+    """The context a handler receives: the job, its deadline and a logger."""
     deadline = started + kind.timeout if kind.timeout is not None else None
-    context = JobContext(job=job, deadline=deadline, logger=logger)
+    return JobContext(job=job, deadline=deadline, logger=handler_logger)
+
+
+def run_sync(kind: JobKind, job: Job, clock: Clock) -> Finished:
+    """Call a plain handler here and now; never raises for what the handler does."""
+    started = clock.now()
+    context = context_for(kind, job, started)
     began = time.monotonic()
     try:
-        if inspect.iscoroutinefunction(kind.handler):
-            _run_async(kind, context, job, loop)
-        else:
-            kind.handler(context, **job.payload)
+        kind.handler(context, **job.payload)
+    except BaseException as exc:  # a handler's SystemExit must not kill a pool thread
+        if _overran(kind, began):
+            return timed_out(job, kind.timeout, started, exc)
+        return failed(job, exc, started)
+    if _overran(kind, began):
+        return timed_out(job, kind.timeout, started, None)
+    return succeeded(job, started)
+
+
+async def run_async(kind: JobKind, job: Job, clock: Clock) -> Finished:
+    """Await an ``async def`` handler, cancelling it at its timeout.
+
+    ``CancelledError`` from outside (shutdown, a lost lease) propagates.
+    """
+    started = clock.now()
+    context = context_for(kind, job, started)
+    seconds = kind.timeout.total_seconds() if kind.timeout is not None else None
+    began = time.monotonic()
+    try:
+        await asyncio.wait_for(kind.handler(context, **job.payload), seconds)
     except TimeoutError as exc:
-        if kind.timeout is not None and time.monotonic() - began >= kind.timeout.total_seconds():
-            return _timed_out(job, kind.timeout, started, exc)
-        return _failed(job, exc, started)
+        if _overran(kind, began):
+            return timed_out(job, kind.timeout, started, None)
+        return failed(job, exc, started)
     except Exception as exc:
-        return _failed(job, exc, started)
-    if kind.timeout is not None and time.monotonic() - began > kind.timeout.total_seconds():
-        return _timed_out(job, kind.timeout, started, None)
+        return failed(job, exc, started)
+    return succeeded(job, started)
+
+
+def _overran(kind: JobKind, began: float) -> bool:
+    return kind.timeout is not None and time.monotonic() - began >= kind.timeout.total_seconds()
+
+
+def succeeded(job: Job, started: datetime) -> Finished:
+    """The handler returned."""
     return Finished(job=job, outcome=AttemptOutcome.SUCCEEDED, started_at=started)
 
 
-def _run_async(
-    kind: JobKind, context: JobContext, job: Job, loop: asyncio.AbstractEventLoop | None
-) -> None:
-    seconds = kind.timeout.total_seconds() if kind.timeout is not None else None
-    coroutine = asyncio.wait_for(kind.handler(context, **job.payload), seconds)
-    if loop is None:
-        asyncio.run(coroutine)
-    else:
-        asyncio.run_coroutine_threadsafe(coroutine, loop).result()
-
-
-def _failed(job: Job, exc: BaseException, started: datetime) -> Finished:
+def unknown_kind(job: Job, started: datetime) -> Finished:
+    """No handler for the job's kind here: transient, so a rolling deploy heals itself."""
     return Finished(
         job=job,
-        outcome=AttemptOutcome.FAILED,
-        error=exc,
-        traceback="".join(traceback.format_exception(exc)),
+        outcome=AttemptOutcome.UNKNOWN_KIND,
+        message=f"no handler for kind {job.kind!r} is registered on this worker",
         started_at=started,
     )
 
 
-def _timed_out(
-    job: Job, timeout: timedelta, started: datetime, exc: BaseException | None
+def failed(job: Job, exc: BaseException, started: datetime, tb: str | None = None) -> Finished:
+    """The handler raised ``exc`` (``tb``: its traceback text, when it was raised elsewhere)."""
+    return Finished(
+        job=job,
+        outcome=AttemptOutcome.FAILED,
+        error=exc,
+        traceback=tb if tb is not None else "".join(traceback.format_exception(exc)),
+        started_at=started,
+    )
+
+
+def timed_out(
+    job: Job,
+    timeout: timedelta | None,
+    started: datetime,
+    exc: BaseException | None,
+    *,
+    how: str = "",
 ) -> Finished:
+    """The handler ran past its kind's timeout."""
+    limit = f"{timeout.total_seconds():g} s " if timeout is not None else ""
     return Finished(
         job=job,
         outcome=AttemptOutcome.EXECUTION_TIMEOUT,
-        message=f"ran past its {timeout.total_seconds():g} s timeout",
+        message=f"ran past its {limit}timeout{how}",
         traceback="".join(traceback.format_exception(exc)) if exc is not None else None,
+        started_at=started,
+    )
+
+
+def shutdown_timed_out(job: Job, started: datetime | None, grace: float, how: str) -> Finished:
+    """Still running when the worker's shutdown grace period ran out."""
+    return Finished(
+        job=job,
+        outcome=AttemptOutcome.SHUTDOWN_TIMEOUT,
+        message=f"still running when the worker's {grace:g} s shutdown grace period ran out; "
+        f"released for another worker ({how})",
         started_at=started,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,12 @@ class JobKind:
     permanent: tuple[type[BaseException], ...] = ()
     isolation: Isolation = "thread"
 
+    @property
+    def is_async(self) -> bool:
+        """True for an ``async def`` handler (or an object whose ``__call__`` is one)."""
+        call = type(self.handler).__call__ if not inspect.isroutine(self.handler) else None
+        return inspect.iscoroutinefunction(self.handler) or inspect.iscoroutinefunction(call)
+
 
 class Registry:
     """Kinds known to this process. Enqueueing an unregistered kind is allowed (a producer
@@ -98,6 +105,8 @@ def build_kind(
         raise InvalidInput(f"isolation must be 'thread' or 'process', not {isolation!r}")
     if not callable(handler):
         raise InvalidInput(f"the handler of {name!r} is not callable")
+    if isolation == "process":
+        _check_importable(name, handler)
     return JobKind(
         name=name,
         handler=handler,
@@ -108,3 +117,15 @@ def build_kind(
         permanent=tuple(permanent),
         isolation=isolation,
     )
+
+
+def _check_importable(name: str, handler: Handler) -> None:
+    """A process-isolated handler is pickled by reference: it must be module-level."""
+    qualname = getattr(handler, "__qualname__", "")
+    module = getattr(handler, "__module__", None)
+    if not qualname or "<locals>" in qualname or "<lambda>" in qualname or module == "__main__":
+        raise InvalidInput(
+            f"the handler of {name!r} ({qualname or handler!r}) runs with isolation='process', "
+            "so it must be a module-level function a child process can import: move it to "
+            "the top level of a module (not the script you run)"
+        )

@@ -1,25 +1,74 @@
-"""The worker: claims due jobs in batches, runs their handlers, records the outcomes."""
+"""The worker: claims due jobs in batches, runs them, records outcomes in batches.
+
+One synchronous main loop per worker. It claims as many due jobs as it has free
+slots (``concurrency`` in all), hands each to the :class:`~mailfathom.jobs.runner.Runner`
+(a thread pool for plain handlers, an event loop for ``async def`` ones, child
+processes for ``isolation="process"``), and records finished attempts in one
+transaction per batch — the same transaction as the next claim when it is busy.
+A :class:`~mailfathom.jobs.heartbeat.Heartbeat` thread renews the leases it holds;
+a watcher thread wakes the loop when jobs arrive (PostgreSQL ``NOTIFY``; SQLite's
+``data_version``); every worker also runs the
+:class:`~mailfathom.jobs.schedules.Scheduler`.
+
+Stopping: the first SIGTERM/SIGINT (or :meth:`Worker.stop`) stops claiming and
+waits up to ``shutdown_timeout`` for running jobs; what still runs then is
+recorded as ``ShutdownTimeout`` and released at once (claimable immediately).
+A second signal exits at once. When the database fails, the worker logs it,
+backs off and retries, keeping every outcome it could not record yet.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import os
+import signal
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
+from types import FrameType
+from typing import Any
 
-from mailfathom.jobs.execute import execute
-from mailfathom.jobs.queue import JobQueue
+from mailfathom.errors import InvalidInput, StoreError
+from mailfathom.jobs.execute import shutdown_timed_out
+from mailfathom.jobs.heartbeat import Heartbeat
+from mailfathom.jobs.model import Job
+from mailfathom.jobs.outcomes import Outage, Unrecorded
+from mailfathom.jobs.queue import Finished, JobQueue
+from mailfathom.jobs.registry import check_name
+from mailfathom.jobs.runner import Runner, Running, log_attempt
+from mailfathom.jobs.schedules import Scheduler, ScheduleSpec
+from mailfathom.jobs.state import AttemptOutcome
+from mailfathom.store.base import FailedAttempt, WorkerRegistration
 
 __all__ = ["Worker"]
 
 logger = logging.getLogger("mailfathom.worker")
 
+_PRUNE_AFTER = timedelta(days=1)  # registry rows of workers silent this long are deleted
+_CLAIM_COOLDOWN = 0.01  # s: under load, claim at least this far apart unless half is free
+_MAX_BACKOFF = 5.0  # s: longest pause between retries while the database fails
+_WATCH_SLICE = 0.25  # s: the watcher checks this often whether the worker stops
+
+
+class _HardStop(BaseException):
+    """A second signal: leave now, recording nothing more."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
 
 class Worker:
-    """Runs jobs from ``queues`` (all when None), ``concurrency`` at a time."""
+    """Runs due jobs of this app's kinds from ``queues`` (all when None), ``concurrency``
+    at a time, under leases of ``lease`` seconds renewed by a heartbeat.
+
+    Create one with ``mf.worker(...)`` and call :meth:`run` once.
+    """
 
     def __init__(
         self,
@@ -27,37 +76,521 @@ class Worker:
         *,
         concurrency: int = 10,
         queues: Sequence[str] | None = None,
-        lease: float = 30.0,
+        lease: float | timedelta = 30.0,
         shutdown_timeout: float = 30.0,
         poll_interval: float = 1.0,
+        schedules: Sequence[ScheduleSpec] = (),
     ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidInput(f"concurrency must be a positive integer, not {concurrency!r}")
+        if queues is not None:
+            if isinstance(queues, str) or not queues:
+                raise InvalidInput(
+                    "queues must be a non-empty list of queue names, or None for every queue"
+                )
+            queues = [check_name("queue", name, longest=100) for name in queues]
+        seconds = lease.total_seconds() if isinstance(lease, timedelta) else lease
+        _check_seconds("lease", seconds, positive=True)
+        _check_seconds("shutdown_timeout", shutdown_timeout, positive=False)
+        _check_seconds("poll_interval", poll_interval, positive=True)
         self._queue = queue
+        self._store = queue.store
+        self._clock = queue.clock
         self.concurrency = concurrency
-        self.queues = list(queues) if queues is not None else None
-        self.lease = timedelta(seconds=lease)
-        self.shutdown_timeout = shutdown_timeout
-        self.poll_interval = poll_interval
+        self.queues: list[str] | None = list(queues) if queues is not None else None
+        self.lease = timedelta(seconds=seconds)
+        self.shutdown_timeout = float(shutdown_timeout)
+        self.poll_interval = float(poll_interval)
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._schedules = list(schedules)
+        self._scheduler = Scheduler(queue, self._clock)
+
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._running: dict[int, Running] = {}
+        self._done = Unrecorded()
+        self._ran = 0
         self._stopping = False
+        self._signals = 0
+        self._used = False
+
+        self._runner: Runner | None = None
+        self._heartbeat: Heartbeat | None = None
+        self._watcher: threading.Thread | None = None
+        self._watch_stop = threading.Event()
+        self._db_woke = False
+        self._last_claim = float("-inf")
+        self._last_claim_full = False
+        self._next_schedule_pass = 0.0
+        self._outage = Outage(
+            self.id, limit=min(_MAX_BACKOFF, max(self.lease.total_seconds() / 2, 0.5))
+        )
+
+    # -- public ------------------------------------------------------------------------
 
     def run(self, *, burst: bool = False) -> int:
-        """Work until stopped; with ``burst=True``, until nothing is due. Returns jobs run."""
-        done = 0
-        while not self._stopping:
-            jobs = self._queue.claim(self.id, self.concurrency, self.lease, self.queues)
-            if not jobs:
-                if burst:
-                    break
-                time.sleep(self.poll_interval)
-                continue
-            clock = self._queue.clock
-            results = [execute(self._queue.registry.get(job.kind), job, clock) for job in jobs]
-            lost = self._queue.finish(self.id, results)
-            for job_id in lost:
-                logger.warning("job %s: lease lost before its outcome was recorded", job_id)
-            done += len(results)
-        return done
+        """Work until stopped (SIGTERM/SIGINT or :meth:`stop`); with ``burst=True``, until
+        nothing is due. Returns how many attempts this worker ran to an end.
+
+        A second signal while stopping raises ``SystemExit(128 + signal)`` at once.
+        """
+        if self._used:
+            raise InvalidInput("a Worker runs once: create another with mf.worker()")
+        self._used = True
+        previous = self._install_signal_handlers()
+        try:
+            graceful = False
+            try:
+                if self._start(burst):
+                    self._work(burst)
+                    self._record_remaining()
+                graceful = True
+            finally:
+                self._close(graceful)
+        except _HardStop as stop:
+            if self._runner is not None:
+                self._runner.kill_children()
+            logger.warning(
+                "worker=%s second %s: exiting at once; %d running job(s) return to the queue "
+                "when their leases expire",
+                self.id,
+                signal.Signals(stop.signum).name,
+                len(self._running),
+            )
+            raise SystemExit(128 + stop.signum) from None
+        finally:
+            _restore_signal_handlers(previous)
+        logger.info("worker=%s stopped after %d attempt(s)", self.id, self._ran)
+        return self._ran
 
     def stop(self) -> None:
-        """Stop claiming; the current batch finishes."""
+        """Stop claiming; running jobs get ``shutdown_timeout`` seconds to finish.
+
+        Safe to call from any thread (or a signal handler).
+        """
         self._stopping = True
+        self._wake.set()
+
+    # -- start and stop ----------------------------------------------------------------
+
+    def _start(self, burst: bool) -> bool:
+        registration = WorkerRegistration(
+            id=self.id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            queues=tuple(self.queues) if self.queues is not None else None,
+            kinds=tuple(self._queue.registry.names()),
+            concurrency=self.concurrency,
+            lease_seconds=self.lease.total_seconds(),
+            started_at=self._clock.now(),
+        )
+        self._heartbeat = Heartbeat(
+            self._store,
+            self._clock,
+            registration,
+            lease=self.lease,
+            held=self._held,
+            on_lost=self._lost,
+        )
+        while True:
+            try:
+                self._heartbeat.beat()
+                self._scheduler.declare(self._schedules)
+                self._store.prune_workers(before=self._clock.now() - _PRUNE_AFTER)
+                break
+            except StoreError as exc:
+                if burst:
+                    raise
+                self._outage.failed("starting", exc)
+            while not self._stopping and self._outage.blocked(time.monotonic()):
+                self._wake.wait(self._outage.retry_at - time.monotonic())
+                self._wake.clear()
+            if self._stopping:
+                return False
+        self._outage.ok()
+        self._heartbeat.start()
+        self._runner = Runner(
+            self._queue.registry,
+            self._clock,
+            size=self.concurrency,
+            worker_id=self.id,
+            on_done=self._finished,
+        )
+        if not burst:
+            self._watcher = threading.Thread(
+                target=self._watch, name=f"mailfathom-watch-{self.id}", daemon=True
+            )
+            self._watcher.start()
+        logger.info(
+            "worker=%s started: queues=%s concurrency=%d lease=%gs kinds=%s",
+            self.id,
+            ",".join(self.queues) if self.queues is not None else "*",
+            self.concurrency,
+            self.lease.total_seconds(),
+            ",".join(registration.kinds) or "-",
+        )
+        return True
+
+    def _close(self, graceful: bool) -> None:
+        self._watch_stop.set()
+        if self._runner is not None:
+            self._runner.kill_children()
+            self._runner.close(wait=1.0 if graceful else 0.0)
+        if self._heartbeat is not None:
+            self._heartbeat.stop(wait=graceful)
+            if graceful:
+                try:
+                    self._store.deregister_worker(self.id)
+                except StoreError as exc:
+                    logger.warning("worker=%s could not deregister (%s)", self.id, exc)
+        if self._watcher is not None and graceful:
+            self._watcher.join(_WATCH_SLICE + 1)
+
+    # -- the main loop -----------------------------------------------------------------
+
+    def _work(self, burst: bool) -> None:
+        shutdown_at: float | None = None
+        while True:
+            self._wake.clear()
+            now = time.monotonic()
+            self._warn_overruns(now)
+            if self._stopping:
+                self._flush()
+                if shutdown_at is None:
+                    shutdown_at = now + self.shutdown_timeout
+                    logger.info(
+                        "worker=%s stopping: no new claims; waiting up to %gs for %d running "
+                        "job(s) (signal again to exit at once)",
+                        self.id,
+                        self.shutdown_timeout,
+                        len(self._running),
+                    )
+                if not self._running:
+                    return
+                if now >= shutdown_at:
+                    self._release_running()
+                    return
+                self._wake.wait(min(shutdown_at - now, self.poll_interval))
+                continue
+            claimed = self._schedule_and_claim(now, burst)
+            if self._should_flush(time.monotonic()):
+                self._flush()
+            if burst and claimed == 0 and self._idle():
+                return
+            self._wake.wait(self._wait_time(time.monotonic(), burst))
+
+    def _schedule_and_claim(self, now: float, burst: bool) -> int | None:
+        """Run the scheduler when due, then claim for the free slots, recording what
+        finished in the same transaction. Returns how many were claimed (None: not tried)."""
+        if self._outage.blocked(now):
+            return None
+        if now >= self._next_schedule_pass:
+            try:
+                created, wait = self._scheduler.run_due()
+            except StoreError as exc:
+                self._outage.failed("enqueueing scheduled jobs", exc)
+                return None
+            # a burst fires what is due when it starts, then only drains
+            self._next_schedule_pass = float("inf") if burst else time.monotonic() + wait
+            self._db_woke = self._db_woke or created > 0
+        free = self.concurrency - len(self._running)
+        if free <= 0 or not self._claim_wanted(now, free, burst):
+            return None
+        self._db_woke = False
+        batch = self._done.take()
+        moment = self._clock.now()
+        try:
+            if batch:
+                succeeded, failed = self._outcomes(batch, moment)
+                lost, rows = self._store.record_and_claim(
+                    owner=self.id,
+                    now=moment,
+                    succeeded=succeeded,
+                    failed=failed,
+                    limit=free,
+                    lease_until=moment + self.lease,
+                    queues=self.queues,
+                )
+                jobs = [Job.from_row(row) for row in rows]
+            else:
+                lost, jobs = set(), self._queue.claim(self.id, free, self.lease, self.queues)
+        except StoreError as exc:
+            self._done.put_back(batch)
+            self._outage.failed("claiming", exc)
+            return None
+        self._outage.ok()
+        self._done.recorded(batch, lost)
+        self._last_claim = now
+        self._last_claim_full = len(jobs) == free
+        for job in jobs:
+            self._begin(job)
+        return len(jobs)
+
+    def _claim_wanted(self, now: float, free: int, burst: bool) -> bool:
+        if self._last_claim_full:  # more is probably due: batch the claims a little
+            return free * 2 >= self.concurrency or now - self._last_claim >= _CLAIM_COOLDOWN
+        return burst or self._db_woke or now - self._last_claim >= self.poll_interval
+
+    def _should_flush(self, now: float) -> bool:
+        """Record outcomes on their own when no claim carries them soon enough."""
+        if not self._done:
+            return False
+        if not self._last_claim_full:
+            return True  # the queue looked empty: record now, nothing to batch with
+        return len(self._done) * 2 >= self.concurrency or self._done.age(now) >= _CLAIM_COOLDOWN
+
+    def _wait_time(self, now: float, burst: bool) -> float:
+        since = now - self._last_claim
+        if len(self._running) >= self.concurrency:
+            wait = self.poll_interval  # a completion wakes the loop
+        elif self._last_claim_full:
+            wait = _CLAIM_COOLDOWN - since
+        else:
+            wait = self.poll_interval - since
+        if self._done:
+            wait = min(wait, _CLAIM_COOLDOWN)
+        if self._outage.blocked(now):
+            wait = max(wait, self._outage.retry_at - now)
+        wait = min(wait, self._next_schedule_pass - now)
+        with self._lock:
+            deadlines = [
+                r.deadline
+                for r in self._running.values()
+                if r.mode == "thread" and r.deadline is not None and not r.overran
+            ]
+        if deadlines:
+            wait = min(wait, min(deadlines) - now)
+        return min(max(wait, 0.001), self.poll_interval)
+
+    def _idle(self) -> bool:
+        with self._lock:
+            return not self._running and self._done.empty()
+
+    # -- attempts ----------------------------------------------------------------------
+
+    def _begin(self, job: Job) -> None:
+        assert self._runner is not None
+        running = self._runner.prepare(job)
+        with self._lock:
+            self._running[job.id] = running
+        self._runner.start(running)
+
+    def _finished(self, running: Running, result: Finished | None) -> None:
+        """Called by the runner, on any thread, when an attempt ends (None: it was stopped)."""
+        with self._lock:
+            if self._running.get(running.job.id) is running:
+                del self._running[running.job.id]
+            if result is not None and not running.abandoned:
+                self._done.add(result)
+            if result is not None:
+                self._ran += 1
+        job = running.job
+        if result is None:
+            logger.info(
+                "job_id=%d kind=%s attempt=%d stopped: this worker gave the job up",
+                job.id,
+                job.kind,
+                job.attempts,
+            )
+        elif running.abandoned:
+            logger.warning(
+                "job_id=%d kind=%s attempt=%d ended (%s) after this worker released it: "
+                "outcome discarded",
+                job.id,
+                job.kind,
+                job.attempts,
+                result.outcome.value,
+            )
+        else:
+            log_attempt(running, result, self.id)
+        self._wake.set()
+
+    def _held(self) -> list[Job]:
+        """Every job whose lease the heartbeat must renew."""
+        with self._lock:
+            running = [r.job for r in self._running.values() if not r.lost and not r.abandoned]
+        return running + self._done.jobs()
+
+    def _lost(self, lost: set[tuple[int, int]]) -> None:
+        """The heartbeat found these leases gone: stop what can be stopped."""
+        with self._lock:
+            victims = [
+                r
+                for r in self._running.values()
+                if (r.job.id, r.job.attempts) in lost and not r.lost and not r.abandoned
+            ]
+            for running in victims:
+                running.lost = True
+        for running in victims:
+            logger.warning(
+                "job_id=%d kind=%s attempt=%d lost its lease (expired while this worker could "
+                "not renew it); another worker may run it now: %s",
+                running.job.id,
+                running.job.kind,
+                running.job.attempts,
+                "a thread cannot be stopped, its outcome will be refused"
+                if running.mode == "thread"
+                else "stopping it",
+            )
+            running.cancel()
+
+    def _warn_overruns(self, now: float) -> None:
+        with self._lock:
+            late = [
+                r
+                for r in self._running.values()
+                if r.mode == "thread"
+                and r.deadline is not None
+                and not r.overran
+                and now >= r.deadline
+            ]
+            for running in late:
+                running.overran = True
+        for running in late:
+            kind = running.kind
+            logger.warning(
+                "job_id=%d kind=%s attempt=%d ran past its %gs timeout; a thread cannot be "
+                "stopped, so it keeps its lease and its slot until the handler returns, and the "
+                "attempt is then recorded as ExecutionTimeout (isolation='process' stops it hard)",
+                running.job.id,
+                running.job.kind,
+                running.job.attempts,
+                kind.timeout.total_seconds() if kind and kind.timeout else 0,
+            )
+
+    def _release_running(self) -> None:
+        """The grace period is over: record ShutdownTimeout for what runs and release it."""
+        with self._lock:
+            victims = list(self._running.values())
+            self._running.clear()
+            for running in victims:
+                running.abandoned = True
+                how = {
+                    "thread": "its thread cannot be stopped and ends with the process",
+                    "async": "its coroutine was cancelled",
+                    "process": "its process was killed",
+                    "none": "it had not started",
+                }[running.mode]
+                self._done.add(
+                    shutdown_timed_out(running.job, running.started_at, self.shutdown_timeout, how)
+                )
+        for running in victims:
+            running.cancel()
+            logger.warning(
+                "job_id=%d kind=%s attempt=%d outcome=ShutdownTimeout: still running after "
+                "the %gs grace period; released for another worker",
+                running.job.id,
+                running.job.kind,
+                running.job.attempts,
+                self.shutdown_timeout,
+            )
+
+    # -- recording outcomes ------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Record every finished attempt in one transaction; keep them when that fails."""
+        if self._outage.blocked(time.monotonic()):
+            return
+        batch = self._done.take()
+        if not batch:
+            return
+        now = self._clock.now()
+        succeeded, failed = self._outcomes(batch, now)
+        try:
+            lost = self._store.record_outcomes(
+                owner=self.id, now=now, succeeded=succeeded, failed=failed
+            )
+        except StoreError as exc:
+            self._done.put_back(batch)
+            self._outage.failed("recording outcomes", exc)
+            return
+        self._outage.ok()
+        self._done.recorded(batch, lost)
+
+    def _outcomes(
+        self, batch: list[Finished], now: datetime
+    ) -> tuple[list[tuple[int, int]], list[FailedAttempt]]:
+        succeeded = [(r.job.id, r.job.attempts) for r in batch if r.outcome is _SUCCEEDED]
+        failed = [self._failure(r, now) for r in batch if r.outcome is not _SUCCEEDED]
+        return succeeded, failed
+
+    def _failure(self, result: Finished, now: datetime) -> FailedAttempt:
+        failure = self._queue.failure(result, now)
+        if result.outcome is AttemptOutcome.SHUTDOWN_TIMEOUT and failure.retry_at is not None:
+            return dataclasses.replace(failure, retry_at=now)  # claimable at once
+        return failure
+
+    def _record_remaining(self) -> None:
+        """Before leaving, record what finished; retry while the database fails, for a while."""
+        give_up = time.monotonic() + max(self.lease.total_seconds(), 5.0)
+        while True:
+            self._flush()
+            left = self._done.waiting()
+            if not left:
+                return
+            now = time.monotonic()
+            if now >= give_up:
+                logger.error(
+                    "worker=%s leaving with %d unrecorded outcome(s) (the database still "
+                    "fails): jobs %s run again after their leases expire",
+                    self.id,
+                    len(left),
+                    ", ".join(str(r.job.id) for r in left),
+                )
+                return
+            self._wake.clear()
+            self._wake.wait(min(max(self._outage.retry_at - now, 0.05), give_up - now))
+
+    # -- wake-ups and signals ----------------------------------------------------------
+
+    def _watch(self) -> None:
+        """Wake the main loop when jobs may have arrived (runs on its own thread)."""
+        pause = 0.5
+        while not self._watch_stop.is_set():
+            try:
+                woke = self._store.wait_for_jobs(min(self.poll_interval, _WATCH_SLICE))
+            except StoreError as exc:
+                logger.debug("waiting for jobs failed (%s); retrying in %.1fs", exc, pause)
+                self._watch_stop.wait(pause)
+                pause = min(pause * 2, _MAX_BACKOFF)
+                continue
+            pause = 0.5
+            if woke:
+                self._db_woke = True
+                self._wake.set()
+
+    def _install_signal_handlers(self) -> dict[int, Any] | None:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        previous: dict[int, Any] = {}
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.getsignal(signum)
+            signal.signal(signum, self._on_signal)
+        return previous
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            raise _HardStop(signum)
+        logger.warning(
+            "worker=%s %s received: stopping gracefully (up to %gs); send it again to exit at once",
+            self.id,
+            signal.Signals(signum).name,
+            self.shutdown_timeout,
+        )
+        self.stop()
+
+
+_SUCCEEDED = AttemptOutcome.SUCCEEDED
+
+
+def _restore_signal_handlers(previous: dict[int, Any] | None) -> None:
+    for signum, handler in (previous or {}).items():
+        signal.signal(signum, handler)
+
+
+def _check_seconds(name: str, value: object, *, positive: bool) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise InvalidInput(f"{name} must be a number of seconds, not {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise InvalidInput(f"{name} must be {'positive' if positive else 'zero or more'} seconds")

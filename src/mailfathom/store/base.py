@@ -21,7 +21,11 @@ __all__ = [
     "JobRow",
     "NewJob",
     "OperatorAction",
+    "ScheduleDefinition",
+    "ScheduleRow",
     "Store",
+    "WorkerRegistration",
+    "WorkerRow",
 ]
 
 
@@ -75,6 +79,66 @@ class EventRow(TypedDict):
     from_state: str
     to_state: str
     reason: str | None
+
+
+class WorkerRow(TypedDict):
+    """One registered worker as stored (``queues`` None means every queue)."""
+
+    id: str
+    host: str
+    pid: int
+    queues: list[str] | None
+    kinds: list[str]
+    concurrency: int
+    lease_seconds: float
+    started_at: datetime
+    last_heartbeat_at: datetime
+
+
+class ScheduleRow(TypedDict):
+    """One recurring schedule as stored."""
+
+    name: str
+    cron: str
+    timezone: str
+    kind: str
+    queue: str
+    payload: dict[str, Any]
+    paused: bool
+    paused_by: str | None
+    paused_at: datetime | None
+    pause_reason: str | None
+    not_before: datetime
+    last_tick: datetime | None
+    last_job_id: int | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRegistration:
+    """Who a worker is, written when it starts and refreshed by its heartbeat."""
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...] | None
+    kinds: tuple[str, ...]
+    concurrency: int
+    lease_seconds: float
+    started_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleDefinition:
+    """A schedule as declared in code; ``payload`` is already-validated JSON text."""
+
+    name: str
+    cron: str
+    timezone: str
+    kind: str
+    queue: str
+    payload: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +251,21 @@ class Store(Protocol):
         """Record finished attempts in one transaction; return the ids whose lease was lost."""
         ...
 
+    def record_and_claim(
+        self,
+        *,
+        owner: str,
+        now: datetime,
+        succeeded: Sequence[tuple[int, int]],
+        failed: Sequence[FailedAttempt],
+        limit: int,
+        lease_until: datetime,
+        queues: Sequence[str] | None = None,
+    ) -> tuple[set[int], list[JobRow]]:
+        """``record_outcomes`` then ``claim`` in one transaction: a busy worker's loop
+        commits once per batch. Returns the lost ids and the claimed jobs."""
+        ...
+
     def get_job(self, job_id: int) -> JobRow | None:
         """The job, or None."""
         ...
@@ -222,6 +301,88 @@ class Store(Protocol):
 
         Returns ``(moved row, None)`` on success, ``(None, current row)`` when the job
         is in a state the move does not start from, ``(None, None)`` when it does not exist.
+        """
+        ...
+
+    # -- the worker registry -----------------------------------------------------------
+
+    def heartbeat(
+        self,
+        worker: WorkerRegistration,
+        *,
+        now: datetime,
+        held: Sequence[tuple[int, int]] = (),
+        lease_until: datetime | None = None,
+    ) -> set[int]:
+        """Register ``worker`` or refresh its heartbeat, and renew the leases on ``held``
+        ``(job id, attempt)`` pairs until ``lease_until``, in one transaction.
+
+        Returns the ids of ``held`` still leased to the worker.
+        """
+        ...
+
+    def deregister_worker(self, worker_id: str) -> None:
+        """Remove a worker that stopped cleanly from the registry."""
+        ...
+
+    def list_workers(self) -> list[WorkerRow]:
+        """Every registered worker, oldest first, the dead ones included."""
+        ...
+
+    def prune_workers(self, *, before: datetime) -> int:
+        """Forget workers whose last heartbeat is older than ``before``; count them."""
+        ...
+
+    # -- recurring schedules -----------------------------------------------------------
+
+    def declare_schedules(
+        self, schedules: Sequence[ScheduleDefinition], *, now: datetime
+    ) -> list[str]:
+        """Insert or update schedules in one transaction; return the names written.
+
+        An unchanged definition is not written. A new cron or time zone gets
+        ``not_before = now`` (its past ticks never run); the paused state and the last
+        tick are always kept.
+        """
+        ...
+
+    def list_schedules(self) -> list[ScheduleRow]:
+        """Every schedule, by name."""
+        ...
+
+    def get_schedule(self, name: str) -> ScheduleRow | None:
+        """The schedule called ``name``, or None."""
+        ...
+
+    def pause_schedule(
+        self, name: str, *, actor: str, reason: str | None, now: datetime
+    ) -> ScheduleRow | None:
+        """Pause a running schedule; None when there is no such schedule or it is paused."""
+        ...
+
+    def resume_schedule(self, name: str, *, now: datetime) -> ScheduleRow | None:
+        """Resume a paused schedule (ticks from ``now`` on); None when not paused or absent."""
+        ...
+
+    def delete_schedule(self, name: str) -> bool:
+        """Delete the schedule; False when there was none."""
+        ...
+
+    def fire_schedule(
+        self,
+        schedule: ScheduleRow,
+        *,
+        tick: datetime,
+        idempotency_key: str,
+        max_attempts: int,
+        now: datetime,
+    ) -> tuple[JobRow, bool] | None:
+        """Enqueue ``schedule``'s job for ``tick`` unless that tick (or a later one) was
+        enqueued already, the schedule is paused, or its definition changed.
+
+        One transaction moves the schedule's last tick forward and inserts the job
+        under ``idempotency_key``, so concurrent workers enqueue each tick once.
+        Returns the job and whether it was created, or None when nothing was due.
         """
         ...
 

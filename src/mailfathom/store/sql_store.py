@@ -24,14 +24,16 @@ from mailfathom.store.base import (
 )
 from mailfathom.store.database import Cursor, Database
 from mailfathom.store.migrate import load_migrations
+from mailfathom.store.worker_store import WorkerStore
 
 __all__ = ["SqlStore"]
 
 _JOB_TIMES = ("available_at", "lease_expires_at", "claimed_at", "created_at", "finished_at")
 
 
-class SqlStore:
-    """A :class:`Store` over any :class:`Database`."""
+class SqlStore(WorkerStore):
+    """A :class:`Store` over any :class:`Database` (the worker registry and schedules
+    come from :class:`WorkerStore`)."""
 
     def __init__(self, database: Database) -> None:
         self.db = database
@@ -143,6 +145,40 @@ class SqlStore:
         queues: Sequence[str] | None = None,
     ) -> list[JobRow]:
         """Return expired leases to the queue, then lease up to ``limit`` due jobs."""
+        with self.db.transaction() as cur:
+            return self._claim(
+                cur, owner=owner, limit=limit, now=now, lease_until=lease_until, queues=queues
+            )
+
+    def record_and_claim(
+        self,
+        *,
+        owner: str,
+        now: datetime,
+        succeeded: Sequence[tuple[int, int]],
+        failed: Sequence[FailedAttempt],
+        limit: int,
+        lease_until: datetime,
+        queues: Sequence[str] | None = None,
+    ) -> tuple[set[int], list[JobRow]]:
+        """:meth:`record_outcomes` then :meth:`claim`, in one transaction (one commit)."""
+        with self.db.transaction() as cur:
+            lost = self._record(cur, owner, now, succeeded, failed)
+            claimed = self._claim(
+                cur, owner=owner, limit=limit, now=now, lease_until=lease_until, queues=queues
+            )
+            return lost, claimed
+
+    def _claim(
+        self,
+        cur: Cursor,
+        *,
+        owner: str,
+        limit: int,
+        now: datetime,
+        lease_until: datetime,
+        queues: Sequence[str] | None,
+    ) -> list[JobRow]:
         params: dict[str, Any] = {
             "owner": owner,
             "limit": limit,
@@ -154,10 +190,9 @@ class SqlStore:
         else:
             query = self._q["claim_jobs_in_queues"]
             params["queues"] = self.db.list_param(list(queues))
-        with self.db.transaction() as cur:
-            self._reap(cur, params["now"])
-            cur.execute(query, params)
-            claimed = [self._job(row) for row in cur.fetchall()]
+        self._reap(cur, params["now"])
+        cur.execute(query, params)
+        claimed = [self._job(row) for row in cur.fetchall()]
         claimed.sort(key=_claim_order)
         return claimed
 
@@ -215,23 +250,33 @@ class SqlStore:
         failed: Sequence[FailedAttempt] = (),
     ) -> set[int]:
         """Record a batch of finished attempts; returns the ids whose lease was lost."""
+        with self.db.transaction() as cur:
+            return self._record(cur, owner, now, succeeded, failed)
+
+    def _record(
+        self,
+        cur: Cursor,
+        owner: str,
+        now: datetime,
+        succeeded: Sequence[tuple[int, int]],
+        failed: Sequence[FailedAttempt],
+    ) -> set[int]:
         lost: set[int] = set()
         stamp = self.db.time_param(now)
-        with self.db.transaction() as cur:
-            if succeeded:
-                cur.execute(
-                    self._q["complete_jobs"],
-                    {
-                        "owner": owner,
-                        "now": stamp,
-                        "held": self.db.list_param([list(pair) for pair in succeeded]),
-                    },
-                )
-                done = {row["id"] for row in cur.fetchall()}
-                lost.update(job_id for job_id, _ in succeeded if job_id not in done)
-            for failure in failed:
-                if not self._record_failure(cur, owner, stamp, failure):
-                    lost.add(failure.job_id)
+        if succeeded:
+            cur.execute(
+                self._q["complete_jobs"],
+                {
+                    "owner": owner,
+                    "now": stamp,
+                    "held": self.db.list_param([list(pair) for pair in succeeded]),
+                },
+            )
+            done = {row["id"] for row in cur.fetchall()}
+            lost.update(job_id for job_id, _ in succeeded if job_id not in done)
+        for failure in failed:
+            if not self._record_failure(cur, owner, stamp, failure):
+                lost.add(failure.job_id)
         return lost
 
     def _record_failure(self, cur: Cursor, owner: str, now: Any, failure: FailedAttempt) -> bool:

@@ -35,11 +35,13 @@ RETURNING id, attempts, state, claimed_by, claimed_at, failure_reason;
 
 -- name: claim_jobs
 -- One statement: the due jobs in claim order, leased to :owner, each attempt counted.
+-- INDEXED BY: walk the claim-order index and stop at :limit; left to itself the planner
+-- picks mf_jobs_state and sorts every pending job on every claim.
 UPDATE mf_jobs
 SET state = 'Claimed', lease_owner = :owner, lease_expires_at = :lease_until,
     claimed_by = :owner, claimed_at = :now, attempts = attempts + 1
 WHERE id IN (
-    SELECT id FROM mf_jobs
+    SELECT id FROM mf_jobs INDEXED BY mf_jobs_claimable
     WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
     ORDER BY priority DESC, available_at, id
     LIMIT :limit

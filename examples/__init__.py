@@ -1,0 +1,1 @@
+"""Example applications for mailfathom (``make run`` works ``examples.app:mf``)."""

@@ -1,0 +1,162 @@
+"""``mailfathom worker --app module:attr``: run a worker for an application's job kinds.
+
+The app is the ``MailFathom`` object your code builds (``mf = MailFathom()``);
+the worker imports it, so every ``@mf.job`` handler and ``mf.schedule(...)``
+declaration in that module is registered. The database URL comes from
+``--database``, else ``MAILFATHOM_DATABASE_URL``, else ``mailfathom.toml``,
+else ``sqlite:///mailfathom.db``; ``--database`` is handed to the app through
+``MAILFATHOM_DATABASE_URL``, so the app must not hard-code another one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from mailfathom.app import MailFathom
+
+__all__ = ["load_app", "worker"]
+
+_LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
+@click.command("worker")
+@click.option(
+    "--app",
+    "app_path",
+    required=True,
+    metavar="MODULE:ATTR",
+    help="Your MailFathom object, e.g. examples.app:mf (the module is imported from the "
+    "current folder or the Python path).",
+)
+@click.option(
+    "--database",
+    default=None,
+    help="Database URL (default: MAILFATHOM_DATABASE_URL, else sqlite:///mailfathom.db).",
+)
+@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Jobs at once [10].")
+@click.option(
+    "--queues",
+    default=None,
+    metavar="A,B",
+    help="Comma-separated queues to take jobs from [every queue].",
+)
+@click.option("--burst", is_flag=True, help="Run what is due, then exit.")
+@click.option(
+    "--lease",
+    type=click.FloatRange(min=1),
+    default=None,
+    help="Seconds a claim lasts without a heartbeat; a dead worker's jobs return after it [30].",
+)
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds a stopping worker waits for running jobs before releasing them [30].",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(_LOG_LEVELS),
+    default="info",
+    show_default=True,
+    help="Least important log lines shown (one line per attempt at info).",
+)
+@click.pass_context
+def worker(
+    ctx: click.Context,
+    *,
+    app_path: str,
+    database: str | None,
+    concurrency: int | None,
+    queues: str | None,
+    burst: bool,
+    lease: float | None,
+    shutdown_timeout: float | None,
+    log_level: str,
+) -> None:
+    """Run a worker until SIGTERM/SIGINT (a second one exits at once), or with --burst
+    until nothing is due."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    if database is None and isinstance(ctx.obj, dict):
+        database = ctx.obj.get("database")
+    names = None
+    if queues is not None:
+        names = [name.strip() for name in queues.split(",") if name.strip()]
+        if not names:
+            raise click.BadParameter("give at least one queue name", param_hint="--queues")
+    app = load_app(app_path, database)
+    worker = app.worker(
+        concurrency=concurrency, queues=names, lease=lease, shutdown_timeout=shutdown_timeout
+    )
+    try:
+        worker.run(burst=burst)
+    except SystemExit as stop:  # a second signal: leave now, without tearing anything down
+        logging.shutdown()
+        os._exit(stop.code if isinstance(stop.code, int) else 1)
+    app.close()
+
+
+def load_app(path: str, database: str | None = None) -> MailFathom:
+    """Import ``module:attr`` and return that ``MailFathom``; a clear error otherwise."""
+    from mailfathom.app import MailFathom
+    from mailfathom.errors import MailFathomError
+
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr or not all(part.isidentifier() for part in attr.split(".")):
+        raise click.BadParameter(
+            f"{path!r} is not MODULE:ATTR; write e.g. examples.app:mf", param_hint="--app"
+        )
+    if database is not None:
+        os.environ["MAILFATHOM_DATABASE_URL"] = database
+    folder = os.getcwd()
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (
+            module_name == exc.name or module_name.startswith(exc.name + ".")
+        ):
+            raise click.ClickException(
+                f"importing {module_name!r} failed: {exc} (a module it imports is missing)"
+            ) from exc
+        raise click.ClickException(
+            f"cannot import {module_name!r}: no such module in {folder} or on the Python path; "
+            "run from the folder that contains it, or install it"
+        ) from exc
+    except MailFathomError:
+        raise
+    except Exception as exc:
+        raise click.ClickException(
+            f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    target: object = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise click.ClickException(
+                f"module {module_name!r} has no attribute {attr!r}: point --app at your "
+                "MailFathom object, e.g. examples.app:mf"
+            )
+        target = getattr(target, part)
+    if not isinstance(target, MailFathom):
+        raise click.ClickException(
+            f"{path} is a {type(target).__name__}, not a MailFathom object: point --app at the "
+            "object your code builds with MailFathom(...)"
+        )
+    if database is not None and target.settings.database_url != database:
+        raise click.ClickException(
+            f"{path} uses the database {target.settings.database_url!r}, not the --database "
+            "given: build it with MailFathom() (which reads MAILFATHOM_DATABASE_URL) or drop "
+            "--database"
+        )
+    return target

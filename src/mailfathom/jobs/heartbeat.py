@@ -1,0 +1,100 @@
+"""The worker's heartbeat: renews the leases of the jobs it holds and says it is alive.
+
+Internal. A thread of its own, so a long handler, a slow claim or a busy main
+loop never delays a renewal: every ``interval`` (a third of the lease) one
+transaction refreshes the worker's registry row and extends every lease it
+holds — running jobs and finished ones whose outcome is not recorded yet. A job
+that runs five times longer than the lease is therefore never claimed by
+another worker. When the database fails the heartbeat logs it and tries again
+sooner; leases that expire meanwhile are reported as lost once it is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+from mailfathom.clock import Clock
+from mailfathom.errors import StoreError
+from mailfathom.jobs.model import Job
+from mailfathom.store.base import Store, WorkerRegistration
+
+__all__ = ["Heartbeat"]
+
+logger = logging.getLogger("mailfathom.worker")
+
+
+class Heartbeat:
+    """Beats every ``interval`` seconds on its own thread until :meth:`stop`."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        registration: WorkerRegistration,
+        *,
+        lease: timedelta,
+        held: Callable[[], Sequence[Job]],
+        on_lost: Callable[[set[tuple[int, int]]], None],
+        interval: float | None = None,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._registration = registration
+        self._lease = lease
+        self._held = held
+        self._on_lost = on_lost
+        self.interval = interval if interval is not None else lease.total_seconds() / 3
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing = False
+
+    def beat(self) -> None:
+        """One heartbeat now; raises :class:`StoreError` when the database fails."""
+        jobs = list(self._held())
+        now = self._clock.now()
+        still = self._store.heartbeat(
+            self._registration,
+            now=now,
+            held=[(job.id, job.attempts) for job in jobs],
+            lease_until=now + self._lease,
+        )
+        lost = {(job.id, job.attempts) for job in jobs if job.id not in still}
+        if lost:
+            self._on_lost(lost)
+
+    def start(self) -> None:
+        """Start beating on a daemon thread."""
+        self._thread = threading.Thread(
+            target=self._run, name=f"mailfathom-heartbeat-{self._registration.id}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop beating; with ``wait``, let a beat in progress finish (briefly)."""
+        self._stopped.set()
+        if wait and self._thread is not None:
+            self._thread.join(5)
+
+    def _run(self) -> None:
+        wait = self.interval
+        while not self._stopped.wait(wait):
+            try:
+                self.beat()
+            except StoreError as exc:
+                logger.warning(
+                    "heartbeat failed (%s); retrying in %.1f s: leases expire %s s after the "
+                    "last successful one",
+                    exc,
+                    min(self.interval, 1.0),
+                    self._lease.total_seconds(),
+                )
+                self._failing = True
+                wait = min(self.interval, 1.0)
+                continue
+            if self._failing:
+                logger.info("heartbeat recovered: the database answers again")
+                self._failing = False
+            wait = self.interval

@@ -1,0 +1,275 @@
+"""Where handlers run: a pool of threads, one event loop thread, and child processes.
+
+Internal. The worker hands each claimed job to :meth:`Runner.start`; the
+handler runs on a pool thread (plain functions), on the runner's own event loop
+(``async def``), or in a child process (``isolation="process"``, waited on by a
+pool thread). When it ends, the runner calls the worker back with the
+:class:`~mailfathom.jobs.queue.Finished` result, or None when the attempt was
+stopped because the worker gave the job up.
+
+Pool threads are daemon threads: a handler that never returns cannot keep the
+process alive after the worker has given its job up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from mailfathom.clock import Clock
+from mailfathom.jobs.execute import failed, run_async, run_sync, unknown_kind
+from mailfathom.jobs.isolation import ChildProcesses
+from mailfathom.jobs.model import Job
+from mailfathom.jobs.queue import Finished
+from mailfathom.jobs.registry import JobKind, Registry
+from mailfathom.jobs.state import AttemptOutcome
+
+__all__ = ["Runner", "Running"]
+
+logger = logging.getLogger("mailfathom.worker")
+
+Mode = Literal["thread", "async", "process", "none"]
+
+
+@dataclass(eq=False)
+class Running:
+    """One attempt in progress on this worker."""
+
+    job: Job
+    kind: JobKind | None
+    mode: Mode
+    began: float  # time.monotonic() at submission
+    started_at: datetime  # the clock's instant at submission
+    deadline: float | None  # monotonic instant the kind's timeout falls, if any
+    #: Set when the worker gave the job up (shutdown, lost lease): its result is dropped.
+    abandoned: bool = False
+    #: Set when the heartbeat found the lease gone: another worker may run the job now.
+    lost: bool = False
+    #: Set once the attempt overran its deadline and that was logged.
+    overran: bool = False
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    future: concurrent.futures.Future[Finished] | None = None
+
+    def cancel(self) -> None:
+        """Stop the attempt where that is possible: cancel a coroutine, kill a child process.
+
+        A plain thread cannot be stopped; it runs on until its handler returns.
+        """
+        self.cancelled.set()
+        if self.future is not None:
+            self.future.cancel()
+
+
+class Runner:
+    """Runs handlers with at most ``size`` plain or isolated ones at once."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        clock: Clock,
+        *,
+        size: int,
+        worker_id: str,
+        on_done: Callable[[Running, Finished | None], None],
+    ) -> None:
+        self._registry = registry
+        self._clock = clock
+        self._worker_id = worker_id
+        self._on_done = on_done
+        self._pool = _DaemonPool(size, name=f"mailfathom-{worker_id}")
+        self._children = ChildProcesses()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def prepare(self, job: Job) -> Running:
+        """The record of ``job``'s attempt, before it starts (so callers can file it first)."""
+        kind = self._registry.get(job.kind)
+        mode: Mode
+        if kind is None:
+            mode = "none"
+        elif kind.isolation == "process":
+            mode = "process"
+        elif kind.is_async:
+            mode = "async"
+        else:
+            mode = "thread"
+        began = time.monotonic()
+        timeout = kind.timeout.total_seconds() if kind and kind.timeout is not None else None
+        return Running(
+            job=job,
+            kind=kind,
+            mode=mode,
+            began=began,
+            started_at=self._clock.now(),
+            deadline=began + timeout if timeout is not None else None,
+        )
+
+    def start(self, running: Running) -> None:
+        """Start the attempt; ``on_done`` is called once, from whichever thread ends it."""
+        kind, job = running.kind, running.job
+        if kind is None:
+            self._done(running, unknown_kind(job, running.started_at))
+        elif running.mode == "process":
+            self._pool.submit(lambda: self._isolated(running, kind))
+        elif running.mode == "async":
+            future = asyncio.run_coroutine_threadsafe(
+                run_async(kind, job, self._clock), self._event_loop()
+            )
+            running.future = future
+            future.add_done_callback(lambda done: self._async_done(running, done))
+        else:
+            self._pool.submit(lambda: self._done(running, run_sync(kind, job, self._clock)))
+
+    def _isolated(self, running: Running, kind: JobKind) -> None:
+        try:
+            result = self._children.run(kind, running.job, self._clock, running.cancelled)
+        except Exception as exc:  # starting the child failed in an unexpected way
+            result = failed(running.job, exc, running.started_at)
+        if result is not None:
+            self._done(running, result)
+        else:
+            self._dropped(running)
+
+    def _async_done(self, running: Running, done: concurrent.futures.Future[Finished]) -> None:
+        if done.cancelled():
+            self._dropped(running)
+            return
+        error = done.exception()
+        if error is not None:  # not the handler's (run_async catches those): ours
+            self._done(running, failed(running.job, error, running.started_at))
+            return
+        self._done(running, done.result())
+
+    def _done(self, running: Running, result: Finished) -> None:
+        self._on_done(running, result)
+
+    def _dropped(self, running: Running) -> None:
+        self._on_done(running, None)
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name=f"mailfathom-loop-{self._worker_id}", daemon=True
+                )
+                thread.start()
+                self._loop, self._loop_thread = loop, thread
+            return self._loop
+
+    def kill_children(self) -> None:
+        """SIGKILL every isolated attempt's process at once."""
+        self._children.kill_all()
+
+    def close(self, wait: float = 1.0) -> None:
+        """Stop the pool's idle threads and the event loop (waiting up to ``wait`` s)."""
+        self._pool.close()
+        with self._lock:
+            loop, thread = self._loop, self._loop_thread
+            self._loop = self._loop_thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(_cancel_all, loop)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and _has_tasks(loop):
+            time.sleep(0.01)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(max(deadline - time.monotonic(), 0.1))
+        if not thread.is_alive():
+            loop.close()
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+
+
+def _has_tasks(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return bool(asyncio.all_tasks(loop))
+    except RuntimeError:  # the set changed while we looked
+        return True
+
+
+def log_attempt(running: Running, result: Finished, worker_id: str) -> None:
+    """One structured line per attempt; the traceback follows when it failed."""
+    job = running.job
+    duration = time.monotonic() - running.began
+    fields: dict[str, Any] = {
+        "job_id": job.id,
+        "kind": job.kind,
+        "queue": job.queue,
+        "attempt": job.attempts,
+        "outcome": result.outcome.value,
+        "duration": round(duration, 6),
+        "worker": worker_id,
+    }
+    line = " ".join(f"{key}={value}" for key, value in fields.items())
+    if result.outcome is AttemptOutcome.SUCCEEDED:
+        logger.info("attempt %s", line, extra={"mailfathom": fields})
+        return
+    reason = result.message or (_describe(result.error) if result.error is not None else "")
+    fields["error"] = reason
+    text = f"attempt {line} error={reason!r}"
+    if result.traceback:
+        text += "\n" + result.traceback.rstrip()
+    logger.warning(text, extra={"mailfathom": fields})
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+class _DaemonPool:
+    """A fixed-size pool of daemon threads, started as work arrives."""
+
+    def __init__(self, size: int, *, name: str) -> None:
+        self._size = size
+        self._name = name
+        self._tasks: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+
+    def submit(self, task: Callable[[], None]) -> None:
+        """Run ``task`` on an idle thread, starting one if none is idle."""
+        with self._lock:
+            if self._idle == 0 and len(self._threads) < self._size:
+                thread = threading.Thread(
+                    target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+                self._idle += 1
+                thread.start()
+            self._idle -= 1
+        self._tasks.put(task)
+
+    def _work(self) -> None:
+        while True:
+            task = self._tasks.get()
+            if task is None:
+                return
+            try:
+                task()
+            except Exception:  # a bug of ours; the handler's own errors never get here
+                logger.exception("internal error in a worker thread")
+            with self._lock:
+                self._idle += 1
+
+    def close(self) -> None:
+        """Ask every thread to exit once it is idle (running handlers finish first)."""
+        with self._lock:
+            count = len(self._threads)
+            self._threads = []
+        for _ in range(count):
+            self._tasks.put(None)

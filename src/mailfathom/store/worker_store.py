@@ -1,0 +1,232 @@
+"""Storage for the worker registry and recurring schedules, written once for every dialect.
+
+Internal. Mixed into :class:`~mailfathom.store.sql_store.SqlStore`; like it, it runs
+the dialect's named queries (``workers.sql``, ``schedules.sql``) and converts
+values through the :class:`~mailfathom.store.database.Database`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from mailfathom.store.base import (
+    JobRow,
+    ScheduleDefinition,
+    ScheduleRow,
+    WorkerRegistration,
+    WorkerRow,
+)
+from mailfathom.store.database import Database
+
+__all__ = ["WorkerStore"]
+
+_SCHEDULE_TIMES = ("paused_at", "not_before", "last_tick", "created_at", "updated_at")
+
+
+class WorkerStore:
+    """The registry and schedule half of :class:`~mailfathom.store.base.Store`."""
+
+    db: Database
+    _q: Mapping[str, str]
+
+    def _job(self, row: Any) -> JobRow:  # provided by SqlStore
+        raise NotImplementedError
+
+    # -- the worker registry -----------------------------------------------------------
+
+    def heartbeat(
+        self,
+        worker: WorkerRegistration,
+        *,
+        now: datetime,
+        held: Sequence[tuple[int, int]] = (),
+        lease_until: datetime | None = None,
+    ) -> set[int]:
+        """Upsert the worker's row and renew its leases, in one transaction."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                self._q["upsert_worker"],
+                {
+                    "id": worker.id,
+                    "host": worker.host,
+                    "pid": worker.pid,
+                    "queues": None
+                    if worker.queues is None
+                    else self.db.list_param(list(worker.queues)),
+                    "kinds": self.db.list_param(list(worker.kinds)),
+                    "concurrency": worker.concurrency,
+                    "lease_seconds": worker.lease_seconds,
+                    "started_at": self.db.time_param(worker.started_at),
+                    "now": self.db.time_param(now),
+                },
+            )
+            if not held or lease_until is None:
+                return set()
+            cur.execute(
+                self._q["extend_leases"],
+                {
+                    "owner": worker.id,
+                    "held": self.db.list_param([list(pair) for pair in held]),
+                    "lease_until": self.db.time_param(lease_until),
+                },
+            )
+            return {row["id"] for row in cur.fetchall()}
+
+    def deregister_worker(self, worker_id: str) -> None:
+        """Delete the worker's row."""
+        with self.db.transaction() as cur:
+            cur.execute(self._q["delete_worker"], {"id": worker_id})
+
+    def list_workers(self) -> list[WorkerRow]:
+        """Every registered worker, oldest first."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["list_workers"], {})
+            rows = cur.fetchall()
+        workers = []
+        for row in rows:
+            worker: dict[str, Any] = dict(row)
+            worker["queues"] = _json_list(worker["queues"])
+            worker["kinds"] = _json_list(worker["kinds"])
+            worker["lease_seconds"] = float(worker["lease_seconds"])
+            worker["started_at"] = self.db.time_value(worker["started_at"])
+            worker["last_heartbeat_at"] = self.db.time_value(worker["last_heartbeat_at"])
+            workers.append(worker)
+        return workers  # type: ignore[return-value]
+
+    def prune_workers(self, *, before: datetime) -> int:
+        """Delete workers silent since before ``before``."""
+        with self.db.transaction() as cur:
+            cur.execute(self._q["prune_workers"], {"before": self.db.time_param(before)})
+            return max(cur.rowcount, 0)
+
+    # -- recurring schedules -----------------------------------------------------------
+
+    def declare_schedules(
+        self, schedules: Sequence[ScheduleDefinition], *, now: datetime
+    ) -> list[str]:
+        """Upsert every definition; unchanged ones write nothing."""
+        written: list[str] = []
+        stamp = self.db.time_param(now)
+        with self.db.transaction() as cur:
+            for schedule in schedules:
+                cur.execute(
+                    self._q["upsert_schedule"],
+                    {
+                        "name": schedule.name,
+                        "cron": schedule.cron,
+                        "timezone": schedule.timezone,
+                        "kind": schedule.kind,
+                        "queue": schedule.queue,
+                        "payload": schedule.payload,
+                        "now": stamp,
+                    },
+                )
+                if cur.fetchone() is not None:
+                    written.append(schedule.name)
+        return written
+
+    def list_schedules(self) -> list[ScheduleRow]:
+        """Every schedule, by name."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["list_schedules"], {})
+            return [self._schedule(row) for row in cur.fetchall()]
+
+    def get_schedule(self, name: str) -> ScheduleRow | None:
+        """The schedule, or None."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["get_schedule"], {"name": name})
+            row = cur.fetchone()
+        return None if row is None else self._schedule(row)
+
+    def pause_schedule(
+        self, name: str, *, actor: str, reason: str | None, now: datetime
+    ) -> ScheduleRow | None:
+        """Pause it if it runs."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                self._q["pause_schedule"],
+                {"name": name, "actor": actor, "reason": reason, "now": self.db.time_param(now)},
+            )
+            row = cur.fetchone()
+        return None if row is None else self._schedule(row)
+
+    def resume_schedule(self, name: str, *, now: datetime) -> ScheduleRow | None:
+        """Resume it if it is paused."""
+        with self.db.transaction() as cur:
+            cur.execute(self._q["resume_schedule"], {"name": name, "now": self.db.time_param(now)})
+            row = cur.fetchone()
+        return None if row is None else self._schedule(row)
+
+    def delete_schedule(self, name: str) -> bool:
+        """Delete it; False when absent."""
+        with self.db.transaction() as cur:
+            cur.execute(self._q["delete_schedule"], {"name": name})
+            return cur.fetchone() is not None
+
+    def fire_schedule(
+        self,
+        schedule: ScheduleRow,
+        *,
+        tick: datetime,
+        idempotency_key: str,
+        max_attempts: int,
+        now: datetime,
+    ) -> tuple[JobRow, bool] | None:
+        """Advance the schedule past ``tick`` and enqueue its job, atomically."""
+        stamp = self.db.time_param(now)
+        with self.db.transaction() as cur:
+            cur.execute(
+                self._q["advance_schedule"],
+                {
+                    "name": schedule["name"],
+                    "cron": schedule["cron"],
+                    "timezone": schedule["timezone"],
+                    "kind": schedule["kind"],
+                    "tick": self.db.time_param(tick),
+                },
+            )
+            current = cur.fetchone()
+            if current is None:
+                return None
+            payload = self.db.json_value(current["payload"])
+            cur.execute(
+                self._q["insert_job"],
+                {
+                    "kind": current["kind"],
+                    "queue": current["queue"],
+                    "payload": json.dumps(payload, separators=(",", ":"), ensure_ascii=False),
+                    "priority": 0,
+                    "idempotency_key": idempotency_key,
+                    "available_at": self.db.time_param(min(tick, now)),
+                    "max_attempts": max_attempts,
+                    "now": stamp,
+                },
+            )
+            inserted = cur.fetchone()
+            created = inserted is not None
+            if inserted is None:
+                cur.execute(self._q["job_by_key"], {"idempotency_key": idempotency_key})
+                inserted = cur.fetchone()
+            job = self._job(inserted)
+            cur.execute(
+                self._q["set_schedule_job"], {"name": schedule["name"], "job_id": job["id"]}
+            )
+        return job, created
+
+    def _schedule(self, row: Any) -> ScheduleRow:
+        schedule: dict[str, Any] = dict(row)
+        for key in _SCHEDULE_TIMES:
+            schedule[key] = self.db.time_value(schedule[key])
+        schedule["payload"] = self.db.json_value(schedule["payload"])
+        schedule["paused"] = bool(schedule["paused"])
+        return schedule  # type: ignore[return-value]
+
+
+def _json_list(stored: Any) -> list[Any] | None:
+    if stored is None:
+        return None
+    value: list[Any] = json.loads(stored) if isinstance(stored, str) else list(stored)
+    return value

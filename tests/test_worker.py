@@ -1,0 +1,374 @@
+"""The worker in one process: capacity, threads and the event loop, timeouts, leases,
+shutdown, the attempt log and the registry.
+
+Workers that must run while the test acts run on a thread (so they install no
+signal handlers); ``Worker.stop()`` is what the first SIGTERM does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import pytest
+
+from mailfathom import (
+    AttemptOutcome,
+    FakeClock,
+    InvalidInput,
+    JobContext,
+    JobState,
+    MailFathom,
+    StoreError,
+)
+from mailfathom.jobs.worker import Worker
+from mailfathom.store.base import WorkerRegistration
+
+
+@contextmanager
+def running(worker: Worker, *, burst: bool = False) -> Iterator[list[int]]:
+    """Run ``worker`` on a thread for the ``with`` block; stop it and wait at the end."""
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(worker.run(burst=burst)))
+    thread.start()
+    try:
+        yield result
+    finally:
+        worker.stop()
+        thread.join(30)
+        assert not thread.is_alive(), "the worker did not stop"
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)
+
+
+def test_claims_never_exceed_free_capacity(mf: MailFathom) -> None:
+    gate = threading.Event()
+    started: list[int] = []
+
+    @mf.job("k")
+    def blocked(ctx: JobContext) -> None:
+        started.append(ctx.job_id)
+        assert gate.wait(10)
+
+    mf.enqueue_many("k", [{} for _ in range(5)])
+    with running(mf.worker(concurrency=3), burst=True) as result:
+        wait_until(lambda: len(started) == 3)
+        time.sleep(0.1)  # room for a wrong extra claim to show
+        counts = mf.jobs.counts()
+        assert (counts[JobState.CLAIMED], counts[JobState.PENDING]) == (3, 2)
+        gate.set()
+        wait_until(lambda: bool(result))
+    assert result == [5]
+    assert mf.jobs.counts()[JobState.SUCCEEDED] == 5
+
+
+def test_sync_handlers_run_at_once_on_pool_threads(mf: MailFathom) -> None:
+    barrier = threading.Barrier(4, timeout=10)
+    threads: set[str] = set()
+
+    @mf.job("k")
+    def meet(ctx: JobContext) -> None:
+        threads.add(threading.current_thread().name)
+        barrier.wait()  # breaks unless all four run at the same time
+
+    mf.enqueue_many("k", [{} for _ in range(4)])
+    assert mf.worker(concurrency=4).run(burst=True) == 4
+    assert mf.jobs.counts()[JobState.SUCCEEDED] == 4
+    assert len(threads) == 4 and threading.main_thread().name not in threads
+
+
+def test_async_handlers_share_the_workers_event_loop(mf: MailFathom) -> None:
+    seen: list[tuple[int, str]] = []
+
+    @mf.job("k")
+    async def meet(ctx: JobContext) -> None:
+        seen.append((id(asyncio.get_running_loop()), threading.current_thread().name))
+        await asyncio.wait_for(barrier.wait(), 10)  # all three must be awaiting at once
+
+    barrier = asyncio.Barrier(3)
+    mf.enqueue_many("k", [{} for _ in range(3)])
+    assert mf.worker(concurrency=3).run(burst=True) == 3
+    assert mf.jobs.counts()[JobState.SUCCEEDED] == 3
+    assert len(set(seen)) == 1
+    assert seen[0][1].startswith("mailfathom-loop-")
+
+
+def test_an_async_handler_is_cancelled_at_its_timeout(mf: MailFathom) -> None:
+    cancelled: list[bool] = []
+
+    @mf.job("k", timeout=0.1, max_attempts=2)
+    async def slow(ctx: JobContext) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    job = mf.enqueue("k")
+    began = time.monotonic()
+    mf.worker().run(burst=True)
+    assert time.monotonic() - began < 5
+    assert cancelled == [True]
+    (attempt,) = mf.jobs.attempts(job.id)
+    assert attempt.outcome is AttemptOutcome.EXECUTION_TIMEOUT
+    assert attempt.message == "ran past its 0.1 s timeout"
+    assert mf.jobs.get(job.id).state is JobState.PENDING  # retried by the policy
+
+
+def test_an_overrunning_thread_keeps_its_lease_until_it_returns(database_url: str) -> None:
+    with MailFathom(database_url) as app, MailFathom(database_url) as rival:
+        app.migrate()
+        calls: list[int] = []
+
+        @app.job("k", timeout=0.2, max_attempts=1)
+        def slow(ctx: JobContext) -> None:
+            calls.append(ctx.attempt)
+            time.sleep(1.5)  # seven times its timeout, three times its lease
+
+        @rival.job("k")
+        def stolen(ctx: JobContext) -> None:
+            calls.append(-ctx.attempt)
+
+        job = app.enqueue("k")
+        with running(app.worker(lease=0.5), burst=True) as result:
+            wait_until(lambda: calls == [1])
+            with running(rival.worker(lease=0.5, poll_interval=0.05)):
+                wait_until(lambda: bool(result))
+        assert calls == [1], "the job ran twice"
+        (attempt,) = app.jobs.attempts(job.id)
+        assert attempt.outcome is AttemptOutcome.EXECUTION_TIMEOUT
+        assert app.jobs.get(job.id).state is JobState.DEAD_LETTERED
+
+
+def test_the_heartbeat_keeps_a_job_five_leases_long(database_url: str) -> None:
+    with MailFathom(database_url) as app, MailFathom(database_url) as rival:
+        app.migrate()
+        calls: list[int] = []
+
+        @app.job("k")
+        def long(ctx: JobContext) -> None:
+            calls.append(ctx.attempt)
+            time.sleep(2.5)
+
+        @rival.job("k")
+        def stolen(ctx: JobContext) -> None:
+            calls.append(-ctx.attempt)
+
+        job = app.enqueue("k")
+        with running(app.worker(lease=0.5), burst=True) as result:
+            wait_until(lambda: calls == [1])
+            with running(rival.worker(lease=0.5, poll_interval=0.05)):
+                wait_until(lambda: bool(result))
+        assert result == [1]
+        assert calls == [1], "the job ran twice"
+        done = app.jobs.get(job.id)
+        assert done.state is JobState.SUCCEEDED and done.attempts == 1
+        assert [a.outcome for a in app.jobs.attempts(job.id)] == [AttemptOutcome.SUCCEEDED]
+
+
+def test_a_lost_lease_stops_an_async_handler_and_drops_its_outcome(
+    mf: MailFathom, clock: FakeClock
+) -> None:
+    started = threading.Event()
+    cancelled: list[bool] = []
+
+    @mf.job("k")
+    async def wait(ctx: JobContext) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    job = mf.enqueue("k")
+    with running(mf.worker(lease=0.3), burst=True) as result:
+        assert started.wait(10)
+        with mf.store.db.transaction() as cur:  # another worker took it over
+            cur.execute("UPDATE mf_jobs SET lease_owner = 'thief', claimed_by = 'thief'")
+        wait_until(lambda: bool(result))
+    assert cancelled == [True]
+    taken = mf.jobs.get(job.id)
+    assert taken.state is JobState.CLAIMED and taken.lease_owner == "thief"
+    assert mf.jobs.attempts(job.id) == []
+
+
+def test_stop_waits_for_running_jobs_to_finish(mf: MailFathom) -> None:
+    started = threading.Event()
+
+    @mf.job("k")
+    def short(ctx: JobContext) -> None:
+        started.set()
+        time.sleep(0.3)
+
+    job = mf.enqueue("k")
+    worker = mf.worker(shutdown_timeout=10)
+    with running(worker) as result:
+        assert started.wait(10)
+        worker.stop()
+        wait_until(lambda: bool(result))
+    assert result == [1]
+    assert mf.jobs.get(job.id).state is JobState.SUCCEEDED
+    assert mf.workers.list() == []  # a clean stop leaves the registry
+
+
+def test_shutdown_timeout_releases_what_still_runs_at_once(
+    mf: MailFathom, clock: FakeClock
+) -> None:
+    gate = threading.Event()
+    began = threading.Semaphore(0)
+    ended: list[str] = []
+
+    @mf.job("sync")
+    def stuck(ctx: JobContext) -> None:
+        began.release()
+        gate.wait(30)
+        ended.append("sync")
+
+    @mf.job("async")
+    async def forever(ctx: JobContext) -> None:
+        began.release()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            ended.append("async cancelled")
+            raise
+
+    sync_job = mf.enqueue("sync")
+    async_job = mf.enqueue("async")
+    worker = mf.worker(shutdown_timeout=0.2)
+    with running(worker) as result:
+        assert began.acquire(timeout=10) and began.acquire(timeout=10)
+        stopped = time.monotonic()
+        worker.stop()
+        wait_until(lambda: bool(result))
+        assert time.monotonic() - stopped < 5
+    for job in (sync_job, async_job):
+        released = mf.jobs.get(job.id)
+        assert released.state is JobState.PENDING
+        assert released.available_at == clock.now()  # claimable at once, not after the lease
+        (attempt,) = mf.jobs.attempts(job.id)
+        assert attempt.outcome is AttemptOutcome.SHUTDOWN_TIMEOUT
+        assert attempt.message is not None and "0.2 s shutdown grace period" in attempt.message
+    assert ended == ["async cancelled"]
+    claimed = mf.queue.claim("another", 10, timedelta(seconds=30))
+    assert {j.id for j in claimed} == {sync_job.id, async_job.id}
+    gate.set()  # the abandoned thread returns: its outcome must change nothing
+    wait_until(lambda: "sync" in ended)
+    time.sleep(0.05)
+    assert mf.jobs.get(sync_job.id).lease_owner == "another"
+    assert len(mf.jobs.attempts(sync_job.id)) == 1
+
+
+def test_one_log_line_per_attempt_and_the_traceback_on_failure(
+    mf: MailFathom, caplog: pytest.LogCaptureFixture
+) -> None:
+    @mf.job("ok")
+    def fine(ctx: JobContext) -> None:
+        pass
+
+    @mf.job("bad")
+    def broken(ctx: JobContext) -> None:
+        raise ConnectionError("upstream down")
+
+    good = mf.enqueue("ok")
+    bad = mf.enqueue("bad")
+    with caplog.at_level(logging.INFO, logger="mailfathom.worker"):
+        mf.worker().run(burst=True)
+    lines = [r for r in caplog.records if r.getMessage().startswith("attempt ")]
+    assert len(lines) == 2
+    by_job = {r.mailfathom["job_id"]: r for r in lines}  # type: ignore[attr-defined]
+    ok_line = by_job[good.id].getMessage()
+    assert f"job_id={good.id} kind=ok queue=default attempt=1 outcome=Succeeded" in ok_line
+    assert "duration=" in ok_line
+    failed = by_job[bad.id]
+    assert failed.levelno == logging.WARNING
+    text = failed.getMessage()
+    assert f"job_id={bad.id} kind=bad" in text and "outcome=Failed" in text
+    assert "Traceback (most recent call last)" in text and "ConnectionError: upstream down" in text
+
+
+def test_workers_register_and_show_dead_when_silent(mf: MailFathom, clock: FakeClock) -> None:
+    seen = []
+
+    @mf.job("k", queue="mail")
+    def look(ctx: JobContext) -> None:
+        seen.extend(mf.workers.list())
+
+    mf.enqueue("k")
+    worker = mf.worker(concurrency=3, queues=["mail"], lease=45)
+    worker.run(burst=True)
+    (me,) = seen
+    assert me.id == worker.id and me.alive
+    assert (me.queues, me.kinds, me.concurrency) == (("mail",), ("k",), 3)
+    assert me.lease == timedelta(seconds=45) and me.started_at == clock.now()
+    assert mf.workers.list() == []
+
+    gone = WorkerRegistration(
+        id="host:1:dead",
+        host="host",
+        pid=1,
+        queues=None,
+        kinds=(),
+        concurrency=1,
+        lease_seconds=30,
+        started_at=clock.now(),
+    )
+    mf.store.heartbeat(gone, now=clock.now())
+    clock.advance(30)
+    assert [w.alive for w in mf.workers.list()] == [True]
+    clock.advance(timedelta(microseconds=1))
+    (dead,) = mf.workers.list()
+    assert dead.id == "host:1:dead" and not dead.alive and dead.queues is None
+    assert [w.alive for w in mf.workers.list(dead_after=3600)] == [True]
+    clock.advance(timedelta(days=1))
+    mf.worker().run(burst=True)  # a starting worker forgets workers silent for a day
+    assert mf.workers.list() == []
+
+
+def test_bad_worker_settings_are_refused(mf: MailFathom) -> None:
+    for kwargs, message in [
+        ({"concurrency": 0}, "concurrency must be a positive integer"),
+        ({"queues": []}, "queues must be a non-empty list"),
+        ({"queues": "mail"}, "queues must be a non-empty list"),
+        ({"queues": ["bad queue"]}, "queue 'bad queue' is not usable"),
+        ({"lease": 0}, "lease must be positive"),
+        ({"shutdown_timeout": -1}, "shutdown_timeout must be zero or more"),
+    ]:
+        with pytest.raises(InvalidInput, match=message):
+            mf.worker(**kwargs)  # type: ignore[arg-type]
+    worker = mf.worker()
+    worker.run(burst=True)
+    with pytest.raises(InvalidInput, match="a Worker runs once"):
+        worker.run(burst=True)
+    with pytest.raises(InvalidInput, match="module-level function"):
+        mf.job("nested", isolation="process")(lambda ctx: None)
+
+
+def test_a_burst_on_an_unmigrated_database_fails_clearly(database_url: str) -> None:
+    with MailFathom(database_url) as app, pytest.raises(StoreError, match="migrate"):
+        app.worker().run(burst=True)
+
+
+def test_an_object_with_an_async_call_runs_on_the_event_loop(mf: MailFathom) -> None:
+    seen: list[str] = []
+
+    class Handler:
+        async def __call__(self, ctx: JobContext, n: int) -> None:
+            await asyncio.sleep(0)
+            seen.append(f"{threading.current_thread().name}:{n}")
+
+    mf.job("k")(Handler())
+    mf.enqueue("k", {"n": 4})
+    mf.worker().run(burst=True)
+    assert len(seen) == 1 and seen[0].startswith("mailfathom-loop-") and seen[0].endswith(":4")

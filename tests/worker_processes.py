@@ -1,0 +1,85 @@
+"""Start real ``mailfathom worker`` processes for crash tests, and wait on what they do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+
+def start_worker(
+    database_url: str,
+    log: Path,
+    *options: str,
+    app: str = "worker_app:mf",
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """``mailfathom worker --app <app> --database <url> <options>``, logging to ``log``."""
+    environ = {**os.environ, **(env or {})}
+    environ.pop("MAILFATHOM_DATABASE_URL", None)
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), environ.get("PYTHONPATH")]))
+    command = [
+        sys.executable,
+        "-c",
+        "from mailfathom.cli import main; main()",
+        "worker",
+        "--app",
+        app,
+        "--database",
+        database_url,
+        *options,
+    ]
+    with log.open("ab") as out:
+        return subprocess.Popen(command, env=environ, cwd=TESTS, stdout=out, stderr=out)
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str, log: Path | None = None) -> None:
+    """Poll ``check`` until it holds; fail with the worker's log when it never does."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            output = log.read_text(errors="replace") if log is not None and log.exists() else ""
+            raise AssertionError(f"timed out waiting for {what}\n--- worker log ---\n{output}")
+        time.sleep(0.02)
+
+
+def stop(process: subprocess.Popen[bytes], timeout: float = 20) -> int:
+    """SIGTERM ``process`` if it still runs, and return its exit status (SIGKILL if stuck)."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``mailfathom <args>`` to its end from the tests folder; output is captured."""
+    environ = dict(os.environ)
+    environ.pop("MAILFATHOM_DATABASE_URL", None)
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), environ.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-c", "from mailfathom.cli import main; main()", *args],
+        env=environ,
+        cwd=TESTS,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
