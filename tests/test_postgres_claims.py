@@ -48,10 +48,12 @@ def test_the_limit_spans_every_queue(mf: MailFathom, clock: FakeClock) -> None:
     assert [job.id for job in second] == [mail[4].id, *(job.id for job in default[:3])]
 
 
-def _claim_queues(url: str, owner: str, results: Any) -> None:
+def _claim_queues(url: str, owner: str, barrier: Any, results: Any) -> None:
     claimed: list[int] = []
     idle = 0
     with MailFathom(url) as app:
+        app.jobs.counts()  # connected: only the claims race
+        barrier.wait(timeout=60)
         while idle < 3:
             jobs = app.queue.claim(owner, 7, timedelta(seconds=60), queues=["b", "a"])
             if not jobs:
@@ -70,9 +72,10 @@ def test_racing_queue_claimers_never_share_a_job(database_url: str) -> None:
         for name in ("a", "b", "c"):
             app.enqueue_many("k", [{"n": n} for n in range(200)], queue=name)
     ctx = multiprocessing.get_context("spawn")
-    results = ctx.Queue()
+    barrier, results = ctx.Barrier(3), ctx.Queue()
     procs = [
-        ctx.Process(target=_claim_queues, args=(database_url, f"w{n}", results)) for n in range(3)
+        ctx.Process(target=_claim_queues, args=(database_url, f"w{n}", barrier, results))
+        for n in range(3)
     ]
     for proc in procs:
         proc.start()
