@@ -16,11 +16,13 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import psycopg
+import pytest
 
-__all__ = ["PrivateCluster", "cluster_problem"]
+__all__ = ["PrivateCluster", "cluster_problem", "fresh_database", "private_cluster"]
 
 
 def _bindir() -> Path | None:
@@ -112,3 +114,24 @@ class PrivateCluster:
         with contextlib.suppress(RuntimeError):  # already stopped
             self._pg_ctl("stop", "-m", "immediate")
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def private_cluster() -> PrivateCluster:
+    """A started cluster; skips (locally) or fails (``CI=true``) when none can be made."""
+    problem = cluster_problem()
+    if problem is not None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI requires a private PostgreSQL cluster: {problem}")
+        pytest.skip(problem)
+    made = PrivateCluster()
+    made.start()
+    return made
+
+
+def fresh_database(cluster: PrivateCluster, *, connect_timeout: int = 2) -> str:
+    """The URL of a new, empty database on ``cluster``."""
+    cluster.wait_ready()
+    name = f"mf_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(cluster.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return cluster.url.rsplit("/", 1)[0] + f"/{name}?connect_timeout={connect_timeout}"

@@ -5,18 +5,15 @@ Runs against a private cluster (see ``private_cluster.py``), never the shared se
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 
-import psycopg
 import pytest
 
 from mailfathom import FakeClock, JobState, MailFathom, StoreError
-from private_cluster import PrivateCluster, cluster_problem
+from private_cluster import PrivateCluster, fresh_database, private_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -24,13 +21,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[PrivateCluster]:
     """A private cluster for this module's tests, removed afterwards."""
-    problem = cluster_problem()
-    if problem is not None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI requires a private PostgreSQL cluster: {problem}")
-        pytest.skip(problem)
-    made = PrivateCluster()
-    made.start()
+    made = private_cluster()
     yield made
     made.remove()
 
@@ -38,11 +29,7 @@ def cluster() -> Iterator[PrivateCluster]:
 @pytest.fixture
 def url(cluster: PrivateCluster) -> str:
     """A fresh database on the private cluster; calls give up after 2 s without a server."""
-    cluster.wait_ready()
-    name = f"mf_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(cluster.url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return cluster.url.rsplit("/", 1)[0] + f"/{name}?connect_timeout=2"
+    return fresh_database(cluster)
 
 
 def _use_several_connections(app: MailFathom, n: int) -> None:
