@@ -18,7 +18,7 @@ import random
 import subprocess
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -81,12 +81,37 @@ def _history(url: str) -> dict[int, tuple[str, int, int, int]]:
     return {row[0]: (row[1], row[2], row[3], row[4]) for row in rows}
 
 
-def _done(url: str) -> int:
-    with psycopg.connect(url) as conn:
-        row = conn.execute(
+class _Progress:
+    """Counts finished jobs on one kept connection (a new one per poll would load the box)."""
+
+    def __init__(self, url: str) -> None:
+        self._conn = psycopg.connect(url, autocommit=True)
+
+    def done(self) -> int:
+        """How many jobs are terminal now (polling at most every 0.1 s)."""
+        time.sleep(0.1)
+        row = self._conn.execute(
             "SELECT count(*) FROM mf_jobs WHERE state NOT IN ('Pending', 'Claimed')"
         ).fetchone()
-    return int(row[0]) if row else 0
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        """Close the connection, even when the server restarted under it."""
+        self._conn.close()
+
+
+@pytest.fixture
+def progress() -> Iterator[Callable[[str], _Progress]]:
+    """Open progress counters, closed after the test."""
+    made: list[_Progress] = []
+
+    def open_on(url: str) -> _Progress:
+        made.append(_Progress(url))
+        return made[-1]
+
+    yield open_on
+    for counter in made:
+        counter.close()
 
 
 def _check_nothing_lost_or_silently_repeated(url: str, tmp_path: Path, jobs: int) -> Counter[int]:
@@ -129,8 +154,11 @@ def test_four_workers_run_twenty_thousand_jobs_exactly_once(url: str, tmp_path: 
     assert set(share) == {worker.pid for worker in workers}, f"not every worker ran jobs: {share}"
 
 
-def test_twenty_sigkills_lose_nothing(url: str, tmp_path: Path) -> None:
+def test_twenty_sigkills_lose_nothing(
+    url: str, tmp_path: Path, progress: Callable[[str], _Progress]
+) -> None:
     _enqueue(url, JOBS_UNDER_FIRE)
+    done = progress(url).done
     rng = random.Random()
     live = [_start(url, tmp_path, "--lease", "3") for _ in range(4)]
     killed: list[int] = []
@@ -139,12 +167,10 @@ def test_twenty_sigkills_lose_nothing(url: str, tmp_path: Path) -> None:
         while len(killed) < 20:
             assert time.monotonic() < deadline, "the workers made no progress"
             # spread the kills over the first half of the run, each on a working worker
-            if _done(url) < len(killed) * JOBS_UNDER_FIRE * 0.5 / 20:
-                time.sleep(0.05)
+            if done() < len(killed) * JOBS_UNDER_FIRE * 0.5 / 20:
                 continue
             working = [w for w in live if (tmp_path / "runs" / f"{w.pid}.log").exists()]
             if not working:
-                time.sleep(0.05)
                 continue
             victim = rng.choice(working)
             victim.kill()
@@ -152,9 +178,9 @@ def test_twenty_sigkills_lose_nothing(url: str, tmp_path: Path) -> None:
             killed.append(victim.pid)
             live.remove(victim)
             live.append(_start(url, tmp_path, "--lease", "3"))
-        assert _done(url) < JOBS_UNDER_FIRE, "the run ended before the last kill"
+        assert done() < JOBS_UNDER_FIRE, "the run ended before the last kill"
         wait_for(
-            lambda: _done(url) == JOBS_UNDER_FIRE, 180, "every job to end", tmp_path / "workers.log"
+            lambda: done() == JOBS_UNDER_FIRE, 180, "every job to end", tmp_path / "workers.log"
         )
     finally:
         codes = [stop(worker) for worker in live]
@@ -183,16 +209,18 @@ def cluster() -> Iterator[PrivateCluster]:
 
 
 def test_workers_carry_on_through_a_database_restart(
-    cluster: PrivateCluster, tmp_path: Path
+    cluster: PrivateCluster, tmp_path: Path, progress: Callable[[str], _Progress]
 ) -> None:
     url, jobs = fresh_database(cluster), 6000
     _enqueue(url, jobs)
     workers = [_start(url, tmp_path, "--lease", "3") for _ in range(4)]
     try:
-        wait_for(lambda: _done(url) >= jobs // 4, 120, "a quarter of the jobs")
+        before = progress(url).done
+        wait_for(lambda: before() >= jobs // 4, 120, "a quarter of the jobs")
         cluster.restart()
-        assert _done(url) < jobs, "the run ended before the restart"
-        wait_for(lambda: _done(url) == jobs, 120, "every job to end", tmp_path / "workers.log")
+        after = progress(url).done  # the first connection died with the server
+        assert after() < jobs, "the run ended before the restart"
+        wait_for(lambda: after() == jobs, 120, "every job to end", tmp_path / "workers.log")
         assert [worker.poll() for worker in workers] == [None] * 4, "a worker died"
     finally:
         codes = [stop(worker) for worker in workers]
