@@ -5,18 +5,23 @@ Enqueues ``--jobs`` no-op jobs (in batches of 1,000), starts each worker process
 once connected, and times from the barrier until the last one has drained the
 queue. Then checks that every job succeeded exactly once (one attempt each).
 
+Then the enqueue-to-start latency of a real, idle worker process
+(``mf.worker().run()``, woken by ``NOTIFY``): ``--latency`` jobs enqueued one at a
+time, pauses between them, each handler noting when it started.
+
     python -m bench.pg_throughput                       # 20,000 jobs, 1 and 4 workers
-    python -m bench.pg_throughput --jobs 2000 --workers 2
+    python -m bench.pg_throughput --jobs 2000 --workers 2 --latency 50
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import random
 import time
 from typing import Any
 
-from bench.pg_common import conditions, schema_url, scratch_schema
+from bench.pg_common import conditions, quantile_ms, schema_url, scratch_schema
 from mailfathom import JobContext, JobState, MailFathom
 
 
@@ -77,12 +82,56 @@ def run(url: str, jobs: int, workers: int, concurrency: int) -> dict[str, float]
     return {"enqueue_rate": enqueue_rate, "wall": wall, "rate": jobs / wall}
 
 
+def idle_worker(url: str, results: Any) -> None:
+    """A worker whose one kind reports (enqueue began, handler started)."""
+    app = MailFathom(url)
+
+    @app.job("bench.timed")
+    def timed(ctx: JobContext, began: float) -> None:
+        results.put((began, time.monotonic()))
+
+    with app:
+        app.worker(concurrency=10).run()  # until the SIGTERM at the end
+
+
+def latency(url: str, jobs: int) -> dict[str, list[float]]:
+    """Enqueue ``jobs`` one at a time to an idle worker; seconds until each handler started."""
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    proc = ctx.Process(target=idle_worker, args=(url, results))
+    proc.start()
+    took: dict[str, list[float]] = {
+        "enqueue began → handler started": [],
+        "enqueue returned → handler started": [],
+    }
+    try:
+        with MailFathom(url) as app:
+            app.enqueue("bench.timed", {"began": time.monotonic()})
+            results.get(timeout=60)  # the worker is up and idle after this one
+            for _ in range(jobs):
+                time.sleep(random.uniform(0.02, 0.05))
+                began = time.monotonic()
+                app.enqueue("bench.timed", {"began": began})
+                returned = time.monotonic()
+                reported, started = results.get(timeout=30)
+                assert reported == began, "jobs came back out of order"
+                took["enqueue began → handler started"].append(started - began)
+                took["enqueue returned → handler started"].append(started - returned)
+    finally:
+        proc.terminate()
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+    return took
+
+
 def main() -> None:
     """Measure each worker count on a fresh schema; print a Markdown table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--concurrency", type=int, default=10, help="jobs claimed per batch")
+    parser.add_argument("--latency", type=int, default=200, help="jobs for the latency run")
     args = parser.parse_args()
     print(conditions())
     print(f"\n{args.jobs:,} no-op jobs, worker concurrency {args.concurrency}\n")
@@ -93,6 +142,13 @@ def main() -> None:
         print(
             f"| {workers} | {got['enqueue_rate']:,.0f} | {got['wall']:.1f} | {got['rate']:,.0f} |"
         )
+    if args.latency:
+        with scratch_schema("latency") as schema:
+            took = latency(schema_url(schema), args.latency)
+        print(f"\n{args.latency} jobs, one at a time, to an idle worker process\n")
+        print("| | p50 ms | p99 ms |\n|---|---|---|")
+        for name, values in took.items():
+            print(f"| {name} | {quantile_ms(values, 0.5):.2f} | {quantile_ms(values, 0.99):.2f} |")
 
 
 if __name__ == "__main__":
