@@ -49,7 +49,7 @@ def waiter(url: str, ready: Any, results: Any, expected: int) -> None:
 
 
 def measure(url: str, jobs: int) -> dict[str, list[float]]:
-    """Enqueue ``jobs`` one by one to an idle waiter; the three latencies of each."""
+    """Enqueue ``jobs`` one by one to an idle waiter; the latencies of each."""
     ctx = multiprocessing.get_context("spawn")
     ready, results = ctx.Event(), ctx.Queue()
     proc = ctx.Process(target=waiter, args=(url, ready, results, jobs))
@@ -100,7 +100,7 @@ def main() -> None:
             with MailFathom(url) as app:
                 app.migrate()
             took = measure(url, args.jobs)
-    print(f"{args.jobs} jobs, one at a time, to an idle waiter ({args.database}):")
+    print(f"{args.jobs} jobs, one at a time, to an idle waiter ({args.database}):\n")
     print("| | p50 ms | p99 ms |\n|---|---|---|")
     for name, values in took.items():
         print(f"| {name} | {quantile_ms(values, 0.5):.2f} | {quantile_ms(values, 0.99):.2f} |")
