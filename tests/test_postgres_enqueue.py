@@ -16,9 +16,10 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
 
-from mailfathom import FakeClock, JobState, MailFathom
+from mailfathom import FakeClock, JobState, MailFathom, StoreError
 from mailfathom.store.base import NewJob
 from mailfathom.store.postgres import PostgresDatabase
 from mailfathom.store.sql_store import SqlStore
@@ -151,5 +152,32 @@ def test_postgres_prepares_the_hot_statements(postgres_schema_url: str) -> None:
             prepared = [row["statement"] for row in cur.fetchall()]
         assert any("INSERT INTO mf_jobs" in sql and "jsonb_to_recordset" in sql for sql in prepared)
         assert any("FOR UPDATE SKIP LOCKED" in sql and "'Claimed'" in sql for sql in prepared)
+    finally:
+        store.close()
+
+
+def test_a_migration_under_prepared_statements_costs_one_retry(postgres_schema_url: str) -> None:
+    store = SqlStore(PostgresDatabase(postgres_schema_url, max_connections=1))
+    try:
+        store.migrate()
+        now = FakeClock().now()
+        ((job, _),) = store.enqueue([NewJob("k", "default", "{}", 0, None, now, 5)], now=now)
+        for _ in range(6):  # prepared from the fifth use on
+            assert store.get_job(job["id"]) is not None
+        with psycopg.connect(postgres_schema_url, autocommit=True) as other:
+            other.execute("ALTER TABLE mf_jobs ADD COLUMN added_later integer")
+        with pytest.raises(StoreError, match="schema changed under a prepared statement"):
+            store.get_job(job["id"])
+        found = store.get_job(job["id"])
+        assert found is not None and found["id"] == job["id"]
+        lease_until = now + timedelta(seconds=30)
+        for _ in range(6):
+            store.claim(owner="w", limit=1, now=now, lease_until=lease_until)
+        with psycopg.connect(postgres_schema_url, autocommit=True) as other:
+            other.execute("ALTER TABLE mf_jobs ADD COLUMN added_even_later integer")
+        store.enqueue([NewJob("k", "default", "{}", 0, None, now, 5)], now=now)
+        with pytest.raises(StoreError, match="schema changed under a prepared statement"):
+            store.claim(owner="w", limit=1, now=now, lease_until=lease_until)
+        assert len(store.claim(owner="w", limit=1, now=now, lease_until=lease_until)) == 1
     finally:
         store.close()

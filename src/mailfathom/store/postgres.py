@@ -289,6 +289,10 @@ class _WrappedCursor:
     def execute(self, query: Any, params: Any = None, /) -> Any:
         try:
             return self._cursor.execute(query, params)
+        except psycopg.errors.FeatureNotSupported as exc:
+            if "cached plan" in str(exc):
+                _forget_prepared(self._cursor.connection)
+            raise _store_error(exc) from exc
         except psycopg.Error as exc:
             raise _store_error(exc) from exc
 
@@ -319,6 +323,19 @@ def _server_hung_up(conn: Conn) -> bool:
     return False
 
 
+def _forget_prepared(conn: Conn) -> None:
+    """Drop a connection's prepared statements after a migration changed what they return.
+
+    A statement prepared before ``ALTER TABLE`` that changes ``SELECT *`` fails with
+    "cached plan must not change result type" until it is prepared again. A failed
+    transaction ends in ROLLBACK, which already makes psycopg start afresh; an
+    autocommit read needs ``DEALLOCATE ALL``, which psycopg notices the same way.
+    """
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        with suppress(psycopg.Error):
+            conn.execute("DEALLOCATE ALL")
+
+
 def _pool_timeout(url: str) -> float:
     """The URL's ``connect_timeout`` (seconds), else the default."""
     try:
@@ -345,6 +362,11 @@ def _store_error(exc: psycopg.Error) -> StoreError:
     state = exc.sqlstate or ""
     if isinstance(exc, psycopg.errors.UndefinedTable):
         return StoreError(f"PostgreSQL schema is missing ({exc}): run `mailfathom migrate` first")
+    if "cached plan must not change result type" in str(exc):
+        return StoreError(
+            "the database schema changed under a prepared statement (a migration ran while "
+            "this process was connected): nothing was written; retry, it is prepared afresh"
+        )
     if state.startswith("40"):  # serialization failure, deadlock: the transaction was undone
         return StoreError(
             f"PostgreSQL rolled the transaction back ({_first_line(exc)}): nothing was written; "
