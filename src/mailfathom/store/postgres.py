@@ -341,14 +341,18 @@ def _pool_timeout(url: str) -> float:
     try:
         given = conninfo_to_dict(url).get("connect_timeout")
     except psycopg.Error as exc:
-        raise ConfigurationError(f"database_url is not a valid PostgreSQL URL: {exc}") from exc
+        raise ConfigurationError(
+            f"database_url is not a valid PostgreSQL URL ({_first_line(exc)}): write "
+            "postgresql://user:password@host:port/dbname?option=value with libpq's options"
+        ) from exc
     if given is None:
         return _DEFAULT_POOL_TIMEOUT
     try:
         seconds = float(given)
     except ValueError:
         raise ConfigurationError(
-            f"connect_timeout={given!r} in database_url is not a number of seconds"
+            f"connect_timeout={given!r} in database_url is not a number of seconds: "
+            "write for example connect_timeout=5"
         ) from None
     return seconds if seconds > 0 else _DEFAULT_POOL_TIMEOUT
 
