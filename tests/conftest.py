@@ -19,6 +19,8 @@ import pytest
 
 from mailfathom import FakeClock, MailFathom
 
+pytest_plugins = ["smtp_fixtures"]
+
 STORES = ["sqlite", "postgresql"]
 POSTGRES_URL = os.environ.get(
     "MAILFATHOM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -18,6 +18,7 @@ EXPECTED = {
     "FakeClock",
     "IllegalTransition",
     "InvalidInput",
+    "InvalidMessage",
     "Job",
     "JobContext",
     "JobEvent",
@@ -26,8 +27,14 @@ EXPECTED = {
     "MailFathom",
     "MailFathomError",
     "NotFound",
+    "OutboxEvent",
+    "OutgoingEmail",
+    "OutgoingEmailStage",
     "PayloadError",
     "PermanentFailure",
+    "RecipientOutcome",
+    "RecordedEmail",
+    "Resolution",
     "Schedule",
     "Settings",
     "StoreError",
@@ -68,3 +75,14 @@ def test_state_names_are_the_stored_names() -> None:
         "Dropped",
     ]
     assert [f.value for f in mailfathom.FailureClass] == ["Permanent", "Transient"]
+
+
+def test_stage_names_are_the_stored_names() -> None:
+    assert [s.value for s in mailfathom.OutgoingEmailStage] == [
+        "Recorded",
+        "TransmissionBegun",
+        "Sent",
+        "Refused",
+        "Cancelled",
+    ]
+    assert [r.value for r in mailfathom.Resolution] == ["delivered", "send_again", "give_up"]

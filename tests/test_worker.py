@@ -310,7 +310,7 @@ def test_workers_register_and_show_dead_when_silent(mf: MailFathom, clock: FakeC
     worker.run(burst=True)
     (me,) = seen
     assert me.id == worker.id and me.alive
-    assert (me.queues, me.kinds, me.concurrency) == (("mail",), ("k",), 3)
+    assert (me.queues, me.kinds, me.concurrency) == (("mail",), ("k", "mailfathom.deliver"), 3)
     assert me.lease == timedelta(seconds=45) and me.started_at == clock.now()
     assert mf.workers.list() == []
 

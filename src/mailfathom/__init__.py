@@ -6,10 +6,19 @@ Everything public is importable from here; every other module is internal.
 from mailfathom.app import MailFathom
 from mailfathom.clock import Clock, FakeClock, SystemClock
 from mailfathom.config import Settings
+from mailfathom.delivery.model import (
+    OutboxEvent,
+    OutgoingEmail,
+    RecipientOutcome,
+    RecordedEmail,
+)
+from mailfathom.delivery.resolution import Resolution
+from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import (
     ConfigurationError,
     IllegalTransition,
     InvalidInput,
+    InvalidMessage,
     LeaseLost,
     MailFathomError,
     NotFound,
@@ -36,6 +45,7 @@ __all__ = [
     "FakeClock",
     "IllegalTransition",
     "InvalidInput",
+    "InvalidMessage",
     "Job",
     "JobContext",
     "JobEvent",
@@ -44,8 +54,14 @@ __all__ = [
     "MailFathom",
     "MailFathomError",
     "NotFound",
+    "OutboxEvent",
+    "OutgoingEmail",
+    "OutgoingEmailStage",
     "PayloadError",
     "PermanentFailure",
+    "RecipientOutcome",
+    "RecordedEmail",
+    "Resolution",
     "Schedule",
     "Settings",
     "StoreError",

@@ -2,7 +2,8 @@
 
 It resolves settings, opens the store, and exposes the queue (``enqueue``,
 ``enqueue_many``, ``@job``), recurring schedules (``schedule``, ``schedules``),
-the operator views (``jobs``, ``workers``), and the worker.
+the operator views (``jobs``, ``workers``), the outbox (``outbox``, delivered by
+the ``mailfathom.deliver`` job kind) and the worker.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from typing import Any, TypeVar
 
 from mailfathom.clock import Clock, SystemClock
 from mailfathom.config import Settings
+from mailfathom.delivery.deliver import DELIVER_KIND, DELIVERY_BACKOFF, Deliverer
+from mailfathom.delivery.outbox import Outbox
+from mailfathom.delivery.smtp_url import parse_smtp_url
 from mailfathom.jobs.admin import Jobs
 from mailfathom.jobs.model import EnqueuedJob
 from mailfathom.jobs.queue import JobQueue
@@ -29,6 +33,8 @@ from mailfathom.jobs.schedule_admin import Schedules
 from mailfathom.jobs.worker import Worker
 from mailfathom.jobs.workers import Workers
 from mailfathom.store import open_store
+from mailfathom.store.outbox_base import DeliveryJobSpec
+from mailfathom.store.outbox_store import SqlOutboxStore
 
 __all__ = ["MailFathom"]
 
@@ -66,6 +72,40 @@ class MailFathom:
         self.jobs = Jobs(self.store, self.clock)
         self.schedules = Schedules(self.queue, self.clock)
         self.workers = Workers(self.store, self.clock)
+        self._init_outbox(settings)
+
+    def _init_outbox(self, settings: Settings) -> None:
+        """``mf.outbox`` and the ``mailfathom.deliver`` kind, on the queue's own database."""
+        outbox_store = SqlOutboxStore(self.store.db)
+        delivery_job = DeliveryJobSpec(
+            kind=DELIVER_KIND,
+            queue=settings.delivery_queue,
+            max_attempts=settings.delivery_max_attempts,
+        )
+        self.outbox = Outbox(
+            outbox_store,
+            self.clock,
+            job=delivery_job,
+            signer=settings.dkim_signer(),
+            max_message_bytes=settings.max_message_bytes,
+        )
+        self.deliverer = Deliverer(
+            outbox_store,
+            self.clock,
+            target=None if settings.smtp_url is None else parse_smtp_url(settings.smtp_url),
+            job=delivery_job,
+            timeout=settings.smtp_timeout,
+            data_timeout=settings.smtp_data_timeout,
+        )
+        self.registry.add(
+            build_kind(
+                DELIVER_KIND,
+                self.deliverer.handle,
+                queue=settings.delivery_queue,
+                max_attempts=settings.delivery_max_attempts,
+                backoff=DELIVERY_BACKOFF,
+            )
+        )
 
     @classmethod
     def from_env(cls, *, clock: Clock | None = None) -> MailFathom:
@@ -77,7 +117,8 @@ class MailFathom:
         return self.store.migrate()
 
     def close(self) -> None:
-        """Release the database connections."""
+        """Release the database connections and any idle SMTP connection."""
+        self.deliverer.close()
         self.store.close()
 
     def __enter__(self) -> MailFathom:

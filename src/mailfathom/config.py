@@ -9,9 +9,12 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mailfathom.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from mailfathom.delivery.dkim import DkimSigner
 
 __all__ = ["Settings"]
 
@@ -35,6 +38,25 @@ class Settings:
     lease: float = 30.0
     #: How long a stopping worker waits for running jobs before releasing them.
     shutdown_timeout: float = 30.0
+    #: Seconds to wait for each SMTP reply before the body (RFC 5321 §4.5.3.2: 5 minutes).
+    smtp_timeout: float = 300.0
+    #: Seconds to wait for the reply to the end of data (RFC 5321 §4.5.3.2: 10 minutes).
+    #: No reply in time leaves the record TransmissionBegun: an unknown outcome.
+    smtp_data_timeout: float = 600.0
+    #: Delivery attempts per record before it becomes Refused. The default, with backoff
+    #: up to an hour apart, keeps trying for about a day (RFC 5321 §4.5.4.1 allows 4-5).
+    delivery_max_attempts: int = 48
+    #: The queue delivery jobs go to, so dedicated workers can send mail.
+    delivery_queue: str = "mail"
+    #: Largest frozen message accepted by ``record``, in bytes (25 MiB).
+    max_message_bytes: int = 26_214_400
+    #: DKIM signing domain (``d=``); with ``dkim_selector`` and ``dkim_key_file``, every
+    #: message is signed at record time. None: no signing.
+    dkim_domain: str | None = None
+    #: DKIM selector (``s=``): the key is published at ``<selector>._domainkey.<domain>``.
+    dkim_selector: str | None = None
+    #: Path of the RSA private key (PEM) that signs.
+    dkim_key_file: str | None = None
     #: Console bind address; anything but loopback requires ``web_token``.
     web_host: str = "127.0.0.1"
     #: Console port.
@@ -88,19 +110,57 @@ class Settings:
                 f"database_url {self.database_url!r} is not a URL: use sqlite:///path/to.db "
                 "or postgresql://user@host/db (MAILFATHOM_DATABASE_URL)"
             )
-        for name in ("max_payload_bytes", "concurrency", "web_port"):
+        for name in (
+            "max_payload_bytes",
+            "concurrency",
+            "web_port",
+            "delivery_max_attempts",
+            "max_message_bytes",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"{name} must be a positive integer, not {value!r}")
         if self.web_port > 65535:
             raise ConfigurationError(f"web_port must be at most 65535, not {self.web_port}")
-        for name in ("lease", "shutdown_timeout"):
+        for name in ("lease", "shutdown_timeout", "smtp_timeout", "smtp_data_timeout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigurationError(f"{name} must be a positive number of seconds")
         if self.lease < 1:
             raise ConfigurationError("lease must be at least 1 second")
+        self._validate_delivery()
         return self
+
+    def _validate_delivery(self) -> None:
+        from mailfathom.delivery.dkim import DkimSigner
+        from mailfathom.delivery.smtp_url import parse_smtp_url
+        from mailfathom.jobs.registry import check_name
+
+        if self.smtp_url is not None:
+            parse_smtp_url(self.smtp_url)
+        try:
+            check_name("delivery_queue", self.delivery_queue, longest=100)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from exc
+        dkim = {"dkim_domain": self.dkim_domain, "dkim_selector": self.dkim_selector}
+        dkim["dkim_key_file"] = self.dkim_key_file
+        given = [name for name, value in dkim.items() if value]
+        if given and len(given) != len(dkim):
+            missing = sorted(set(dkim) - set(given))
+            raise ConfigurationError(
+                f"DKIM signing needs dkim_domain, dkim_selector and dkim_key_file together: "
+                f"set {missing} too, or unset {given}"
+            )
+        if given:
+            DkimSigner.load(str(self.dkim_domain), str(self.dkim_selector), str(self.dkim_key_file))
+
+    def dkim_signer(self) -> DkimSigner | None:
+        """The DKIM signer these settings describe, or None when signing is off."""
+        from mailfathom.delivery.dkim import DkimSigner
+
+        if not (self.dkim_domain and self.dkim_selector and self.dkim_key_file):
+            return None
+        return DkimSigner.load(self.dkim_domain, self.dkim_selector, self.dkim_key_file)
 
 
 def _coerce(name: str, raw: str) -> Any:

@@ -11,7 +11,8 @@ default message, and every message says what to do next.
     ├── NotFound                  no job, record or schedule has that id or name
     ├── IllegalTransition         the state machine refuses the change
     ├── InvalidInput              a value given to the API is unusable
-    │   └── PayloadError          a job payload is not a small JSON object
+    │   ├── PayloadError          a job payload is not a small JSON object
+    │   └── InvalidMessage        an email cannot be recorded as given (address, header, size)
     └── LeaseLost                 a worker no longer holds the lease it acts under
 """
 
@@ -21,6 +22,7 @@ __all__ = [
     "ConfigurationError",
     "IllegalTransition",
     "InvalidInput",
+    "InvalidMessage",
     "LeaseLost",
     "MailFathomError",
     "NotFound",
@@ -77,6 +79,10 @@ class InvalidInput(MailFathomError, ValueError):
 
 class PayloadError(InvalidInput):
     """A job payload must be a JSON object of at most the configured size; nothing changed."""
+
+
+class InvalidMessage(InvalidInput):
+    """This email cannot be recorded as given (address, header or size): fix it; nothing changed."""
 
 
 class LeaseLost(MailFathomError):

@@ -1,0 +1,211 @@
+"""The ``mailfathom.deliver`` job: one delivery attempt of one recorded email.
+
+Internal. Every step is written before the next one is taken:
+
+1. ``begin_attempt`` — only a Recorded record is attempted (counted); a record
+   found in TransmissionBegun is an **unknown outcome**: the job dead-letters
+   with that reason and never sends.
+2. the staged submission (:mod:`mailfathom.delivery.smtp`), which calls back
+   between the 354 and the body to commit TransmissionBegun — conditional on the
+   record still being Recorded at this attempt, so a cancel that won is obeyed.
+3. the answer, written only if the record is still where the attempt left it.
+
+Transient failures return the record to Recorded and retry with backoff; on the
+job's last attempt the record becomes Refused instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import NoReturn
+
+from mailfathom.clock import Clock
+from mailfathom.delivery.pool import SessionPool
+from mailfathom.delivery.smtp import Outcome, Phase, Reply, SessionFailure
+from mailfathom.delivery.smtp_url import SmtpTarget
+from mailfathom.delivery.stage import OutgoingEmailStage
+from mailfathom.jobs.context import JobContext
+from mailfathom.jobs.failures import PermanentFailure, TransientFailure
+from mailfathom.jobs.retry import Backoff
+from mailfathom.store.outbox_base import (
+    AttemptEnd,
+    AttemptStart,
+    DeliveryJobSpec,
+    EmailRow,
+    OutboxStore,
+)
+
+__all__ = ["DELIVERY_BACKOFF", "DELIVER_KIND", "Deliverer", "unknown_outcome_reason"]
+
+DELIVER_KIND = "mailfathom.deliver"
+#: Retries after transient failures: first within a minute, then up to an hour apart.
+DELIVERY_BACKOFF = Backoff(base=timedelta(minutes=1), cap=timedelta(hours=1))
+
+logger = logging.getLogger("mailfathom.delivery")
+
+_RECORDED = OutgoingEmailStage.RECORDED.value
+_BEGUN = OutgoingEmailStage.TRANSMISSION_BEGUN.value
+_SENT = OutgoingEmailStage.SENT.value
+_REFUSED = OutgoingEmailStage.REFUSED.value
+_NO_SERVER = (
+    "no SMTP server configured: set smtp_url (MAILFATHOM_SMTP_URL) to smtp://host:port or "
+    "smtps://host:port"
+)
+
+
+def unknown_outcome_reason(email: EmailRow) -> str:
+    """Why a delivery job stops on a TransmissionBegun record, and what to do about it."""
+    began = email["transmission_begun_at"]
+    return (
+        f"unknown outcome: outgoing email {email['id']} ({email['message_id']}) went into "
+        f"transmission at {began.isoformat() if began else 'an unknown time'} and no answer "
+        "was recorded, so it may or may not have been delivered; it is never re-sent "
+        f"automatically: resolve it with mf.outbox.resolve({email['id']}, 'delivered' | "
+        "'send_again' | 'give_up', actor=...)"
+    )
+
+
+class Deliverer:
+    """Runs delivery attempts against one SMTP server (or none configured)."""
+
+    def __init__(
+        self,
+        store: OutboxStore,
+        clock: Clock,
+        *,
+        target: SmtpTarget | None,
+        job: DeliveryJobSpec,
+        timeout: float,
+        data_timeout: float,
+        backoff: Backoff = DELIVERY_BACKOFF,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._job = job
+        self._backoff = backoff
+        self._pool = (
+            None
+            if target is None
+            else SessionPool(target, timeout=timeout, data_timeout=data_timeout)
+        )
+
+    def close(self) -> None:
+        """Close the idle SMTP connections."""
+        if self._pool is not None:
+            self._pool.close()
+
+    def handle(self, ctx: JobContext, email_id: int) -> None:
+        """The job handler: one attempt at delivering record ``email_id``."""
+        start, current = self._store.begin_attempt(email_id, now=self._clock.now())
+        if start is None:
+            if current is None:
+                raise PermanentFailure(f"no outgoing email has id {email_id}: nothing to send")
+            if current["stage"] == _BEGUN:
+                raise PermanentFailure(unknown_outcome_reason(current))
+            logger.info("outgoing email %s is %s: nothing to send", email_id, current["stage"])
+            return
+        pool = self._pool
+        if pool is None:
+            self._retry(ctx, start, _RECORDED, _NO_SERVER)
+        try:
+            session = pool.acquire()
+        except SessionFailure as exc:
+            self._retry(ctx, start, _RECORDED, str(exc), reply=exc.reply)
+        attempt = start.email["attempts"]
+        try:
+            outcome = session.transact(
+                sender=start.email["sender"],
+                recipients=[(r["position"], r["address"]) for r in start.recipients],
+                data=start.message,
+                smtputf8=start.email["smtputf8"],
+                eightbit=start.email["eightbit"],
+                begin=lambda: self._store.mark_transmission_begun(
+                    email_id, attempt, now=self._clock.now()
+                ),
+                clock=self._clock,
+            )
+        finally:
+            pool.release(session)
+        self._conclude(ctx, start, outcome)
+
+    # -- writing the answer ------------------------------------------------------------
+
+    def _conclude(self, ctx: JobContext, start: AttemptStart, outcome: Outcome) -> None:
+        email = start.email
+        after_body = outcome.phase is Phase.REPLY or outcome.kind in ("sent", "unknown")
+        from_stage = _BEGUN if after_body else _RECORDED
+        if outcome.kind == "withdrawn":
+            logger.info("outgoing email %s was cancelled before its body: not sent", email["id"])
+            return
+        if outcome.kind == "sent":
+            self._end(email, from_stage, _SENT, reason=None, outcome=outcome)
+            return
+        if outcome.kind == "unknown":
+            self._end(email, _BEGUN, _BEGUN, reason=outcome.reason, outcome=outcome)
+            current = self._store.get_email(email["id"])
+            raise PermanentFailure(unknown_outcome_reason(current or email))
+        if outcome.kind == "refused":
+            reason = f"refused by the server: {outcome.reason}"
+            self._end(email, from_stage, _REFUSED, reason=reason, outcome=outcome)
+            raise PermanentFailure(reason)
+        self._retry(ctx, start, from_stage, outcome.reason, outcome=outcome)
+
+    def _retry(
+        self,
+        ctx: JobContext,
+        start: AttemptStart,
+        from_stage: str,
+        reason: str,
+        *,
+        outcome: Outcome | None = None,
+        reply: Reply | None = None,
+    ) -> NoReturn:
+        """Back to Recorded and retry later — or Refused, if this was the last attempt."""
+        job = ctx.job
+        used = job.attempts - job.attempt_base
+        if used >= job.max_attempts:
+            final = f"attempts exhausted ({used} of {job.max_attempts}): {reason}"
+            self._end(start.email, from_stage, _REFUSED, reason=final, outcome=outcome, reply=reply)
+            raise PermanentFailure(final)
+        self._end(start.email, from_stage, _RECORDED, reason=reason, outcome=outcome, reply=reply)
+        raise TransientFailure(reason)
+
+    def _end(
+        self,
+        email: EmailRow,
+        from_stage: str,
+        to_stage: str,
+        *,
+        reason: str | None,
+        outcome: Outcome | None,
+        reply: Reply | None = None,
+    ) -> None:
+        now = self._clock.now()
+        if outcome is not None and outcome.reply is not None:
+            reply = outcome.reply
+        split = outcome.deferred if outcome is not None and to_stage == _SENT else []
+        written = self._store.end_attempt(
+            AttemptEnd(
+                email_id=email["id"],
+                attempt=email["attempts"],
+                from_stage=from_stage,
+                to_stage=to_stage,
+                now=now,
+                reason=reason,
+                reply_code=reply.code if reply else None,
+                reply_text=reply.text if reply else None,
+                recipients=outcome.recipients if outcome is not None else (),
+                split=split,
+                split_due=now + self._backoff.delay(1) if split else None,
+                split_job=self._job if split else None,
+            )
+        )
+        if written is None:
+            logger.warning(
+                "outgoing email %s moved on during attempt %s (cancelled or resolved): its "
+                "outcome %s was not written",
+                email["id"],
+                email["attempts"],
+                to_stage,
+            )

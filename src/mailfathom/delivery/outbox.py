@@ -1,0 +1,273 @@
+"""``mf.outbox``: record outgoing email durably, and what operators read and decide about it.
+
+``record`` validates and freezes the message, then writes the record and its
+delivery job (kind ``mailfathom.deliver``) in one transaction — the caller's
+own when ``connection=`` is given. ``cancel`` and ``resolve`` are conditional on
+the record's stage and audited in the same transaction; from any other stage
+they are refused with :class:`~mailfathom.errors.IllegalTransition` and nothing
+changes.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from email.message import EmailMessage
+
+from mailfathom.clock import Clock
+from mailfathom.delivery.dkim import DkimSigner
+from mailfathom.delivery.message import freeze
+from mailfathom.delivery.model import OutboxEvent, OutgoingEmail, RecordedEmail
+from mailfathom.delivery.resolution import Resolution, decision
+from mailfathom.delivery.stage import OutgoingEmailStage
+from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
+from mailfathom.store.outbox_base import DeliveryJobSpec, EmailRow, NewEmail, OutboxStore
+
+__all__ = ["Outbox"]
+
+_KEY_LONGEST = 512
+
+
+class Outbox:
+    """Record outgoing email, and read and settle it as an operator."""
+
+    def __init__(
+        self,
+        store: OutboxStore,
+        clock: Clock,
+        *,
+        job: DeliveryJobSpec,
+        signer: DkimSigner | None = None,
+        max_message_bytes: int = 26_214_400,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._job = job
+        self._signer = signer
+        self._max_bytes = max_message_bytes
+
+    # -- recording ---------------------------------------------------------------------
+
+    def record(
+        self,
+        message: EmailMessage | bytes,
+        *,
+        idempotency_key: str | None = None,
+        sender: str | None = None,
+        recipients: Sequence[str] | None = None,
+        connection: object | None = None,
+    ) -> RecordedEmail:
+        """Freeze ``message`` and record it with its delivery job, in one transaction.
+
+        ``message`` is an ``EmailMessage`` (envelope from its Sender/From and
+        To/Cc/Bcc unless given) or bytes with ``sender`` and ``recipients``. Message-ID
+        and Date are added when missing, Bcc is dropped from the bytes, and the bytes
+        are DKIM-signed when configured. An existing ``idempotency_key`` returns that
+        record (``created=False``) and records nothing. With ``connection=`` the record
+        is written in the caller's open transaction and nothing is committed for it.
+        """
+        key = _check_key(idempotency_key)
+        now = self._clock.now()
+        frozen = freeze(
+            message,
+            sender=sender,
+            recipients=recipients,
+            now=now,
+            max_bytes=self._max_bytes,
+        )
+        data = frozen.data if self._signer is None else self._signer.sign(frozen.data)
+        row, recipient_rows, created = self._store.insert_email(
+            NewEmail(
+                idempotency_key=key,
+                message_id=frozen.message_id,
+                sender=frozen.sender,
+                subject=frozen.subject,
+                message=data,
+                smtputf8=frozen.smtputf8,
+                eightbit=not data.isascii(),
+                recipients=frozen.recipients,
+            ),
+            self._job,
+            now=now,
+            connection=connection,
+        )
+        return RecordedEmail.from_record(row, recipient_rows, created)
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get(self, email_id: int) -> OutgoingEmail:
+        """The record with ``email_id``; :class:`NotFound` if there is none."""
+        row = self._store.get_email(_check_id(email_id))
+        if row is None:
+            raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
+        return self._emails([row])[0]
+
+    def message_bytes(self, email_id: int) -> bytes:
+        """The exact bytes every attempt sends (DKIM signature included)."""
+        data = self._store.email_message(_check_id(email_id))
+        if data is None:
+            raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
+        return data
+
+    def list(
+        self,
+        stage: OutgoingEmailStage | str | None = None,
+        *,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> builtins.list[OutgoingEmail]:
+        """Records newest first, optionally in one stage; page with ``before_id``."""
+        rows = self._store.list_emails(
+            None if stage is None else OutgoingEmailStage.parse(stage).value,
+            limit=_check_limit(limit),
+            before_id=None if before_id is None else _check_id(before_id),
+        )
+        return self._emails(rows)
+
+    def counts(self) -> dict[OutgoingEmailStage, int]:
+        """How many records are in each stage (every stage present, zeros included)."""
+        found = self._store.count_emails()
+        return {stage: found.get(stage.value, 0) for stage in OutgoingEmailStage}
+
+    def unknown(self, *, limit: int = 100) -> builtins.list[OutgoingEmail]:
+        """Unknown outcomes, oldest first: TransmissionBegun records no live worker is
+        delivering. Each waits for :meth:`resolve`; none is ever re-sent automatically."""
+        rows = self._store.unknown_emails(now=self._clock.now(), limit=_check_limit(limit))
+        return self._emails(rows)
+
+    def events(self, email_id: int) -> builtins.list[OutboxEvent]:
+        """The record's audit trail (cancel, resolve), oldest first."""
+        self.get(email_id)
+        return [OutboxEvent.from_row(row) for row in self._store.events(email_id)]
+
+    def _emails(self, rows: builtins.list[EmailRow]) -> builtins.list[OutgoingEmail]:
+        recipients = self._store.recipients([row["id"] for row in rows])
+        return [OutgoingEmail.from_row(row, recipients[row["id"]]) for row in rows]
+
+    # -- operator decisions ------------------------------------------------------------
+
+    def cancel(self, email_id: int, *, actor: str, reason: str | None = None) -> OutgoingEmail:
+        """Recorded → Cancelled: it will never be sent. Audited.
+
+        Refused once transmission has begun, and while a worker is delivering it
+        (its delivery job holds a live lease): a cancel either wins before the body
+        goes out — then nothing is transmitted — or fails with this error; never both.
+        """
+        _check_actor(actor, reason)
+        moved, current, delivering = self._store.cancel(
+            _check_id(email_id), actor=actor, reason=reason, now=self._clock.now()
+        )
+        if moved is not None:
+            return self._emails([moved])[0]
+        if current is None:
+            raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
+        stage = current["stage"]
+        if stage == OutgoingEmailStage.RECORDED and delivering:
+            raise IllegalTransition(
+                f"cannot cancel outgoing email {email_id}: a worker is delivering it right now "
+                f"(job {current['job_id']}); try again when the attempt has ended — if it "
+                "fails, it returns to Recorded and can be cancelled; nothing changed",
+                current=stage,
+                target=OutgoingEmailStage.CANCELLED.value,
+                allowed_from=(OutgoingEmailStage.RECORDED.value,),
+            )
+        raise IllegalTransition(
+            f"cannot cancel outgoing email {email_id}: it is {stage}, and only Recorded email "
+            "can be cancelled (once transmission has begun it may already be delivered); "
+            "nothing changed",
+            current=stage,
+            target=OutgoingEmailStage.CANCELLED.value,
+            allowed_from=(OutgoingEmailStage.RECORDED.value,),
+        )
+
+    def record_again(
+        self, email_id: int, *, actor: str, reason: str | None = None
+    ) -> OutgoingEmail:
+        """Record a Refused email's exact bytes and recipients as a new message. Audited.
+
+        Refused is final for a record; this is how an operator tries again (for example
+        after fixing the relay's configuration): a new Recorded record with the same
+        bytes and Message-ID, ``parent_id`` pointing at the old one, delivered afresh.
+        """
+        _check_actor(actor, reason)
+        created, current = self._store.record_again(
+            _check_id(email_id), self._job, actor=actor, reason=reason, now=self._clock.now()
+        )
+        if created is not None:
+            return self._emails([created])[0]
+        if current is None:
+            raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
+        raise IllegalTransition(
+            f"cannot record outgoing email {email_id} again: it is {current['stage']}, and only "
+            "Refused email is recorded again (an unknown outcome is resolved with "
+            "mf.outbox.resolve); nothing changed"
+        )
+
+    def resolve(
+        self,
+        email_id: int,
+        resolution: Resolution | str,
+        *,
+        actor: str,
+        reason: str | None = None,
+    ) -> OutgoingEmail:
+        """Settle an unknown outcome: ``delivered`` (→ Sent), ``send_again`` (→ Recorded,
+        one more copy is offered) or ``give_up`` (→ Refused). Audited."""
+        chosen = Resolution.parse(resolution)
+        _check_actor(actor, reason)
+        moved, current, delivering = self._store.resolve(
+            _check_id(email_id),
+            decision(chosen, self._job),
+            actor=actor,
+            reason=reason,
+            now=self._clock.now(),
+        )
+        if moved is not None:
+            return self._emails([moved])[0]
+        if current is None:
+            raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
+        stage = current["stage"]
+        if delivering:
+            why = (
+                "a worker is still waiting for the server's answer (its delivery job holds a "
+                "live lease); wait until mf.outbox.unknown() lists it"
+            )
+        else:
+            why = "only TransmissionBegun email (an unknown outcome) can be resolved"
+        raise IllegalTransition(
+            f"cannot resolve outgoing email {email_id} as {chosen.value}: it is {stage}; "
+            f"{why}; nothing changed",
+            current=stage,
+            target=chosen.target.value,
+            allowed_from=(OutgoingEmailStage.TRANSMISSION_BEGUN.value,),
+        )
+
+
+def _check_key(key: object) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or len(key) > _KEY_LONGEST:
+        raise InvalidInput(
+            f"idempotency_key must be a non-empty string of at most {_KEY_LONGEST} characters, "
+            f"not {key!r}"
+        )
+    return key
+
+
+def _check_id(email_id: object) -> int:
+    if isinstance(email_id, bool) or not isinstance(email_id, int) or email_id < 1:
+        raise InvalidInput(f"an outgoing email id is a positive integer, not {email_id!r}")
+    return email_id
+
+
+def _check_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+        raise InvalidInput(f"limit must be an integer from 1 to 10000, not {limit!r}")
+    return limit
+
+
+def _check_actor(actor: object, reason: object) -> None:
+    if not isinstance(actor, str) or not actor.strip():
+        raise InvalidInput("actor must name who acts (for the audit trail), e.g. actor='ops'")
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidInput("reason must be text")

@@ -1,0 +1,84 @@
+"""Idle SMTP sessions kept for reuse: one connection carries many messages (RSET between).
+
+Internal. A worker thread takes a session, runs one mail transaction and gives it
+back if it is still good. A session idle for longer than ``idle_limit`` is closed
+rather than reused (servers drop idle clients after a few minutes), a reused one
+is RSET first, and sessions never cross a fork.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from mailfathom.delivery.smtp import SmtpSession
+from mailfathom.delivery.smtp_url import SmtpTarget
+
+__all__ = ["SessionPool"]
+
+
+class SessionPool:
+    """Open sessions to one SMTP server, shared by a process's delivery threads."""
+
+    def __init__(
+        self,
+        target: SmtpTarget,
+        *,
+        timeout: float,
+        data_timeout: float,
+        idle_limit: float = 30.0,
+        keep: int = 16,
+    ) -> None:
+        self.target = target
+        self.timeout = timeout
+        self.data_timeout = data_timeout
+        self.idle_limit = idle_limit
+        self.keep = keep
+        self._idle: list[tuple[float, SmtpSession]] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def acquire(self) -> SmtpSession:
+        """A ready session: a reused one after a successful RSET, else a new one.
+
+        Opening a new one raises :class:`~mailfathom.delivery.smtp.SessionFailure`.
+        """
+        while (session := self._take()) is not None:
+            if session.reset():
+                return session
+        return SmtpSession.open(self.target, timeout=self.timeout, data_timeout=self.data_timeout)
+
+    def release(self, session: SmtpSession) -> None:
+        """Keep ``session`` for the next message if it is still good; else close it."""
+        if not session.usable or os.getpid() != self._pid:
+            return
+        with self._lock:
+            if len(self._idle) < self.keep:
+                self._idle.append((time.monotonic(), session))
+                return
+        session.close()
+
+    def close(self) -> None:
+        """QUIT every idle session."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        if os.getpid() == self._pid:
+            for _, session in idle:
+                session.close()
+
+    def _take(self) -> SmtpSession | None:
+        stale: list[SmtpSession] = []
+        found = None
+        with self._lock:
+            if os.getpid() != self._pid:  # forked: the parent's sockets are not ours
+                self._idle, self._pid = [], os.getpid()
+            while self._idle:
+                since, session = self._idle.pop()
+                if time.monotonic() - since <= self.idle_limit:
+                    found = session
+                    break
+                stale.append(session)
+        for session in stale:
+            session.close()
+        return found

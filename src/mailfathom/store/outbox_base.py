@@ -1,0 +1,266 @@
+"""The ``OutboxStore`` protocol: everything the outbox asks of a database.
+
+Internal. Like :mod:`mailfathom.store.base`, rows cross this boundary as typed
+dictionaries of plain values (stage names are strings), so the store depends on
+nothing above it. Every write is one transaction and every stage change is a
+conditional update on the stage it starts from: two racing writers can never
+both win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, TypedDict
+
+__all__ = [
+    "AttemptEnd",
+    "AttemptStart",
+    "DeliveryJobSpec",
+    "EmailRow",
+    "NewEmail",
+    "OperatorResolve",
+    "OutboxEventRow",
+    "OutboxStore",
+    "RecipientReply",
+    "RecipientRow",
+]
+
+
+class EmailRow(TypedDict):
+    """One outgoing email as stored, without its bytes."""
+
+    id: int
+    stage: str
+    idempotency_key: str | None
+    parent_id: int | None
+    job_id: int | None
+    message_id: str
+    sender: str
+    subject: str | None
+    size: int
+    smtputf8: bool
+    eightbit: bool
+    attempts: int
+    last_attempt_at: datetime | None
+    created_at: datetime
+    transmission_begun_at: datetime | None
+    finished_at: datetime | None
+    reply_code: int | None
+    reply_text: str | None
+    reason: str | None
+
+
+class RecipientRow(TypedDict):
+    """One envelope recipient and the server's last reply to its RCPT TO."""
+
+    email_id: int
+    position: int
+    address: str
+    reply_code: int | None
+    enhanced_status: str | None
+    reply_text: str | None
+    replied_at: datetime | None
+
+
+class OutboxEventRow(TypedDict):
+    """One operator action on an outgoing email."""
+
+    id: int
+    email_id: int
+    at: datetime
+    actor: str
+    action: str
+    from_stage: str
+    to_stage: str
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NewEmail:
+    """A frozen message to record: exact bytes and envelope, already validated."""
+
+    idempotency_key: str | None
+    message_id: str
+    sender: str
+    subject: str | None
+    message: bytes
+    smtputf8: bool
+    eightbit: bool
+    recipients: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryJobSpec:
+    """The delivery job written with each record; its payload is ``{"email_id": id}``."""
+
+    kind: str
+    queue: str
+    max_attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptStart:
+    """What a delivery attempt sends: the record, its bytes, and the recipients still owed."""
+
+    email: EmailRow
+    message: bytes
+    recipients: list[RecipientRow]
+
+
+@dataclass(frozen=True, slots=True)
+class RecipientReply:
+    """The server's reply to one RCPT TO (``code`` None: the reply was malformed)."""
+
+    position: int
+    code: int | None
+    enhanced_status: str | None
+    text: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnd:
+    """How a delivery attempt ended, to be written only if the record is still where it was.
+
+    ``from_stage`` is Recorded (the body never went out) or TransmissionBegun (the
+    server answered the end of data). ``split`` names recipient positions to move to a
+    new linked Recorded record (same bytes and Message-ID), due at ``split_due``.
+    """
+
+    email_id: int
+    attempt: int
+    from_stage: str
+    to_stage: str
+    now: datetime
+    reason: str | None
+    reply_code: int | None = None
+    reply_text: str | None = None
+    recipients: Sequence[RecipientReply] = ()
+    split: Sequence[int] = ()
+    split_due: datetime | None = None
+    split_job: DeliveryJobSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorResolve:
+    """An operator's decision on a TransmissionBegun record, as store work."""
+
+    action: str
+    to_stage: str
+    #: True: the record's delivery must run again (requeue or a fresh job).
+    deliver_again: bool
+    job: DeliveryJobSpec
+
+
+class OutboxStore(Protocol):
+    """A database holding the outbox. Every write is one transaction."""
+
+    def insert_email(
+        self,
+        email: NewEmail,
+        job: DeliveryJobSpec,
+        *,
+        now: datetime,
+        connection: object | None = None,
+    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+        """Write the record, its recipients and its delivery job in one transaction.
+
+        Returns the record, its recipients and True; an existing idempotency key
+        returns that record and its recipients with False, and writes nothing.
+        """
+        ...
+
+    def get_email(self, email_id: int) -> EmailRow | None:
+        """The record, or None."""
+        ...
+
+    def email_message(self, email_id: int) -> bytes | None:
+        """The record's frozen bytes, or None."""
+        ...
+
+    def recipients(self, email_ids: Sequence[int]) -> dict[int, list[RecipientRow]]:
+        """The recipients of each record, in envelope order."""
+        ...
+
+    def list_emails(
+        self, stage: str | None, *, limit: int, before_id: int | None = None
+    ) -> list[EmailRow]:
+        """Records newest first, ``limit`` at most, older than ``before_id`` when given."""
+        ...
+
+    def unknown_emails(self, *, now: datetime, limit: int) -> list[EmailRow]:
+        """TransmissionBegun records whose delivery job is not running under a live lease."""
+        ...
+
+    def count_emails(self) -> dict[str, int]:
+        """How many records are in each stage (stages with none are absent)."""
+        ...
+
+    def events(self, email_id: int) -> list[OutboxEventRow]:
+        """The record's audit trail, oldest first."""
+        ...
+
+    def begin_attempt(
+        self, email_id: int, *, now: datetime
+    ) -> tuple[AttemptStart | None, EmailRow | None]:
+        """Count a new attempt on a Recorded record and return what to send.
+
+        Returns ``(start, None)``; ``(None, current row)`` when the record is not
+        Recorded; ``(None, None)`` when it does not exist.
+        """
+        ...
+
+    def mark_transmission_begun(self, email_id: int, attempt: int, *, now: datetime) -> bool:
+        """Recorded → TransmissionBegun, only if still Recorded at ``attempt``; committed."""
+        ...
+
+    def end_attempt(self, end: AttemptEnd) -> EmailRow | None:
+        """Write how an attempt ended if the record is still at ``from_stage`` and ``attempt``.
+
+        Returns the updated row, or None when the record moved on (a cancel, an
+        operator's decision, or a newer attempt) and nothing was written.
+        """
+        ...
+
+    def cancel(
+        self, email_id: int, *, actor: str, reason: str | None, now: datetime
+    ) -> tuple[EmailRow | None, EmailRow | None, bool]:
+        """Recorded → Cancelled unless a delivery attempt holds a live lease; audited.
+
+        Returns ``(moved, None, False)`` on success, ``(None, current, delivering)``
+        when refused, ``(None, None, False)`` when there is no such record.
+        """
+        ...
+
+    def record_again(
+        self,
+        email_id: int,
+        job: DeliveryJobSpec,
+        *,
+        actor: str,
+        reason: str | None,
+        now: datetime,
+    ) -> tuple[EmailRow | None, EmailRow | None]:
+        """A new Recorded record with a Refused record's bytes and recipients; audited.
+
+        Returns ``(new record, None)``; ``(None, current row)`` when the record is not
+        Refused; ``(None, None)`` when it does not exist.
+        """
+        ...
+
+    def resolve(
+        self,
+        email_id: int,
+        decision: OperatorResolve,
+        *,
+        actor: str,
+        reason: str | None,
+        now: datetime,
+    ) -> tuple[EmailRow | None, EmailRow | None, bool]:
+        """Settle a TransmissionBegun record as the operator decided; audited.
+
+        Same returns as :meth:`cancel`.
+        """
+        ...

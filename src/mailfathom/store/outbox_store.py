@@ -1,0 +1,435 @@
+"""The outbox's storage logic, written once for every SQL dialect.
+
+Internal. ``OutboxStore`` runs the named queries of ``store/sql/<dialect>/outbox.sql``
+on the same :class:`~mailfathom.store.database.Database` as the job queue's
+``SqlStore``, so that a record and its delivery job are written by one cursor in
+one transaction (the caller's, when ``connection=`` is given).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from mailfathom.store.database import Cursor, Database
+from mailfathom.store.outbox_base import (
+    AttemptEnd,
+    AttemptStart,
+    DeliveryJobSpec,
+    EmailRow,
+    NewEmail,
+    OperatorResolve,
+    OutboxEventRow,
+    RecipientRow,
+)
+
+__all__ = ["SqlOutboxStore"]
+
+_EMAIL_TIMES = (
+    "last_attempt_at",
+    "created_at",
+    "transmission_begun_at",
+    "finished_at",
+)
+
+
+class SqlOutboxStore:
+    """An :class:`~mailfathom.store.outbox_base.OutboxStore` over any :class:`Database`."""
+
+    def __init__(self, database: Database) -> None:
+        self.db = database
+        self._q = database.queries
+
+    # -- conversion --------------------------------------------------------------------
+
+    def _email(self, row: Any) -> EmailRow:
+        email: dict[str, Any] = dict(row)
+        for key in _EMAIL_TIMES:
+            email[key] = self.db.time_value(email[key])
+        email["smtputf8"] = bool(email["smtputf8"])
+        email["eightbit"] = bool(email["eightbit"])
+        return email  # type: ignore[return-value]
+
+    def _recipient(self, row: Any) -> RecipientRow:
+        recipient: dict[str, Any] = dict(row)
+        recipient["replied_at"] = self.db.time_value(recipient["replied_at"])
+        return recipient  # type: ignore[return-value]
+
+    # -- recording ---------------------------------------------------------------------
+
+    def insert_email(
+        self,
+        email: NewEmail,
+        job: DeliveryJobSpec,
+        *,
+        now: datetime,
+        connection: object | None = None,
+    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+        """The record, its recipients and its delivery job: one transaction, one cursor."""
+        stamp = self.db.time_param(now)
+        with self.db.transaction(connection) as cur:
+            cur.execute(
+                self._q["insert_email"],
+                {
+                    "idempotency_key": email.idempotency_key,
+                    "message_id": email.message_id,
+                    "sender": email.sender,
+                    "subject": email.subject,
+                    "message": email.message,
+                    "size": len(email.message),
+                    "smtputf8": email.smtputf8,
+                    "eightbit": email.eightbit,
+                    "now": stamp,
+                },
+            )
+            row = cur.fetchone()
+            if row is None:
+                cur.execute(self._q["email_by_key"], {"idempotency_key": email.idempotency_key})
+                existing = cur.fetchone()
+                if existing is None:  # pragma: no cover - the conflicting row vanished
+                    raise RuntimeError("idempotency conflict without an existing record")
+                return self._email(existing), self._recipients_of(cur, existing["id"]), False
+            email_id = row["id"]
+            cur.execute(
+                self._q["insert_recipients"],
+                {"email_id": email_id, "addresses": json.dumps(list(email.recipients))},
+            )
+            created = self._attach_job(cur, email_id, job, stamp, stamp)
+            return created, self._recipients_of(cur, email_id), True
+
+    def _recipients_of(self, cur: Cursor, email_id: int) -> list[RecipientRow]:
+        cur.execute(self._q["email_recipients"], {"ids": self.db.list_param([email_id])})
+        return [self._recipient(row) for row in cur.fetchall()]
+
+    def _attach_job(
+        self, cur: Cursor, email_id: int, job: DeliveryJobSpec, available_at: Any, now: Any
+    ) -> EmailRow:
+        """Insert the record's delivery job (same transaction) and point the record at it."""
+        cur.execute(
+            self._q["insert_job"],
+            {
+                "kind": job.kind,
+                "queue": job.queue,
+                "payload": json.dumps({"email_id": email_id}),
+                "priority": 0,
+                "idempotency_key": None,
+                "available_at": available_at,
+                "max_attempts": job.max_attempts,
+                "now": now,
+            },
+        )
+        job_row = cur.fetchone()
+        cur.execute(self._q["set_email_job"], {"id": email_id, "job_id": job_row["id"]})
+        return self._email(cur.fetchone())
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get_email(self, email_id: int) -> EmailRow | None:
+        """The record with ``email_id``, or None."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["get_email"], {"id": email_id})
+            row = cur.fetchone()
+        return None if row is None else self._email(row)
+
+    def email_message(self, email_id: int) -> bytes | None:
+        """The frozen bytes of the record, or None."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["email_message"], {"id": email_id})
+            row = cur.fetchone()
+        return None if row is None else bytes(row["message"])
+
+    def recipients(self, email_ids: Sequence[int]) -> dict[int, list[RecipientRow]]:
+        """Recipients per record id, in envelope order."""
+        found: dict[int, list[RecipientRow]] = {email_id: [] for email_id in email_ids}
+        if not email_ids:
+            return found
+        with self.db.reading() as cur:
+            cur.execute(self._q["email_recipients"], {"ids": self.db.list_param(list(email_ids))})
+            for row in cur.fetchall():
+                found[row["email_id"]].append(self._recipient(row))
+        return found
+
+    def list_emails(
+        self, stage: str | None, *, limit: int, before_id: int | None = None
+    ) -> list[EmailRow]:
+        """Newest first, keyset-paginated."""
+        with self.db.reading() as cur:
+            cur.execute(
+                self._q["list_emails"], {"stage": stage, "before_id": before_id, "limit": limit}
+            )
+            return [self._email(row) for row in cur.fetchall()]
+
+    def unknown_emails(self, *, now: datetime, limit: int) -> list[EmailRow]:
+        """TransmissionBegun records that no live delivery is working on, oldest first."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["unknown_emails"], {"now": self.db.time_param(now), "limit": limit})
+            return [self._email(row) for row in cur.fetchall()]
+
+    def count_emails(self) -> dict[str, int]:
+        """Records per stage name."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["count_emails"], {})
+            return {row["stage"]: int(row["n"]) for row in cur.fetchall()}
+
+    def events(self, email_id: int) -> list[OutboxEventRow]:
+        """Operator actions on the record, oldest first."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["outbox_events"], {"id": email_id})
+            found = []
+            for row in cur.fetchall():
+                event: dict[str, Any] = dict(row)
+                event["at"] = self.db.time_value(event["at"])
+                found.append(event)
+        return found  # type: ignore[return-value]
+
+    # -- delivery attempts -------------------------------------------------------------
+
+    def begin_attempt(
+        self, email_id: int, *, now: datetime
+    ) -> tuple[AttemptStart | None, EmailRow | None]:
+        """Count an attempt on a Recorded record; return its bytes and owed recipients."""
+        with self.db.transaction() as cur:
+            cur.execute(self._q["begin_attempt"], {"id": email_id, "now": self.db.time_param(now)})
+            row = cur.fetchone()
+            if row is None:
+                cur.execute(self._q["get_email"], {"id": email_id})
+                current = cur.fetchone()
+                return None, None if current is None else self._email(current)
+            email = self._email(row)
+            cur.execute(self._q["email_message"], {"id": email_id})
+            message = bytes(cur.fetchone()["message"])
+            cur.execute(self._q["owed_recipients"], {"id": email_id})
+            owed = [self._recipient(r) for r in cur.fetchall()]
+        return AttemptStart(email=email, message=message, recipients=owed), None
+
+    def mark_transmission_begun(self, email_id: int, attempt: int, *, now: datetime) -> bool:
+        """Recorded → TransmissionBegun if nothing moved the record since ``attempt`` began."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                self._q["mark_transmission_begun"],
+                {"id": email_id, "attempt": attempt, "now": self.db.time_param(now)},
+            )
+            return cur.fetchone() is not None
+
+    def end_attempt(self, end: AttemptEnd) -> EmailRow | None:
+        """Write the end of an attempt (and a split) if the record is still where it was."""
+        stamp = self.db.time_param(end.now)
+        with self.db.transaction() as cur:
+            cur.execute(
+                self._q["end_attempt"],
+                {
+                    "id": end.email_id,
+                    "attempt": end.attempt,
+                    "from_stage": end.from_stage,
+                    "to_stage": end.to_stage,
+                    "now": stamp,
+                    "reply_code": end.reply_code,
+                    "reply_text": end.reply_text,
+                    "reason": end.reason,
+                },
+            )
+            row = cur.fetchone()
+            if row is None:
+                return None
+            updated = self._email(row)
+            for reply in end.recipients:
+                cur.execute(
+                    self._q["set_recipient_reply"],
+                    {
+                        "email_id": end.email_id,
+                        "position": reply.position,
+                        "reply_code": reply.code,
+                        "enhanced_status": reply.enhanced_status,
+                        "reply_text": reply.text,
+                        "replied_at": self.db.time_param(reply.at),
+                    },
+                )
+            if end.split:
+                self._split(cur, end, stamp)
+        return updated
+
+    def _split(self, cur: Cursor, end: AttemptEnd, stamp: Any) -> None:
+        """A new linked Recorded record for the recipients the server deferred."""
+        if end.split_job is None:
+            raise ValueError("a split needs the delivery job spec of the new record")
+        due = self.db.time_param(end.split_due or end.now)
+        self._copy(cur, end.email_id, list(end.split), end.split_job, due=due, now=stamp)
+
+    def _copy(
+        self,
+        cur: Cursor,
+        parent_id: int,
+        positions: list[int],
+        job: DeliveryJobSpec,
+        *,
+        due: Any,
+        now: Any,
+    ) -> EmailRow:
+        """A new Recorded record: the parent's bytes and Message-ID, some of its recipients."""
+        cur.execute(self._q["split_email"], {"parent_id": parent_id, "now": now})
+        child_id = cur.fetchone()["id"]
+        cur.execute(
+            self._q["split_recipients"],
+            {
+                "child_id": child_id,
+                "parent_id": parent_id,
+                "positions": self.db.list_param(positions),
+            },
+        )
+        return self._attach_job(cur, child_id, job, due, now)
+
+    def record_again(
+        self,
+        email_id: int,
+        job: DeliveryJobSpec,
+        *,
+        actor: str,
+        reason: str | None,
+        now: datetime,
+    ) -> tuple[EmailRow | None, EmailRow | None]:
+        """A Refused record's bytes and recipients, recorded anew and linked; audited."""
+        stamp = self.db.time_param(now)
+        with self.db.transaction() as cur:
+            cur.execute(self._q["get_email"], {"id": email_id})
+            before = cur.fetchone()
+            if before is None or before["stage"] != "Refused":
+                return None, None if before is None else self._email(before)
+            positions = [r["position"] for r in self._recipients_of(cur, email_id)]
+            created = self._copy(cur, email_id, positions, job, due=stamp, now=stamp)
+            self._audit(
+                cur,
+                (before, before),
+                stamp=stamp,
+                actor=actor,
+                action="record_again",
+                reason=f"recorded again as {created['id']}" + (f": {reason}" if reason else ""),
+            )
+            return created, None
+
+    # -- operator moves ----------------------------------------------------------------
+
+    def cancel(
+        self, email_id: int, *, actor: str, reason: str | None, now: datetime
+    ) -> tuple[EmailRow | None, EmailRow | None, bool]:
+        """Recorded → Cancelled, audited; refused while a delivery holds a live lease."""
+        stamp = self.db.time_param(now)
+        with self.db.transaction() as cur:
+            cur.execute(self._q["get_email"], {"id": email_id})
+            before = cur.fetchone()
+            if before is None:
+                return None, None, False
+            text = f"cancelled by {actor}" + (f": {reason}" if reason else "")
+            cur.execute(self._q["cancel_email"], {"id": email_id, "now": stamp, "reason": text})
+            after = cur.fetchone()
+            if after is None:
+                return None, self._email(before), self._delivering(cur, email_id, stamp)
+            self._audit(
+                cur, (before, after), stamp=stamp, actor=actor, action="cancel", reason=reason
+            )
+            return self._email(after), None, False
+
+    def resolve(
+        self,
+        email_id: int,
+        decision: OperatorResolve,
+        *,
+        actor: str,
+        reason: str | None,
+        now: datetime,
+    ) -> tuple[EmailRow | None, EmailRow | None, bool]:
+        """TransmissionBegun → the operator's stage, with the delivery job settled to match."""
+        stamp = self.db.time_param(now)
+        with self.db.transaction() as cur:
+            cur.execute(self._q["get_email"], {"id": email_id})
+            before = cur.fetchone()
+            if before is None:
+                return None, None, False
+            text = f"{decision.action} by {actor}" + (f": {reason}" if reason else "")
+            cur.execute(
+                self._q["resolve_email"],
+                {"id": email_id, "now": stamp, "to_stage": decision.to_stage, "reason": text},
+            )
+            after = cur.fetchone()
+            if after is None:
+                return None, self._email(before), self._delivering(cur, email_id, stamp)
+            moves = (before, after)
+            self._audit(cur, moves, stamp=stamp, actor=actor, action=decision.action, reason=reason)
+            moved = self._settle_job(
+                cur, self._email(after), decision, actor=actor, reason=text, stamp=stamp
+            )
+            return moved, None, False
+
+    def _settle_job(
+        self,
+        cur: Cursor,
+        email: EmailRow,
+        decision: OperatorResolve,
+        *,
+        actor: str,
+        reason: str,
+        stamp: Any,
+    ) -> EmailRow:
+        """Requeue, drop or replace the delivery job so that it matches the decision.
+
+        send_again: a dead-lettered job is requeued, a finished one replaced by a fresh
+        job; delivered / give_up: a dead-lettered job is dropped (it will never run).
+        A Pending job is left alone: it will find the record's new stage when it runs.
+        """
+        state = None
+        if email["job_id"] is not None:
+            cur.execute(self._q["get_job"], {"id": email["job_id"]})
+            job = cur.fetchone()
+            state = None if job is None else job["state"]
+        if decision.deliver_again and state in (None, "Succeeded", "Dropped"):
+            return self._attach_job(cur, email["id"], decision.job, stamp, stamp)
+        if state == "DeadLettered":
+            query, action, to_state = (
+                ("requeue_job", "requeue", "Pending")
+                if decision.deliver_again
+                else ("drop_job", "drop", "Dropped")
+            )
+            cur.execute(self._q[query], {"id": email["job_id"], "now": stamp})
+            cur.fetchone()
+            cur.execute(
+                self._q["insert_event"],
+                {
+                    "job_id": email["job_id"],
+                    "at": stamp,
+                    "actor": actor,
+                    "action": action,
+                    "from_state": "DeadLettered",
+                    "to_state": to_state,
+                    "reason": f"outbox: {reason}",
+                },
+            )
+        return email
+
+    def _delivering(self, cur: Cursor, email_id: int, stamp: Any) -> bool:
+        cur.execute(self._q["delivery_in_progress"], {"id": email_id, "now": stamp})
+        return cur.fetchone() is not None
+
+    def _audit(
+        self,
+        cur: Cursor,
+        moved: tuple[Any, Any],
+        *,
+        stamp: Any,
+        actor: str,
+        action: str,
+        reason: str | None,
+    ) -> None:
+        before, after = moved
+        cur.execute(
+            self._q["insert_outbox_event"],
+            {
+                "email_id": after["id"],
+                "at": stamp,
+                "actor": actor,
+                "action": action,
+                "from_stage": before["stage"],
+                "to_stage": after["stage"],
+                "reason": reason,
+            },
+        )

@@ -1,0 +1,165 @@
+-- Named queries for the outbox (PostgreSQL). Values are always bound parameters; `now`
+-- always comes from the injected clock. Every stage change is conditional on the stage
+-- (and attempt) it starts from, so of two racing writers exactly one wins.
+
+-- name: insert_email
+-- Records a frozen message unless its idempotency key exists; returns nothing when it does.
+INSERT INTO mf_outbox (stage, idempotency_key, message_id, sender, subject, message, size,
+                       smtputf8, eightbit, created_at)
+VALUES ('Recorded', %(idempotency_key)s, %(message_id)s, %(sender)s, %(subject)s, %(message)s, %(size)s,
+        %(smtputf8)s, %(eightbit)s, %(now)s)
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          finished_at, reply_code, reply_text, reason;
+
+-- name: email_by_key
+SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+       smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+       finished_at, reply_code, reply_text, reason
+FROM mf_outbox WHERE idempotency_key = %(idempotency_key)s;
+
+-- name: insert_recipients
+-- Every envelope recipient of a new record, in order, from a JSON array of addresses.
+INSERT INTO mf_outbox_recipients (email_id, position, address)
+SELECT %(email_id)s::bigint, ordinality - 1, value
+FROM jsonb_array_elements_text(%(addresses)s::jsonb) WITH ORDINALITY;
+
+-- name: set_email_job
+UPDATE mf_outbox SET job_id = %(job_id)s WHERE id = %(id)s
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          finished_at, reply_code, reply_text, reason;
+
+-- name: get_email
+SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+       smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+       finished_at, reply_code, reply_text, reason
+FROM mf_outbox WHERE id = %(id)s;
+
+-- name: email_message
+SELECT message FROM mf_outbox WHERE id = %(id)s;
+
+-- name: email_recipients
+-- The recipients of every record in the JSON array %(ids)s, in envelope order.
+SELECT * FROM mf_outbox_recipients
+WHERE email_id IN (SELECT value::bigint FROM jsonb_array_elements_text(%(ids)s::jsonb))
+ORDER BY email_id, position;
+
+-- name: owed_recipients
+-- The recipients a new attempt offers: all but those the server refused permanently.
+SELECT * FROM mf_outbox_recipients
+WHERE email_id = %(id)s AND (reply_code IS NULL OR reply_code < 500)
+ORDER BY position;
+
+-- name: list_emails
+-- Newest first, keyset-paginated by id; the stage filter is optional.
+SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+       smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+       finished_at, reply_code, reply_text, reason
+FROM mf_outbox
+WHERE (%(stage)s::text IS NULL OR stage = %(stage)s::text)
+  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: unknown_emails
+-- Unknown outcomes: TransmissionBegun, and no worker holds a live lease on the delivery.
+SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+       smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+       finished_at, reply_code, reply_text, reason
+FROM mf_outbox AS o
+WHERE o.stage = 'TransmissionBegun'
+  AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
+                  AND j.lease_expires_at > %(now)s)
+ORDER BY o.id
+LIMIT %(limit)s;
+
+-- name: count_emails
+SELECT stage, count(*) AS n FROM mf_outbox GROUP BY stage;
+
+-- name: delivery_in_progress
+-- Whether a worker holds a live lease on the record's delivery job.
+SELECT 1 AS live FROM mf_outbox AS o JOIN mf_jobs AS j ON j.id = o.job_id
+WHERE o.id = %(id)s AND j.state = 'Claimed' AND j.lease_expires_at > %(now)s;
+
+-- name: begin_attempt
+-- A delivery attempt starts (before any SMTP command): only a Recorded record, counted.
+UPDATE mf_outbox SET attempts = attempts + 1, last_attempt_at = %(now)s
+WHERE id = %(id)s AND stage = 'Recorded'
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          finished_at, reply_code, reply_text, reason;
+
+-- name: mark_transmission_begun
+-- After the 354, before the body: only if nothing (cancel, newer attempt) moved it meanwhile.
+UPDATE mf_outbox SET stage = 'TransmissionBegun', transmission_begun_at = %(now)s
+WHERE id = %(id)s AND stage = 'Recorded' AND attempts = %(attempt)s
+RETURNING id;
+
+-- name: end_attempt
+-- How an attempt ended, written only if the record is still where the attempt left it.
+UPDATE mf_outbox
+SET stage = %(to_stage)s::text,
+    finished_at = CASE WHEN %(to_stage)s::text IN ('Sent', 'Refused', 'Cancelled') THEN %(now)s END,
+    transmission_begun_at = CASE WHEN %(to_stage)s::text = 'Recorded' THEN NULL
+                                 ELSE transmission_begun_at END,
+    reply_code = %(reply_code)s::integer, reply_text = %(reply_text)s, reason = %(reason)s
+WHERE id = %(id)s AND stage = %(from_stage)s AND attempts = %(attempt)s
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          finished_at, reply_code, reply_text, reason;
+
+-- name: set_recipient_reply
+UPDATE mf_outbox_recipients
+SET reply_code = %(reply_code)s, enhanced_status = %(enhanced_status)s, reply_text = %(reply_text)s,
+    replied_at = %(replied_at)s
+WHERE email_id = %(email_id)s AND position = %(position)s;
+
+-- name: split_email
+-- A new Recorded record with the same bytes and Message-ID, linked to its parent.
+INSERT INTO mf_outbox (stage, parent_id, message_id, sender, subject, message, size, smtputf8,
+                       eightbit, created_at)
+SELECT 'Recorded', id, message_id, sender, subject, message, size, smtputf8, eightbit, %(now)s
+FROM mf_outbox WHERE id = %(parent_id)s
+RETURNING id;
+
+-- name: split_recipients
+-- The parent's recipients at the positions in the JSON array %(positions)s, renumbered.
+INSERT INTO mf_outbox_recipients (email_id, position, address)
+SELECT %(child_id)s::bigint, row_number() OVER (ORDER BY position) - 1, address
+FROM mf_outbox_recipients
+WHERE email_id = %(parent_id)s AND position IN (
+    SELECT value::integer FROM jsonb_array_elements_text(%(positions)s::jsonb));
+
+-- name: cancel_email
+-- Operator: Recorded → Cancelled, unless a worker holds a live lease on the delivery.
+UPDATE mf_outbox SET stage = 'Cancelled', finished_at = %(now)s, reason = %(reason)s
+WHERE id = %(id)s AND stage = 'Recorded'
+  AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = mf_outbox.job_id
+                  AND j.state = 'Claimed' AND j.lease_expires_at > %(now)s)
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          finished_at, reply_code, reply_text, reason;
+
+-- name: resolve_email
+-- Operator: settle an unknown outcome (TransmissionBegun, no live delivery lease).
+UPDATE mf_outbox
+SET stage = %(to_stage)s::text,
+    finished_at = CASE WHEN %(to_stage)s::text IN ('Sent', 'Refused') THEN %(now)s END,
+    transmission_begun_at = CASE WHEN %(to_stage)s::text = 'Recorded' THEN NULL
+                                 ELSE transmission_begun_at END,
+    reason = %(reason)s
+WHERE id = %(id)s AND stage = 'TransmissionBegun'
+  AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = mf_outbox.job_id
+                  AND j.state = 'Claimed' AND j.lease_expires_at > %(now)s)
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          finished_at, reply_code, reply_text, reason;
+
+-- name: insert_outbox_event
+INSERT INTO mf_outbox_events (email_id, at, actor, action, from_stage, to_stage, reason)
+VALUES (%(email_id)s, %(at)s, %(actor)s, %(action)s, %(from_stage)s, %(to_stage)s, %(reason)s);
+
+-- name: outbox_events
+SELECT * FROM mf_outbox_events WHERE email_id = %(id)s ORDER BY id;

@@ -1,0 +1,163 @@
+-- Named queries for the outbox (SQLite). Values are always bound parameters; `now`
+-- always comes from the injected clock. Every stage change is conditional on the stage
+-- (and attempt) it starts from, so of two racing writers exactly one wins.
+
+-- name: insert_email
+-- Records a frozen message unless its idempotency key exists; returns nothing when it does.
+INSERT INTO mf_outbox (stage, idempotency_key, message_id, sender, subject, message, size,
+                       smtputf8, eightbit, created_at)
+VALUES ('Recorded', :idempotency_key, :message_id, :sender, :subject, :message, :size,
+        :smtputf8, :eightbit, :now)
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          finished_at, reply_code, reply_text, reason;
+
+-- name: email_by_key
+SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+       smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+       finished_at, reply_code, reply_text, reason
+FROM mf_outbox WHERE idempotency_key = :idempotency_key;
+
+-- name: insert_recipients
+-- Every envelope recipient of a new record, in order, from a JSON array of addresses.
+INSERT INTO mf_outbox_recipients (email_id, position, address)
+SELECT :email_id, key, value FROM json_each(:addresses);
+
+-- name: set_email_job
+UPDATE mf_outbox SET job_id = :job_id WHERE id = :id
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          finished_at, reply_code, reply_text, reason;
+
+-- name: get_email
+SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+       smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+       finished_at, reply_code, reply_text, reason
+FROM mf_outbox WHERE id = :id;
+
+-- name: email_message
+SELECT message FROM mf_outbox WHERE id = :id;
+
+-- name: email_recipients
+-- The recipients of every record in the JSON array :ids, in envelope order.
+SELECT * FROM mf_outbox_recipients
+WHERE email_id IN (SELECT value FROM json_each(:ids))
+ORDER BY email_id, position;
+
+-- name: owed_recipients
+-- The recipients a new attempt offers: all but those the server refused permanently.
+SELECT * FROM mf_outbox_recipients
+WHERE email_id = :id AND (reply_code IS NULL OR reply_code < 500)
+ORDER BY position;
+
+-- name: list_emails
+-- Newest first, keyset-paginated by id; the stage filter is optional.
+SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+       smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+       finished_at, reply_code, reply_text, reason
+FROM mf_outbox
+WHERE (:stage IS NULL OR stage = :stage)
+  AND (:before_id IS NULL OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: unknown_emails
+-- Unknown outcomes: TransmissionBegun, and no worker holds a live lease on the delivery.
+SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+       smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+       finished_at, reply_code, reply_text, reason
+FROM mf_outbox AS o
+WHERE o.stage = 'TransmissionBegun'
+  AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
+                  AND j.lease_expires_at > :now)
+ORDER BY o.id
+LIMIT :limit;
+
+-- name: count_emails
+SELECT stage, count(*) AS n FROM mf_outbox GROUP BY stage;
+
+-- name: delivery_in_progress
+-- Whether a worker holds a live lease on the record's delivery job.
+SELECT 1 AS live FROM mf_outbox AS o JOIN mf_jobs AS j ON j.id = o.job_id
+WHERE o.id = :id AND j.state = 'Claimed' AND j.lease_expires_at > :now;
+
+-- name: begin_attempt
+-- A delivery attempt starts (before any SMTP command): only a Recorded record, counted.
+UPDATE mf_outbox SET attempts = attempts + 1, last_attempt_at = :now
+WHERE id = :id AND stage = 'Recorded'
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          finished_at, reply_code, reply_text, reason;
+
+-- name: mark_transmission_begun
+-- After the 354, before the body: only if nothing (cancel, newer attempt) moved it meanwhile.
+UPDATE mf_outbox SET stage = 'TransmissionBegun', transmission_begun_at = :now
+WHERE id = :id AND stage = 'Recorded' AND attempts = :attempt
+RETURNING id;
+
+-- name: end_attempt
+-- How an attempt ended, written only if the record is still where the attempt left it.
+UPDATE mf_outbox
+SET stage = :to_stage,
+    finished_at = CASE WHEN :to_stage IN ('Sent', 'Refused', 'Cancelled') THEN :now END,
+    transmission_begun_at = CASE WHEN :to_stage = 'Recorded' THEN NULL
+                                 ELSE transmission_begun_at END,
+    reply_code = :reply_code, reply_text = :reply_text, reason = :reason
+WHERE id = :id AND stage = :from_stage AND attempts = :attempt
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          finished_at, reply_code, reply_text, reason;
+
+-- name: set_recipient_reply
+UPDATE mf_outbox_recipients
+SET reply_code = :reply_code, enhanced_status = :enhanced_status, reply_text = :reply_text,
+    replied_at = :replied_at
+WHERE email_id = :email_id AND position = :position;
+
+-- name: split_email
+-- A new Recorded record with the same bytes and Message-ID, linked to its parent.
+INSERT INTO mf_outbox (stage, parent_id, message_id, sender, subject, message, size, smtputf8,
+                       eightbit, created_at)
+SELECT 'Recorded', id, message_id, sender, subject, message, size, smtputf8, eightbit, :now
+FROM mf_outbox WHERE id = :parent_id
+RETURNING id;
+
+-- name: split_recipients
+-- The parent's recipients at the positions in the JSON array :positions, renumbered.
+INSERT INTO mf_outbox_recipients (email_id, position, address)
+SELECT :child_id, row_number() OVER (ORDER BY position) - 1, address
+FROM mf_outbox_recipients
+WHERE email_id = :parent_id AND position IN (SELECT value FROM json_each(:positions));
+
+-- name: cancel_email
+-- Operator: Recorded → Cancelled, unless a worker holds a live lease on the delivery.
+UPDATE mf_outbox SET stage = 'Cancelled', finished_at = :now, reason = :reason
+WHERE id = :id AND stage = 'Recorded'
+  AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = mf_outbox.job_id
+                  AND j.state = 'Claimed' AND j.lease_expires_at > :now)
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          finished_at, reply_code, reply_text, reason;
+
+-- name: resolve_email
+-- Operator: settle an unknown outcome (TransmissionBegun, no live delivery lease).
+UPDATE mf_outbox
+SET stage = :to_stage,
+    finished_at = CASE WHEN :to_stage IN ('Sent', 'Refused') THEN :now END,
+    transmission_begun_at = CASE WHEN :to_stage = 'Recorded' THEN NULL
+                                 ELSE transmission_begun_at END,
+    reason = :reason
+WHERE id = :id AND stage = 'TransmissionBegun'
+  AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = mf_outbox.job_id
+                  AND j.state = 'Claimed' AND j.lease_expires_at > :now)
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          finished_at, reply_code, reply_text, reason;
+
+-- name: insert_outbox_event
+INSERT INTO mf_outbox_events (email_id, at, actor, action, from_stage, to_stage, reason)
+VALUES (:email_id, :at, :actor, :action, :from_stage, :to_stage, :reason);
+
+-- name: outbox_events
+SELECT * FROM mf_outbox_events WHERE email_id = :id ORDER BY id;
