@@ -2,11 +2,12 @@
 
 Each database is described the same way — per table: columns (nullable or not,
 and the dialect's own type), primary key, unique column sets, which columns each
-CHECK constraint reads, foreign keys, and the secondary indexes with their key
-order and partial predicate — from ``sqlite_master``/``PRAGMA`` on SQLite and
-from ``pg_catalog``/``information_schema`` on PostgreSQL. The job tables must
-match what is written here, and both dialects must describe every table
-identically apart from the column types.
+CHECK constraint reads, foreign keys, the secondary indexes with their key order
+and partial predicate, and the triggers — from ``sqlite_master``/``PRAGMA`` on
+SQLite and from ``pg_catalog``/``information_schema`` on PostgreSQL. The job
+tables must match what is written here, and both dialects must describe every
+table identically apart from the column types (plus the few differences each
+dialect needs, named where they are allowed).
 """
 
 from __future__ import annotations
@@ -108,6 +109,9 @@ def _describe_sqlite(cur: Any) -> dict[str, dict[str, Any]]:
             indexes[index["name"]] = (order, _predicate(where))
         cur.execute(f"PRAGMA foreign_key_list({table})")
         foreign = {(r["from"], r["table"], r["to"], r["on_delete"].upper()) for r in cur.fetchall()}
+        cur.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?", (table,)
+        )
         described[table] = {
             "columns": columns,
             "primary": primary,
@@ -115,6 +119,7 @@ def _describe_sqlite(cur: Any) -> dict[str, dict[str, Any]]:
             "checks": _sqlite_checks(sql, set(columns)),
             "foreign": foreign,
             "indexes": indexes,
+            "triggers": {r["name"] for r in cur.fetchall()},
         }
     return described
 
@@ -129,7 +134,7 @@ def _sqlite_checks(create_sql: str, columns: set[str]) -> Counter[tuple[str, ...
         while depth:
             depth += {"(": 1, ")": -1}.get(text[end], 0)
             end += 1
-        words = set(re.findall(r"[a-z_]+", text[match.end() : end - 1]))
+        words = set(re.findall(r"[a-z_][a-z0-9_]*", text[match.end() : end - 1]))
         found[tuple(sorted(words & columns))] += 1
     return found
 
@@ -191,6 +196,11 @@ def _describe_postgres(cur: Any) -> dict[str, dict[str, Any]]:
             else:
                 (col,), (to,) = r["cols"], r["target_cols"]
                 foreign.add((col, r["target"], to, actions[r["confdeltype"]]))
+        cur.execute(
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND NOT tgisinternal",
+            (table,),
+        )
+        triggers = {r["tgname"] for r in cur.fetchall()}
         primary_set = set(primary)
         described[table] = {
             "columns": {
@@ -202,6 +212,7 @@ def _describe_postgres(cur: Any) -> dict[str, dict[str, Any]]:
             "checks": checks,
             "foreign": foreign,
             "indexes": indexes,
+            "triggers": triggers,
         }
     return described
 
@@ -241,6 +252,8 @@ def test_migrating_from_empty_gives_the_expected_job_tables(mf: MailFathom) -> N
     assert jobs["checks"] == JOBS_CHECKS
     assert jobs["indexes"] == JOBS_INDEXES
     assert jobs["foreign"] == set()
+    expected_triggers = {"mf_jobs_notify"} if mf.store.dialect == "postgresql" else set()
+    assert jobs["triggers"] == expected_triggers
 
     attempts = schema["mf_job_attempts"]
     assert attempts["unique"] == {("job_id", "attempt")}
@@ -284,6 +297,8 @@ def test_both_dialects_build_the_same_schema(postgres_schema_url: str, tmp_path:
                 sqlite_checks = sqlite_schema[table]["checks"]
                 assert sqlite_checks[(column,)] == 1, f"{table}.{column} is not kept to 0/1"
                 del sqlite_checks[(column,)]
+    # Only PostgreSQL announces new jobs (SQLite's workers watch the file instead)
+    postgres_schema["mf_jobs"]["triggers"].remove("mf_jobs_notify")
     assert _without_types(sqlite_schema) == _without_types(postgres_schema)
 
 
