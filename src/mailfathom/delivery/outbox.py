@@ -140,6 +140,16 @@ class Outbox:
         self.get(email_id)
         return [OutboxEvent.from_row(row) for row in self._store.events(email_id)]
 
+    def audit(
+        self, *, limit: int = 100, before_id: int | None = None
+    ) -> builtins.list[OutboxEvent]:
+        """Operator actions on every record (cancel, resolve, record again), newest first."""
+        rows = self._store.recent_events(
+            limit=_check_limit(limit),
+            before_id=None if before_id is None else _check_id(before_id),
+        )
+        return [OutboxEvent.from_row(row) for row in rows]
+
     def _emails(self, rows: builtins.list[EmailRow]) -> builtins.list[OutgoingEmail]:
         recipients = self._store.recipients([row["id"] for row in rows])
         return [OutgoingEmail.from_row(row, recipients[row["id"]]) for row in rows]

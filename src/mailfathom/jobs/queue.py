@@ -135,6 +135,11 @@ class JobQueue:
                 f"payload is not JSON: {exc}; pass only dicts, lists, strings, finite numbers, "
                 "booleans and None"
             ) from exc
+        if "\\u0000" in text and _has_nul(payload):  # PostgreSQL cannot store NUL: refuse on both
+            raise PayloadError(
+                "payload contains a NUL (\\u0000) character, which the database cannot store: "
+                "remove it or encode the data (for example as base64)"
+            )
         size = len(text.encode("utf-8"))
         if size > self.max_payload_bytes:
             raise PayloadError(
@@ -238,6 +243,17 @@ def _check_priority(value: object) -> int:
     return value
 
 
+def _has_nul(value: object) -> bool:
+    """True when a NUL character is in any string (key or value) inside ``value``."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, Mapping):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(item) for item in value)
+    return False
+
+
 def _check_key(key: object) -> str | None:
     if key is None:
         return None
@@ -246,6 +262,8 @@ def _check_key(key: object) -> str | None:
             f"idempotency_key must be a non-empty string of at most {_KEY_LONGEST} characters, "
             f"not {key!r}"
         )
+    if "\x00" in key:
+        raise InvalidInput("idempotency_key must not contain NUL (\\x00) characters")
     return key
 
 

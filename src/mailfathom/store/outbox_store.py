@@ -184,6 +184,17 @@ class SqlOutboxStore:
                 found.append(event)
         return found  # type: ignore[return-value]
 
+    def recent_events(self, *, limit: int, before_id: int | None = None) -> list[OutboxEventRow]:
+        """Operator actions on every record, newest first, older than ``before_id``."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["recent_outbox_events"], {"limit": limit, "before_id": before_id})
+            found = []
+            for row in cur.fetchall():
+                event: dict[str, Any] = dict(row)
+                event["at"] = self.db.time_value(event["at"])
+                found.append(event)
+        return found  # type: ignore[return-value]
+
     # -- delivery attempts -------------------------------------------------------------
 
     def begin_attempt(

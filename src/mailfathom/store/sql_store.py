@@ -21,6 +21,7 @@ from mailfathom.store.base import (
     JobRow,
     NewJob,
     OperatorAction,
+    ThroughputRow,
 )
 from mailfathom.store.database import Cursor, Database
 from mailfathom.store.migrate import load_migrations
@@ -324,19 +325,34 @@ class SqlStore(WorkerStore):
     def list_jobs(
         self, filter: JobFilter, *, limit: int, before_id: int | None = None
     ) -> list[JobRow]:
-        """Newest first, keyset-paginated."""
+        """Newest first, keyset-paginated: one constant SQL fragment per filter in use."""
+        query, params = self.list_jobs_query(filter, limit=limit, before_id=before_id)
         with self.db.reading() as cur:
-            cur.execute(
-                self._q["list_jobs"],
-                {
-                    "state": filter.state,
-                    "kind": filter.kind,
-                    "queue": filter.queue,
-                    "before_id": before_id,
-                    "limit": limit,
-                },
-            )
+            cur.execute(query, params)
             return [self._job(row) for row in cur.fetchall()]
+
+    def list_jobs_query(
+        self, filter: JobFilter, *, limit: int, before_id: int | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """The SQL and parameters :meth:`list_jobs` runs (benchmarks EXPLAIN it)."""
+        params: dict[str, Any] = {"limit": limit}
+        parts = [self._q["list_jobs"]]
+        for name, value in (
+            ("state", filter.state),
+            ("kind", filter.kind),
+            ("queue", filter.queue),
+            ("text", None if filter.text is None else _like_pattern(filter.text)),
+            ("created_before", self.db.time_param(filter.created_before)),
+            ("created_after", self.db.time_param(filter.created_after)),
+            ("before_id", before_id),
+        ):
+            if value is not None:
+                parts.append(self._q[f"filter_{name}"])
+                params[name] = value
+        if filter.held:
+            parts.append(self._q["filter_held"])
+        parts.append(self._q["list_jobs_order"])
+        return "\n".join(parts), params
 
     def count_jobs(self) -> dict[str, int]:
         """Jobs per state name."""
@@ -367,6 +383,36 @@ class SqlStore(WorkerStore):
                 event["at"] = self.db.time_value(event["at"])
                 found.append(event)
         return found  # type: ignore[return-value]
+
+    def recent_events(self, *, limit: int, before_id: int | None = None) -> list[EventRow]:
+        """Every job's operator actions, newest first."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["recent_events"], {"limit": limit, "before_id": before_id})
+            found = []
+            for row in cur.fetchall():
+                event: dict[str, Any] = dict(row)
+                event["at"] = self.db.time_value(event["at"])
+                found.append(event)
+        return found  # type: ignore[return-value]
+
+    def count_held(self) -> int:
+        """Jobs waiting for an operator's release."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["count_held"], {})
+            return int(cur.fetchone()["n"])
+
+    def throughput(self, *, since: datetime) -> list[ThroughputRow]:
+        """Ended jobs per minute and final state, and failed attempts per minute."""
+        stamp = self.db.time_param(since)
+        found: list[ThroughputRow] = []
+        with self.db.reading() as cur:
+            for query in ("throughput_jobs", "throughput_failures"):
+                cur.execute(self._q[query], {"since": stamp})
+                found.extend(
+                    ThroughputRow(minute=row["minute"], outcome=row["outcome"], n=int(row["n"]))
+                    for row in cur.fetchall()
+                )
+        return found
 
     # -- operator moves ----------------------------------------------------------------
 
@@ -423,6 +469,12 @@ def _job_json(job: NewJob) -> str:
         f'"available_at":{json.dumps(due and due.astimezone(UTC).isoformat())},'
         f'"max_attempts":{job.max_attempts}}}'
     )
+
+
+def _like_pattern(text: str) -> str:
+    """A LIKE pattern matching ``text`` anywhere, its own wildcards taken literally."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
 
 
 def _claim_order(job: JobRow) -> tuple[int, datetime | None, int]:

@@ -189,14 +189,64 @@ VALUES (%(job_id)s, %(at)s, %(actor)s, %(action)s, %(from_state)s, %(to_state)s,
 SELECT * FROM mf_job_events WHERE job_id = %(id)s ORDER BY id;
 
 -- name: list_jobs
--- Newest first, keyset-paginated by id; every filter optional.
-SELECT * FROM mf_jobs
-WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
-  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
-  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+-- Newest first, keyset-paginated by id. The store appends one constant `filter_*`
+-- fragment per filter in use, then `list_jobs_order`, so every combination gets
+-- a plan of its own that walks an index (state, id) / (kind, id) / the primary key
+-- backwards and stops after :limit rows, however many rows the table holds.
+SELECT * FROM mf_jobs WHERE 1 = 1
+
+-- name: filter_state
+AND state = %(state)s
+
+-- name: filter_kind
+AND kind = %(kind)s
+
+-- name: filter_queue
+AND queue = %(queue)s
+
+-- name: filter_held
+AND state = 'Pending' AND available_at IS NULL
+
+-- name: filter_text
+-- :text is a LIKE pattern whose own % _ \ are escaped with a backslash.
+AND (failure_reason ILIKE %(text)s OR idempotency_key ILIKE %(text)s
+     OR payload::text ILIKE %(text)s)
+
+-- name: filter_created_before
+AND created_at < %(created_before)s
+
+-- name: filter_created_after
+AND created_at >= %(created_after)s
+
+-- name: filter_before_id
+AND id < %(before_id)s
+
+-- name: list_jobs_order
+ORDER BY id DESC LIMIT %(limit)s
+
+-- name: recent_events
+-- Every job's operator actions, newest first, keyset-paginated by id.
+SELECT * FROM mf_job_events
+WHERE (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
 ORDER BY id DESC
 LIMIT %(limit)s;
+
+-- name: count_held
+SELECT count(*) AS n FROM mf_jobs WHERE state = 'Pending' AND available_at IS NULL;
+
+-- name: throughput_jobs
+-- Jobs that ended since :since, per UTC minute and final state.
+SELECT to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI') AS minute, state AS outcome, count(*) AS n
+FROM mf_jobs
+WHERE finished_at >= %(since)s
+GROUP BY 1, 2;
+
+-- name: throughput_failures
+-- Attempts that failed (and were retried or dead-lettered) since :since, per UTC minute.
+SELECT to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI') AS minute, 'Failed' AS outcome, count(*) AS n
+FROM mf_job_attempts
+WHERE finished_at >= %(since)s
+GROUP BY 1, 2;
 
 -- name: count_jobs
 SELECT state, count(*) AS n FROM mf_jobs GROUP BY state;
