@@ -13,6 +13,10 @@ RETURNING *;
 -- name: job_by_key
 SELECT * FROM mf_jobs WHERE idempotency_key = :idempotency_key;
 
+-- name: jobs_by_keys
+-- The jobs holding any of the keys in the JSON array :keys.
+SELECT * FROM mf_jobs WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
+
 -- name: get_job
 SELECT * FROM mf_jobs WHERE id = :id;
 
