@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: test lint types pytest venv run bench clean
+.PHONY: test lint types pytest venv run screenshots bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,10 +26,13 @@ pytest: venv
 ## The README's test command: lint, types, then the whole suite.
 test: lint types pytest
 
-## Run an example worker against the default SQLite database (migrated first).
+## The quick start: console, worker and capture SMTP server for the example app (mailfathom dev).
 run: venv
-	$(VENV)/bin/mailfathom migrate
-	$(VENV)/bin/mailfathom worker --app examples.app:mf
+	$(VENV)/bin/mailfathom dev --app examples.app:mf
+
+## Screenshots of every console page (headless Chromium) into docs/screenshots/.
+screenshots: venv
+	MAILFATHOM_SCREENSHOTS=docs/screenshots $(VENV)/bin/pytest -q tests/test_browser.py tests/test_browser_dev.py
 
 ## The benchmark side by side with the peers (installs them into bench/.peers/venv).
 ## BENCH_ARGS=--full for the issue's sizes; see docs/benchmarks.md.

@@ -14,6 +14,13 @@ def test_defaults(tmp_path: Path) -> None:
     assert settings.database_url == "sqlite:///mailfathom.db"
     assert (settings.concurrency, settings.lease, settings.shutdown_timeout) == (10, 30.0, 30.0)
     assert (settings.web_host, settings.web_port, settings.smtp_url) == ("127.0.0.1", 8025, None)
+    assert settings.web_secure_cookies is False
+    for raw, flag in [("1", True), ("On", True), ("false", False), ("no", False)]:
+        env = {"MAILFATHOM_WEB_SECURE_COOKIES": raw}
+        assert (
+            Settings.load({}, environ=env, toml_path=tmp_path / "none.toml").web_secure_cookies
+            is flag
+        )
 
 
 def test_precedence_argument_environment_file(tmp_path: Path) -> None:
@@ -40,6 +47,8 @@ def test_precedence_argument_environment_file(tmp_path: Path) -> None:
         ({}, {"MAILFATHOM_CONCURRENCY": "many"}, "MAILFATHOM_CONCURRENCY"),
         ({"lease": 0.5}, {}, "lease"),
         ({"web_port": 70000}, {}, "web_port"),
+        ({}, {"MAILFATHOM_WEB_SECURE_COOKIES": "maybe"}, "MAILFATHOM_WEB_SECURE_COOKIES"),
+        ({"web_secure_cookies": "yes"}, {}, "web_secure_cookies must be true or false"),
         ({"colour": "blue"}, {}, "unknown settings"),
     ],
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -108,6 +108,10 @@ def test_delay_and_run_at(mf: MailFathom, clock: FakeClock) -> None:
         ({"delay": -1}, "zero or positive"),
         ({"delay": math.inf}, "finite"),
         ({"delay": "soon"}, "timedelta or seconds"),
+        ({"delay": 10**12}, "too far in the future"),
+        ({"delay": 1e300}, "too far in the future"),
+        ({"delay": timedelta.max}, "too far in the future"),
+        ({"run_at": datetime.max.replace(tzinfo=timezone(-timedelta(hours=5)))}, "year 9999"),
         ({"run_at": datetime(2030, 1, 1)}, "naive datetime"),
         ({"delay": 1, "run_at": datetime(2030, 1, 1, tzinfo=UTC)}, "either delay or run_at"),
         ({"hold": True, "delay": 5}, "hold=True cannot be combined"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import time
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -46,10 +47,11 @@ def test_eight_processes_enqueue_one_key_exactly_once(database_url: str) -> None
         assert sum(app.jobs.counts().values()) == 1
 
 
-def _claim_until_empty(url: str, owner: str, results: Any) -> None:
+def _claim_until_empty(url: str, owner: str, barrier: Any, results: Any) -> None:
     claimed: list[tuple[int, int]] = []
     idle = 0
     with MailFathom(url) as app:
+        barrier.wait()
         while idle < 3:
             jobs = app.queue.claim(owner, 10, timedelta(seconds=60))
             if not jobs:
@@ -59,6 +61,7 @@ def _claim_until_empty(url: str, owner: str, results: Any) -> None:
             claimed.extend((job.id, job.attempts) for job in jobs)
             lost = app.queue.finish(owner, [Finished(j, AttemptOutcome.SUCCEEDED) for j in jobs])
             assert not lost
+            time.sleep(0.002)  # as a worker runs its handlers: the claimers take turns
     results.put(claimed)
 
 
@@ -68,8 +71,9 @@ def test_four_processes_claim_two_thousand_jobs_without_overlap(database_url: st
         app.enqueue_many("k", [{"i": i} for i in range(2000)])
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
+    barrier = ctx.Barrier(4)
     procs = [
-        ctx.Process(target=_claim_until_empty, args=(database_url, f"w{n}", results))
+        ctx.Process(target=_claim_until_empty, args=(database_url, f"w{n}", barrier, results))
         for n in range(4)
     ]
     for proc in procs:

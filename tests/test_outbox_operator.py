@@ -146,7 +146,7 @@ def _wait_for(check: Callable[[], bool], what: str) -> None:
 def test_a_cancel_that_wins_the_race_means_nothing_is_transmitted(
     mail_app: MailFathom, smtp: FaultServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    smtp.script(rcpt_stall=1.0)
+    smtp.script(rcpt_stall=3.0)  # the cancel below must land inside this stall
     recorded = mail_app.outbox.record(message())
     caplog.set_level(logging.INFO, logger="mailfathom.delivery")
     thread, results = _attempt_in_thread(mail_app, recorded)

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from mailfathom import MailFathom
+from mailfathom import MailFathom, StoreError
 
 
 @pytest.fixture
@@ -74,3 +74,30 @@ def test_committed_transaction_makes_record_job_and_data_visible(
     assert not again.created and again.id == recorded.id
     app_conn.commit()
     assert sum(mf.jobs.counts().values()) == 1
+
+
+def test_record_on_an_autocommit_connection_is_all_or_nothing(
+    mf: MailFathom, database_url: str
+) -> None:
+    conn: Any
+    if mf.store.dialect == "sqlite":
+        conn = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None)
+        conn.execute(
+            "CREATE TRIGGER no_jobs BEFORE INSERT ON mf_jobs BEGIN SELECT RAISE(ABORT, 'no'); END"
+        )
+    else:
+        conn = psycopg.connect(database_url, autocommit=True)
+        conn.execute(
+            "CREATE FUNCTION no_jobs() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "RAISE EXCEPTION 'no'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER no_jobs BEFORE INSERT ON mf_jobs "
+            "FOR EACH ROW EXECUTE FUNCTION no_jobs()"
+        )
+    try:
+        with pytest.raises(StoreError):
+            mf.outbox.record(_welcome(1), connection=conn)
+        assert mf.outbox.list() == [], "the record was committed without its delivery job"
+    finally:
+        conn.close()

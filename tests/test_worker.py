@@ -133,17 +133,19 @@ def test_an_overrunning_thread_keeps_its_lease_until_it_returns(database_url: st
         @app.job("k", timeout=0.2, max_attempts=1)
         def slow(ctx: JobContext) -> None:
             calls.append(ctx.attempt)
-            time.sleep(1.5)  # seven times its timeout, three times its lease
+            time.sleep(6.0)  # thirty times its timeout, three times its lease
 
         @rival.job("k")
         def stolen(ctx: JobContext) -> None:
             calls.append(-ctx.attempt)
 
         job = app.enqueue("k")
-        with running(app.worker(lease=0.5), burst=True) as result:
+        # Leases of 2 s, renewed every 0.67 s: a scheduling stall on a busy
+        # machine must last 1.3 s before the rival can take the job.
+        with running(app.worker(lease=2.0), burst=True) as result:
             wait_until(lambda: calls == [1])
-            with running(rival.worker(lease=0.5, poll_interval=0.05)):
-                wait_until(lambda: bool(result))
+            with running(rival.worker(lease=2.0, poll_interval=0.05)):
+                wait_until(lambda: bool(result), timeout=30)
         assert calls == [1], "the job ran twice"
         (attempt,) = app.jobs.attempts(job.id)
         assert attempt.outcome is AttemptOutcome.EXECUTION_TIMEOUT
@@ -158,17 +160,17 @@ def test_the_heartbeat_keeps_a_job_five_leases_long(database_url: str) -> None:
         @app.job("k")
         def long(ctx: JobContext) -> None:
             calls.append(ctx.attempt)
-            time.sleep(2.5)
+            time.sleep(10.0)  # five leases
 
         @rival.job("k")
         def stolen(ctx: JobContext) -> None:
             calls.append(-ctx.attempt)
 
         job = app.enqueue("k")
-        with running(app.worker(lease=0.5), burst=True) as result:
+        with running(app.worker(lease=2.0), burst=True) as result:
             wait_until(lambda: calls == [1])
-            with running(rival.worker(lease=0.5, poll_interval=0.05)):
-                wait_until(lambda: bool(result))
+            with running(rival.worker(lease=2.0, poll_interval=0.05)):
+                wait_until(lambda: bool(result), timeout=30)
         assert result == [1]
         assert calls == [1], "the job ran twice"
         done = app.jobs.get(job.id)

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 __all__ = ["Settings"]
 
 DEFAULT_DATABASE_URL = "sqlite:///mailfathom.db"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,10 @@ class Settings:
     web_port: int = 8025
     #: Console token (``Authorization: Bearer`` or the login form).
     web_token: str | None = None
+    #: Mark the console's session cookie ``Secure`` (sent over HTTPS only). Set it when
+    #: the console is served behind TLS (a reverse proxy); over plain HTTP browsers
+    #: would then never send the cookie back and logging in would not stick.
+    web_secure_cookies: bool = False
 
     @classmethod
     def load(
@@ -120,6 +126,10 @@ class Settings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"{name} must be a positive integer, not {value!r}")
+        if not isinstance(self.web_secure_cookies, bool):
+            raise ConfigurationError(
+                f"web_secure_cookies must be true or false, not {self.web_secure_cookies!r}"
+            )
         if self.web_port > 65535:
             raise ConfigurationError(f"web_port must be at most 65535, not {self.web_port}")
         for name in ("lease", "shutdown_timeout", "smtp_timeout", "smtp_data_timeout"):
@@ -165,6 +175,14 @@ class Settings:
 
 def _coerce(name: str, raw: str) -> Any:
     kind = {f.name: f.type for f in fields(Settings)}[name]
+    if kind == "bool":
+        flag = raw.strip().lower()
+        if flag in _TRUE or flag in _FALSE:
+            return flag in _TRUE
+        raise ConfigurationError(
+            f"MAILFATHOM_{name.upper()}={raw!r} is not true or false: set 1/true/yes/on "
+            "or 0/false/no/off, or unset it"
+        )
     try:
         if kind == "int":
             return int(raw)

@@ -1,4 +1,4 @@
-"""The ``mailfathom`` command."""
+"""The ``mailfathom`` command: one group, one module per command (group) registered here."""
 
 from __future__ import annotations
 
@@ -6,10 +6,17 @@ import sys
 
 import click
 
+from mailfathom.cli.common import reports_errors
+from mailfathom.cli.dev_command import dev
+from mailfathom.cli.jobs_command import enqueue, jobs
+from mailfathom.cli.outbox_command import outbox
+from mailfathom.cli.schedules_command import schedules, workers
+from mailfathom.cli.web_command import web
+from mailfathom.cli.worker_command import worker
 from mailfathom.config import Settings
 from mailfathom.errors import MailFathomError
 
-__all__ = ["main"]
+__all__ = ["cli", "main"]
 
 
 @click.group()
@@ -27,6 +34,7 @@ def cli(ctx: click.Context, database: str | None) -> None:
 
 @cli.command()
 @click.pass_context
+@reports_errors
 def migrate(ctx: click.Context) -> None:
     """Create or upgrade the database schema (idempotent)."""
     from mailfathom.app import MailFathom
@@ -38,16 +46,22 @@ def migrate(ctx: click.Context) -> None:
     )
 
 
-from mailfathom.cli.worker_command import worker as _worker  # noqa: E402
-
-cli.add_command(_worker)
+cli.add_command(enqueue)
+cli.add_command(jobs)
+cli.add_command(outbox)
+cli.add_command(schedules)
+cli.add_command(workers)
+cli.add_command(web)
+cli.add_command(dev)
+cli.add_command(worker)
 
 
 def main() -> None:
     """Entry point: run the command, turning our errors into a message and exit status 2."""
     try:
-        cli(standalone_mode=False)
+        code = cli(standalone_mode=False)
     except click.exceptions.Abort:
+        click.echo("aborted: nothing changed", err=True)
         sys.exit(1)
     except click.ClickException as exc:
         exc.show()
@@ -55,3 +69,4 @@ def main() -> None:
     except MailFathomError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -20,12 +20,11 @@ from mailfathom.delivery.message import freeze
 from mailfathom.delivery.model import OutboxEvent, OutgoingEmail, RecordedEmail
 from mailfathom.delivery.resolution import Resolution, decision
 from mailfathom.delivery.stage import OutgoingEmailStage
-from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
+from mailfathom.errors import IllegalTransition, NotFound
 from mailfathom.store.outbox_base import DeliveryJobSpec, EmailRow, NewEmail, OutboxStore
+from mailfathom.validate import check_actor, check_id, check_key, check_limit
 
 __all__ = ["Outbox"]
-
-_KEY_LONGEST = 512
 
 
 class Outbox:
@@ -66,7 +65,7 @@ class Outbox:
         record (``created=False``) and records nothing. With ``connection=`` the record
         is written in the caller's open transaction and nothing is committed for it.
         """
-        key = _check_key(idempotency_key)
+        key = check_key(idempotency_key)
         now = self._clock.now()
         frozen = freeze(
             message,
@@ -97,14 +96,14 @@ class Outbox:
 
     def get(self, email_id: int) -> OutgoingEmail:
         """The record with ``email_id``; :class:`NotFound` if there is none."""
-        row = self._store.get_email(_check_id(email_id))
+        row = self._store.get_email(check_id(email_id, "an outgoing email id"))
         if row is None:
             raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
         return self._emails([row])[0]
 
     def message_bytes(self, email_id: int) -> bytes:
         """The exact bytes every attempt sends (DKIM signature included)."""
-        data = self._store.email_message(_check_id(email_id))
+        data = self._store.email_message(check_id(email_id, "an outgoing email id"))
         if data is None:
             raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
         return data
@@ -119,8 +118,8 @@ class Outbox:
         """Records newest first, optionally in one stage; page with ``before_id``."""
         rows = self._store.list_emails(
             None if stage is None else OutgoingEmailStage.parse(stage).value,
-            limit=_check_limit(limit),
-            before_id=None if before_id is None else _check_id(before_id),
+            limit=check_limit(limit),
+            before_id=None if before_id is None else check_id(before_id, "an outgoing email id"),
         )
         return self._emails(rows)
 
@@ -132,13 +131,23 @@ class Outbox:
     def unknown(self, *, limit: int = 100) -> builtins.list[OutgoingEmail]:
         """Unknown outcomes, oldest first: TransmissionBegun records no live worker is
         delivering. Each waits for :meth:`resolve`; none is ever re-sent automatically."""
-        rows = self._store.unknown_emails(now=self._clock.now(), limit=_check_limit(limit))
+        rows = self._store.unknown_emails(now=self._clock.now(), limit=check_limit(limit))
         return self._emails(rows)
 
     def events(self, email_id: int) -> builtins.list[OutboxEvent]:
         """The record's audit trail (cancel, resolve), oldest first."""
         self.get(email_id)
         return [OutboxEvent.from_row(row) for row in self._store.events(email_id)]
+
+    def audit(
+        self, *, limit: int = 100, before_id: int | None = None
+    ) -> builtins.list[OutboxEvent]:
+        """Operator actions on every record (cancel, resolve, record again), newest first."""
+        rows = self._store.recent_events(
+            limit=check_limit(limit),
+            before_id=None if before_id is None else check_id(before_id, "an outgoing email id"),
+        )
+        return [OutboxEvent.from_row(row) for row in rows]
 
     def _emails(self, rows: builtins.list[EmailRow]) -> builtins.list[OutgoingEmail]:
         recipients = self._store.recipients([row["id"] for row in rows])
@@ -153,9 +162,12 @@ class Outbox:
         (its delivery job holds a live lease): a cancel either wins before the body
         goes out — then nothing is transmitted — or fails with this error; never both.
         """
-        _check_actor(actor, reason)
+        check_actor(actor, reason)
         moved, current, delivering = self._store.cancel(
-            _check_id(email_id), actor=actor, reason=reason, now=self._clock.now()
+            check_id(email_id, "an outgoing email id"),
+            actor=actor,
+            reason=reason,
+            now=self._clock.now(),
         )
         if moved is not None:
             return self._emails([moved])[0]
@@ -189,9 +201,13 @@ class Outbox:
         after fixing the relay's configuration): a new Recorded record with the same
         bytes and Message-ID, ``parent_id`` pointing at the old one, delivered afresh.
         """
-        _check_actor(actor, reason)
+        check_actor(actor, reason)
         created, current = self._store.record_again(
-            _check_id(email_id), self._job, actor=actor, reason=reason, now=self._clock.now()
+            check_id(email_id, "an outgoing email id"),
+            self._job,
+            actor=actor,
+            reason=reason,
+            now=self._clock.now(),
         )
         if created is not None:
             return self._emails([created])[0]
@@ -214,9 +230,9 @@ class Outbox:
         """Settle an unknown outcome: ``delivered`` (→ Sent), ``send_again`` (→ Recorded,
         one more copy is offered) or ``give_up`` (→ Refused). Audited."""
         chosen = Resolution.parse(resolution)
-        _check_actor(actor, reason)
+        check_actor(actor, reason)
         moved, current, delivering = self._store.resolve(
-            _check_id(email_id),
+            check_id(email_id, "an outgoing email id"),
             decision(chosen, self._job),
             actor=actor,
             reason=reason,
@@ -241,33 +257,3 @@ class Outbox:
             target=chosen.target.value,
             allowed_from=(OutgoingEmailStage.TRANSMISSION_BEGUN.value,),
         )
-
-
-def _check_key(key: object) -> str | None:
-    if key is None:
-        return None
-    if not isinstance(key, str) or not key or len(key) > _KEY_LONGEST:
-        raise InvalidInput(
-            f"idempotency_key must be a non-empty string of at most {_KEY_LONGEST} characters, "
-            f"not {key!r}"
-        )
-    return key
-
-
-def _check_id(email_id: object) -> int:
-    if isinstance(email_id, bool) or not isinstance(email_id, int) or email_id < 1:
-        raise InvalidInput(f"an outgoing email id is a positive integer, not {email_id!r}")
-    return email_id
-
-
-def _check_limit(limit: object) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-        raise InvalidInput(f"limit must be an integer from 1 to 10000, not {limit!r}")
-    return limit
-
-
-def _check_actor(actor: object, reason: object) -> None:
-    if not isinstance(actor, str) or not actor.strip():
-        raise InvalidInput("actor must name who acts (for the audit trail), e.g. actor='ops'")
-    if reason is not None and not isinstance(reason, str):
-        raise InvalidInput("reason must be text")

@@ -288,7 +288,7 @@ class SmtpSession:
         options: list[str] = []
         if smtp.has_extn("size"):
             limit = smtp.esmtp_features.get("size", "").strip()
-            if limit.isdigit() and int(limit) > 0 and size > int(limit):
+            if limit.isascii() and limit.isdigit() and 0 < int(limit) < size:
                 return Outcome(
                     "refused",
                     f"the message is {size} bytes and the server takes at most {limit} (SIZE)",

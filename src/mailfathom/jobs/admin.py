@@ -8,19 +8,44 @@ with :class:`~mailfathom.errors.IllegalTransition` and nothing changes.
 from __future__ import annotations
 
 import builtins
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from mailfathom.clock import Clock
+from mailfathom.clock import Clock, utc
 from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
 from mailfathom.jobs.model import Attempt, Job, JobEvent
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.state import JobState
 from mailfathom.store.base import JobFilter, OperatorAction, Store
+from mailfathom.validate import check_actor, check_id, check_limit
 
-__all__ = ["Jobs"]
+__all__ = ["Jobs", "Throughput"]
 
 REQUEUE = OperatorAction("requeue", "requeue_job", ("DeadLettered",), "Pending")
 DROP = OperatorAction("drop", "drop_job", ("DeadLettered",), "Dropped")
 RELEASE = OperatorAction("release", "release_job", ("Pending",), "Pending")
+
+
+@dataclass(slots=True)
+class Throughput:
+    """What finished in one UTC minute (``minute`` is its start)."""
+
+    minute: datetime
+    succeeded: int = 0
+    dead_lettered: int = 0
+    dropped: int = 0
+    failed_attempts: int = 0
+
+    def add(self, outcome: str, n: int) -> None:
+        """Count ``n`` more of ``outcome`` (a terminal state name, or ``Failed``)."""
+        if outcome == JobState.SUCCEEDED.value:
+            self.succeeded += n
+        elif outcome == JobState.DEAD_LETTERED.value:
+            self.dead_lettered += n
+        elif outcome == JobState.DROPPED.value:
+            self.dropped += n
+        else:
+            self.failed_attempts += n
 
 
 class Jobs:
@@ -32,7 +57,7 @@ class Jobs:
 
     def get(self, job_id: int) -> Job:
         """The job with ``job_id``; :class:`NotFound` if there is none."""
-        row = self._store.get_job(_check_id(job_id))
+        row = self._store.get_job(check_id(job_id))
         if row is None:
             raise NotFound(f"no job has id {job_id}: list jobs to find the one you mean")
         return Job.from_row(row)
@@ -43,20 +68,68 @@ class Jobs:
         *,
         kind: str | None = None,
         queue: str | None = None,
+        held: bool = False,
+        text: str | None = None,
+        created_before: datetime | None = None,
+        created_after: datetime | None = None,
         limit: int = 100,
         before_id: int | None = None,
     ) -> builtins.list[Job]:
-        """Jobs newest first, filtered; page with ``before_id`` = the last id you saw."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise InvalidInput(f"limit must be an integer from 1 to 10000, not {limit!r}")
+        """Jobs newest first, filtered; page with ``before_id`` = the last id you saw.
+
+        ``held=True`` keeps held jobs only. ``text`` matches (ignoring ASCII case) any
+        part of the failure reason, the idempotency key, or a key or a string or
+        number value anywhere in the payload.
+        ``created_before`` / ``created_after`` bound when the job was enqueued.
+        """
+        check_limit(limit)
+        if text is not None and (
+            not isinstance(text, str) or not 1 <= len(text) <= 200 or "\x00" in text
+        ):
+            raise InvalidInput(
+                f"text must be 1-200 characters (no NUL) to search for, not {text!r}"
+            )
         filter = JobFilter(
             state=None if state is None else JobState.parse(state).value,
             kind=None if kind is None else check_name("job kind", kind, longest=200),
             queue=None if queue is None else check_name("queue", queue, longest=100),
+            held=bool(held),
+            text=text,
+            created_before=None if created_before is None else utc(created_before),
+            created_after=None if created_after is None else utc(created_after),
         )
-        before = None if before_id is None else _check_id(before_id)
+        before = None if before_id is None else check_id(before_id)
         rows = self._store.list_jobs(filter, limit=limit, before_id=before)
         return [Job.from_row(row) for row in rows]
+
+    def held_count(self) -> int:
+        """How many jobs are held, waiting for an operator to release them."""
+        return self._store.count_held()
+
+    def audit(self, *, limit: int = 100, before_id: int | None = None) -> builtins.list[JobEvent]:
+        """Every operator action on any job, newest first; page with ``before_id``."""
+        check_limit(limit)
+        before = None if before_id is None else check_id(before_id)
+        rows = self._store.recent_events(limit=limit, before_id=before)
+        return [JobEvent.from_row(row) for row in rows]
+
+    def throughput(self, minutes: int = 60) -> builtins.list[Throughput]:
+        """Per UTC minute over the last ``minutes``, oldest first, every minute present:
+        jobs that succeeded, dead-lettered or were dropped, and attempts that failed."""
+        check_limit(minutes, name="minutes", high=1440)
+        now = self._clock.now().replace(second=0, microsecond=0)
+        start = now - timedelta(minutes=minutes - 1)
+        buckets = {
+            (start + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M"): Throughput(
+                minute=start + timedelta(minutes=i)
+            )
+            for i in range(minutes)
+        }
+        for row in self._store.throughput(since=start):
+            bucket = buckets.get(row["minute"])
+            if bucket is not None:
+                bucket.add(row["outcome"], row["n"])
+        return builtins.list(buckets.values())
 
     def counts(self) -> dict[JobState, int]:
         """How many jobs are in each state (every state present, zero included)."""
@@ -89,12 +162,9 @@ class Jobs:
         return self._move(job_id, RELEASE, actor, reason)
 
     def _move(self, job_id: int, move: OperatorAction, actor: str, reason: str | None) -> Job:
-        if not isinstance(actor, str) or not actor.strip():
-            raise InvalidInput("actor must name who acts (for the audit trail), e.g. actor='ops'")
-        if reason is not None and not isinstance(reason, str):
-            raise InvalidInput("reason must be text")
+        check_actor(actor, reason)
         moved, current = self._store.operator_move(
-            _check_id(job_id), move, actor=actor, reason=reason, now=self._clock.now()
+            check_id(job_id), move, actor=actor, reason=reason, now=self._clock.now()
         )
         if moved is not None:
             return Job.from_row(moved)
@@ -117,9 +187,3 @@ class Jobs:
 
 def _past(action: str) -> str:
     return {"requeue": "requeued", "drop": "dropped", "release": "released"}[action]
-
-
-def _check_id(job_id: object) -> int:
-    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
-        raise InvalidInput(f"a job id is a positive integer, not {job_id!r}")
-    return job_id

@@ -22,11 +22,11 @@ from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Regist
 from mailfathom.jobs.retry import Backoff
 from mailfathom.jobs.state import AttemptOutcome, FailureClass
 from mailfathom.store.base import FailedAttempt, NewJob, Store
+from mailfathom.validate import check_key, check_limit
 
 __all__ = ["Finished", "JobQueue"]
 
 _PRIORITY_RANGE = (-(2**31), 2**31 - 1)
-_KEY_LONGEST = 512
 _DEFAULT_BACKOFF = Backoff()
 
 
@@ -92,14 +92,14 @@ class JobQueue:
         check_name("queue", queue, longest=100)
         if max_attempts is None:
             max_attempts = registered.max_attempts if registered else DEFAULT_MAX_ATTEMPTS
-        attempts = _check_attempts(max_attempts)
+        attempts = check_limit(max_attempts, name="max_attempts")
         available_at = _available_at(now, delay=delay, run_at=run_at, hold=hold)
         priority = _check_priority(priority)
         keys = list(idempotency_keys) if idempotency_keys is not None else [None] * len(payloads)
         seen: set[str] = set()
         new_jobs = []
         for payload, given_key in zip(payloads, keys, strict=True):
-            key = _check_key(given_key)
+            key = check_key(given_key)
             if key is not None:
                 if key in seen:
                     raise InvalidInput(f"idempotency key {key!r} appears twice in one batch")
@@ -135,6 +135,11 @@ class JobQueue:
                 f"payload is not JSON: {exc}; pass only dicts, lists, strings, finite numbers, "
                 "booleans and None"
             ) from exc
+        if "\\u0000" in text and _has_nul(payload):  # PostgreSQL cannot store NUL: refuse on both
+            raise PayloadError(
+                "payload contains a NUL (\\u0000) character, which the database cannot store: "
+                "remove it or encode the data (for example as base64)"
+            )
         size = len(text.encode("utf-8"))
         if size > self.max_payload_bytes:
             raise PayloadError(
@@ -225,12 +230,6 @@ def _qualified_name(error: BaseException) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _check_attempts(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
-        raise InvalidInput(f"max_attempts must be an integer from 1 to 10000, not {value!r}")
-    return value
-
-
 def _check_priority(value: object) -> int:
     low, high = _PRIORITY_RANGE
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -238,15 +237,15 @@ def _check_priority(value: object) -> int:
     return value
 
 
-def _check_key(key: object) -> str | None:
-    if key is None:
-        return None
-    if not isinstance(key, str) or not key or len(key) > _KEY_LONGEST:
-        raise InvalidInput(
-            f"idempotency_key must be a non-empty string of at most {_KEY_LONGEST} characters, "
-            f"not {key!r}"
-        )
-    return key
+def _has_nul(value: object) -> bool:
+    """True when a NUL character is in any string (key or value) inside ``value``."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, Mapping):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(item) for item in value)
+    return False
 
 
 def _available_at(
@@ -262,14 +261,24 @@ def _available_at(
     if run_at is not None:
         if not isinstance(run_at, datetime):
             raise InvalidInput(f"run_at must be a datetime, not {type(run_at).__name__}")
-        return utc(run_at)
+        try:
+            return utc(run_at)
+        except OverflowError:
+            raise InvalidInput(
+                f"run_at {run_at.isoformat()} is past the year 9999 in UTC"
+            ) from None
     if delay is not None:
         if isinstance(delay, bool) or not isinstance(delay, (timedelta, int, float)):
             raise InvalidInput(f"delay must be a timedelta or seconds, not {delay!r}")
         if isinstance(delay, float) and not math.isfinite(delay):
             raise InvalidInput(f"delay must be a finite number of seconds, not {delay!r}")
-        step = delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
-        if step < timedelta(0):
-            raise InvalidInput(f"delay must be zero or positive, not {delay!r}")
-        return now + step
+        try:
+            step = delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
+            if step < timedelta(0):
+                raise InvalidInput(f"delay must be zero or positive, not {delay!r}")
+            return now + step
+        except OverflowError:
+            raise InvalidInput(
+                f"delay is too far in the future: {delay!r} goes past the year 9999"
+            ) from None
     return now

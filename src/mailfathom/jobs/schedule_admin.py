@@ -22,6 +22,7 @@ from mailfathom.jobs.queue import JobQueue
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.schedules import Scheduler, ScheduleSpec, build_spec, next_tick
 from mailfathom.store.base import ScheduleRow
+from mailfathom.validate import check_actor
 
 __all__ = ["Schedule", "Schedules"]
 
@@ -117,7 +118,7 @@ class Schedules:
 
     def pause(self, name: str, *, actor: str, reason: str | None = None) -> Schedule:
         """Stop enqueueing ``name`` on every worker until it is resumed."""
-        _check_actor(actor, reason)
+        check_actor(actor, reason)
         row = self._store.pause_schedule(
             _check(name), actor=actor, reason=reason, now=self._clock.now()
         )
@@ -132,7 +133,7 @@ class Schedules:
 
     def resume(self, name: str, *, actor: str) -> Schedule:
         """Enqueue ``name`` again from its next tick on; ticks missed while paused are skipped."""
-        _check_actor(actor, None)
+        check_actor(actor, None)
         row = self._store.resume_schedule(_check(name), now=self._clock.now())
         if row is None:
             self.get(name)
@@ -142,7 +143,7 @@ class Schedules:
 
     def remove(self, name: str, *, actor: str) -> None:
         """Delete a stored schedule (a worker that still declares it writes it back at start)."""
-        _check_actor(actor, None)
+        check_actor(actor, None)
         if not self._store.delete_schedule(_check(name)):
             raise _missing(name)
         logger.info("schedule=%s removed by %s", name, actor)
@@ -150,13 +151,6 @@ class Schedules:
 
 def _check(name: object) -> str:
     return check_name("schedule name", name, longest=200)
-
-
-def _check_actor(actor: object, reason: object) -> None:
-    if not isinstance(actor, str) or not actor.strip():
-        raise InvalidInput("actor must name who acts, e.g. actor='ops'")
-    if reason is not None and not isinstance(reason, str):
-        raise InvalidInput("reason must be text")
 
 
 def _missing(name: str) -> NotFound:

@@ -24,6 +24,7 @@ __all__ = [
     "ScheduleDefinition",
     "ScheduleRow",
     "Store",
+    "ThroughputRow",
     "WorkerRegistration",
     "WorkerRow",
 ]
@@ -174,11 +175,29 @@ class FailedAttempt:
 
 @dataclass(frozen=True, slots=True)
 class JobFilter:
-    """Which jobs a listing shows; None means any."""
+    """Which jobs a listing shows; None means any.
+
+    ``held`` keeps only held jobs (Pending with no available instant). ``text`` is a
+    substring, ignoring ASCII case, of the failure reason, the idempotency key, or
+    a key or a string or number value anywhere in the payload (the same on every
+    dialect). ``created_before`` / ``created_after`` bound the enqueue instant.
+    """
 
     state: str | None = None
     kind: str | None = None
     queue: str | None = None
+    held: bool = False
+    text: str | None = None
+    created_before: datetime | None = None
+    created_after: datetime | None = None
+
+
+class ThroughputRow(TypedDict):
+    """Jobs that ended (or attempts that failed) in one minute, ``YYYY-MM-DDTHH:MM`` UTC."""
+
+    minute: str
+    outcome: str
+    n: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +305,22 @@ class Store(Protocol):
 
     def events(self, job_id: int) -> list[EventRow]:
         """The job's audit trail, oldest first."""
+        ...
+
+    def recent_events(self, *, limit: int, before_id: int | None = None) -> list[EventRow]:
+        """Every job's operator actions, newest first, older than ``before_id`` when given."""
+        ...
+
+    def count_held(self) -> int:
+        """How many jobs are held (Pending, waiting for an operator's release)."""
+        ...
+
+    def throughput(self, *, since: datetime) -> list[ThroughputRow]:
+        """Per minute since ``since``: jobs that ended, by final state, and failed attempts.
+
+        ``outcome`` is a terminal job state name, or ``Failed`` for an attempt that
+        failed and was retried or dead-lettered (attempt history rows).
+        """
         ...
 
     def operator_move(

@@ -202,6 +202,10 @@ class OutboxStore(Protocol):
         """The record's audit trail, oldest first."""
         ...
 
+    def recent_events(self, *, limit: int, before_id: int | None = None) -> list[OutboxEventRow]:
+        """Every record's operator actions, newest first, older than ``before_id``."""
+        ...
+
     def begin_attempt(
         self, email_id: int, *, now: datetime
     ) -> tuple[AttemptStart | None, EmailRow | None]:

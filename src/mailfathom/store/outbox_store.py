@@ -184,6 +184,17 @@ class SqlOutboxStore:
                 found.append(event)
         return found  # type: ignore[return-value]
 
+    def recent_events(self, *, limit: int, before_id: int | None = None) -> list[OutboxEventRow]:
+        """Operator actions on every record, newest first, older than ``before_id``."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["recent_outbox_events"], {"limit": limit, "before_id": before_id})
+            found = []
+            for row in cur.fetchall():
+                event: dict[str, Any] = dict(row)
+                event["at"] = self.db.time_value(event["at"])
+                found.append(event)
+        return found  # type: ignore[return-value]
+
     # -- delivery attempts -------------------------------------------------------------
 
     def begin_attempt(
@@ -373,8 +384,11 @@ class SqlOutboxStore:
     ) -> EmailRow:
         """Requeue, drop or replace the delivery job so that it matches the decision.
 
-        send_again: a dead-lettered job is requeued, a finished one replaced by a fresh
-        job; delivered / give_up: a dead-lettered job is dropped (it will never run).
+        send_again: a dead-lettered job is requeued; any other job that is not Pending
+        (finished, missing, or Claimed by a worker whose lease expired and which may
+        still renew it and record a success) is replaced by a fresh job — a stale
+        worker cannot send, since only the latest attempt can begin a transmission.
+        delivered / give_up: a dead-lettered job is dropped (it will never run).
         A Pending job is left alone: it will find the record's new stage when it runs.
         """
         state = None
@@ -382,7 +396,7 @@ class SqlOutboxStore:
             cur.execute(self._q["get_job"], {"id": email["job_id"]})
             job = cur.fetchone()
             state = None if job is None else job["state"]
-        if decision.deliver_again and state in (None, "Succeeded", "Dropped"):
+        if decision.deliver_again and state not in ("Pending", "DeadLettered"):
             return self._attach_job(cur, email["id"], decision.job, stamp, stamp)
         if state == "DeadLettered":
             query, action, to_state = (
@@ -391,7 +405,8 @@ class SqlOutboxStore:
                 else ("drop_job", "drop", "Dropped")
             )
             cur.execute(self._q[query], {"id": email["job_id"], "now": stamp})
-            cur.fetchone()
+            if cur.fetchone() is None:  # moved meanwhile (PostgreSQL reads committed)
+                return email
             cur.execute(
                 self._q["insert_event"],
                 {

@@ -4,29 +4,45 @@
 Internal. Connections run in autocommit mode and every write is an explicit
 ``conn.transaction()``, so the only transactions are the ones written here (or
 the caller's, when ``connection=`` is given). The session time zone is UTC.
+
+Outages: a pooled connection whose server went away (a restart closes every
+session) is noticed before use, without a round trip, and replaced; while the
+server is down every call raises :class:`StoreError` after at most
+``pool_timeout`` seconds (the URL's ``connect_timeout``, else 10 s), and once it
+is back the pool reconnects on its own. The ``LISTEN`` connection reconnects on
+the next :meth:`PostgresDatabase.wait_for_jobs` after a failure.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from mailfathom.errors import InvalidInput, StoreError
+from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
 from mailfathom.store.database import Cursor
 from mailfathom.store.queries import load_queries
 
 __all__ = ["PostgresDatabase"]
 
-_NOTIFY_CHANNEL = "mailfathom_jobs"
+NOTIFY_CHANNEL = "mailfathom_jobs"
+_DEFAULT_POOL_TIMEOUT = 10.0
+# Keep the idle LISTEN connection's TCP session checked, so a vanished server or a
+# dropped network path is noticed within about a minute even when nothing is sent.
+_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10}
+
+Conn = psycopg.Connection[Any]
 
 
 class PostgresDatabase:
@@ -34,22 +50,29 @@ class PostgresDatabase:
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, *, max_connections: int = 10) -> None:
+    def __init__(
+        self, url: str, *, max_connections: int = 10, pool_timeout: float | None = None
+    ) -> None:
         self.url = url
         self.queries: Mapping[str, str] = load_queries("postgresql")
         self._max = max_connections
-        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self.pool_timeout = _pool_timeout(url) if pool_timeout is None else pool_timeout
+        self._pool: ConnectionPool[Conn] | None = None
         self._pid = 0
         self._lock = threading.Lock()
-        self._listener: psycopg.Connection[Any] | None = None
+        self._listener: Conn | None = None
+        self._listener_pid = 0
+        self._listen_lock = threading.Lock()
+        self._schema: str | None = None
+        self._identity: tuple[str, str] | None = None  # current_database(), current_schema()
 
     # -- connections -------------------------------------------------------------------
 
     @staticmethod
-    def _configure(conn: psycopg.Connection[Any]) -> None:
+    def _configure(conn: Conn) -> None:
         conn.execute("SET TIME ZONE 'UTC'")
 
-    def _get_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+    def _get_pool(self) -> ConnectionPool[Conn]:
         pool = self._pool
         if pool is not None and self._pid == os.getpid():
             return pool
@@ -63,17 +86,63 @@ class PostgresDatabase:
                     configure=self._configure,
                     open=True,
                     name="mailfathom",
-                    timeout=30.0,
+                    timeout=self.pool_timeout,
+                    # Give up background reconnects quickly: the next call that needs a
+                    # connection starts a fresh attempt at once, instead of waiting out a
+                    # back-off that doubles up to minutes while the server is long back.
+                    reconnect_timeout=max(1.0, self.pool_timeout / 2),
                 )
                 self._pid = os.getpid()
             return self._pool
+
+    @contextmanager
+    def _connection(self) -> Iterator[Conn]:
+        """A live pooled connection: ones the server has hung up on are discarded first.
+
+        A restart closes every session; checking the socket costs no round trip,
+        and dropping all the dead connections here (instead of through the pool's
+        own ``check``, which backs off a second per failed check) means the first
+        call after a restart already gets a working connection.
+        """
+        pool = self._get_pool()
+        try:
+            for _ in range(self._max + 1):
+                conn = pool.getconn()
+                if not _server_hung_up(conn):
+                    break
+                conn.close()  # the pool replaces a closed connection when it comes back
+                pool.putconn(conn)
+            else:  # pragma: no cover - the pool kept handing out dead connections
+                raise StoreError("every pooled PostgreSQL connection was dead; retry shortly")
+        except PoolTimeout as exc:
+            raise self._unavailable(exc) from exc
+        try:
+            yield conn
+        finally:
+            pool.putconn(conn)
+
+    def _unavailable(self, exc: PoolTimeout) -> StoreError:
+        """Why no pooled connection came within ``pool_timeout``: the server, or the pool."""
+        try:
+            with psycopg.connect(self.url, connect_timeout=2):
+                pass
+        except psycopg.Error as down:
+            return StoreError(
+                f"PostgreSQL is unreachable ({_first_line(down)}): no connection for "
+                f"{self.pool_timeout:g} s; check that the server runs and the URL is right — "
+                "the pool reconnects on its own once it is back"
+            )
+        return StoreError(
+            f"no PostgreSQL connection became free within {self.pool_timeout:g} s ({exc}): "
+            f"all {self._max} pooled connections are busy; retry, or use fewer threads"
+        )
 
     def close(self) -> None:
         """Close the pool and the listening connection."""
         with self._lock:
             pool, self._pool = self._pool, None
             listener, self._listener = self._listener, None
-        if listener is not None:
+        if listener is not None and self._listener_pid == os.getpid():
             listener.close()
         if pool is not None and self._pid == os.getpid():
             pool.close()
@@ -84,56 +153,110 @@ class PostgresDatabase:
     def transaction(self, connection: object | None = None) -> Iterator[Cursor]:
         """One transaction on a pooled connection, or the caller's own transaction."""
         if connection is not None:
-            yield self._callers_cursor(connection)
+            caller = self._callers_connection(connection)
+            try:
+                # A savepoint inside the caller's open transaction (nothing is committed on
+                # its behalf); BEGIN … COMMIT on an autocommit connection, so the write is
+                # atomic either way.
+                with caller.transaction(), caller.cursor(row_factory=dict_row) as cur:
+                    yield _WrappedCursor(cur)
+            except psycopg.Error as exc:
+                raise _store_error(exc) from exc
             return
         try:
-            with self._get_pool().connection() as conn, conn.transaction(), conn.cursor() as cur:
+            with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
                 yield _WrappedCursor(cur)
         except psycopg.Error as exc:
             raise _store_error(exc) from exc
-        except PoolTimeout as exc:
-            raise StoreError(f"no PostgreSQL connection available: {exc}") from exc
 
     @contextmanager
     def reading(self) -> Iterator[Cursor]:
         """A cursor on a pooled autocommit connection."""
         try:
-            with self._get_pool().connection() as conn, conn.cursor() as cur:
+            with self._connection() as conn, conn.cursor() as cur:
                 yield _WrappedCursor(cur)
         except psycopg.Error as exc:
             raise _store_error(exc) from exc
-        except PoolTimeout as exc:
-            raise StoreError(f"no PostgreSQL connection available: {exc}") from exc
 
-    def _callers_cursor(self, connection: object) -> Cursor:
+    def _callers_connection(self, connection: object) -> psycopg.Connection[Any]:
+        """The caller's connection, once it is known to be on this store's database."""
         if not isinstance(connection, psycopg.Connection):
             raise InvalidInput(
                 f"connection= must be a psycopg.Connection for a PostgreSQL store, not "
                 f"{type(connection).__name__}"
             )
-        return _WrappedCursor(connection.cursor(row_factory=dict_row))
+        # On a non-autocommit connection this also opens the caller's transaction, so the
+        # write below is a savepoint inside it.
+        theirs = _where(connection)
+        ours = self._identity
+        if ours is None:
+            with self.reading() as cur:
+                cur.execute(_WHERE)
+                row = cur.fetchone()
+            ours = self._identity = (row["database"], row["schema"])
+        if theirs != ours:
+            raise InvalidInput(
+                f"connection= is open on database {theirs[0]!r} schema {theirs[1]!r}, not on "
+                f"this store's database {ours[0]!r} schema {ours[1]!r}: pass a connection "
+                "to mailfathom's database with the same search_path"
+            )
+        return connection
 
     # -- wake-ups ----------------------------------------------------------------------
 
     def wait_for_jobs(self, timeout: float) -> bool:
-        """Block until a job is enqueued (NOTIFY) or ``timeout`` passes; True if notified."""
+        """Block until a job is enqueued (NOTIFY) or ``timeout`` passes; True if notified.
+
+        Also True right after the ``LISTEN`` connection was (re)opened: whatever was
+        enqueued before it listened was not announced to it, so the caller should look.
+        Only this schema's announcements count (the trigger sends the schema name). A
+        lost connection is reopened at once; :class:`StoreError` only when that fails.
+        """
+        deadline = time.monotonic() + max(timeout, 0.0)
+        if not self._listen_lock.acquire(timeout=max(timeout, 0.0)):
+            return False  # another thread is already waiting
         try:
-            if self._listener is None or self._listener.closed:
-                self._listener = psycopg.connect(self.url, autocommit=True)
-                self._listener.execute(f"LISTEN {_NOTIFY_CHANNEL}")
-            for _ in self._listener.notifies(timeout=timeout, stop_after=1):
+            listener = self._listener
+            if listener is None or listener.closed or self._listener_pid != os.getpid():
+                self._listener, self._listener_pid = None, os.getpid()
+                self._listener = self._listen()
                 return True
-            return False
+            try:
+                while (left := deadline - time.monotonic()) > 0:
+                    for notify in listener.notifies(timeout=left, stop_after=1):
+                        if notify.payload == self._schema:
+                            return True
+                return False
+            except psycopg.Error:
+                with suppress(psycopg.Error):
+                    listener.close()
+                self._listener = None
+                self._listener = self._listen()  # what was announced meanwhile is lost
+                return True
         except psycopg.Error as exc:
-            if self._listener is not None:
-                self._listener.close()
-            self._listener = None
             raise _store_error(exc) from exc
+        finally:
+            self._listen_lock.release()
+
+    def _listen(self) -> Conn:
+        conn = psycopg.connect(self.url, autocommit=True, **_KEEPALIVES)  # type: ignore[arg-type]
+        try:
+            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            row = conn.execute("SELECT current_schema()").fetchone()
+        except psycopg.Error:
+            conn.close()
+            raise
+        self._schema = row[0] if row else None
+        return conn
 
     # -- migrations --------------------------------------------------------------------
 
     def apply_migrations(self, migrations: Sequence[tuple[int, str, str]]) -> list[str]:
-        """Apply unrecorded migrations under a transaction-scoped advisory lock."""
+        """Apply unrecorded migrations in one transaction, under an advisory lock.
+
+        The lock is per schema and transaction-scoped, so racing processes wait for
+        the first one and then find every version recorded.
+        """
         applied: list[str] = []
         with self.transaction() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.mf'))")
@@ -178,6 +301,21 @@ class PostgresDatabase:
         return json.dumps(list(values), separators=(",", ":"))
 
 
+_WHERE = "SELECT current_database() AS database, current_schema() AS schema"
+
+
+def _where(connection: psycopg.Connection[Any]) -> tuple[str, str]:
+    try:
+        with connection.cursor(row_factory=dict_row) as cur:
+            cur.execute(_WHERE)
+            row = cur.fetchone()
+    except psycopg.Error as exc:
+        raise InvalidInput(f"connection= is not usable: {exc}") from exc
+    if row is None:  # pragma: no cover - the query always returns one row
+        raise InvalidInput("connection= did not say which database it is on")
+    return row["database"], row["schema"]
+
+
 class _WrappedCursor:
     """A psycopg cursor whose driver errors become StoreError."""
 
@@ -191,6 +329,10 @@ class _WrappedCursor:
     def execute(self, query: Any, params: Any = None, /) -> Any:
         try:
             return self._cursor.execute(query, params)
+        except psycopg.errors.FeatureNotSupported as exc:
+            if "cached plan" in str(exc):
+                _forget_prepared(self._cursor.connection)
+            raise _store_error(exc) from exc
         except psycopg.Error as exc:
             raise _store_error(exc) from exc
 
@@ -201,11 +343,89 @@ class _WrappedCursor:
         return self._cursor.fetchall()
 
 
+def _server_hung_up(conn: Conn) -> bool:
+    """Whether an idle pooled connection is dead, checked without a round trip.
+
+    An idle session receives nothing unless the server is closing it (a restart
+    or an administrator sends an error, then EOF), so a readable socket means:
+    read what came, and the connection is dead if that fails.
+    """
+    if conn.closed or conn.broken:
+        return True
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    if not poller.poll(0):
+        return False
+    try:
+        conn.execute("")
+    except psycopg.Error:
+        return True
+    return False
+
+
+def _forget_prepared(conn: Conn) -> None:
+    """Drop a connection's prepared statements after a migration changed what they return.
+
+    A statement prepared before ``ALTER TABLE`` that changes ``SELECT *`` fails with
+    "cached plan must not change result type" until it is prepared again. A failed
+    transaction ends in ROLLBACK, which already makes psycopg start afresh; an
+    autocommit read needs ``DEALLOCATE ALL``, which psycopg notices the same way.
+    """
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        with suppress(psycopg.Error):
+            conn.execute("DEALLOCATE ALL")
+
+
+def _pool_timeout(url: str) -> float:
+    """The URL's ``connect_timeout`` (seconds), else the default."""
+    try:
+        given = conninfo_to_dict(url).get("connect_timeout")
+    except psycopg.Error as exc:
+        raise ConfigurationError(
+            f"database_url is not a valid PostgreSQL URL ({_first_line(exc)}): write "
+            "postgresql://user:password@host:port/dbname?option=value with libpq's options"
+        ) from exc
+    if given is None:
+        return _DEFAULT_POOL_TIMEOUT
+    try:
+        seconds = float(given)
+    except ValueError:
+        raise ConfigurationError(
+            f"connect_timeout={given!r} in database_url is not a number of seconds: "
+            "write for example connect_timeout=5"
+        ) from None
+    return seconds if seconds > 0 else _DEFAULT_POOL_TIMEOUT
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _store_error(exc: psycopg.Error) -> StoreError:
+    state = exc.sqlstate or ""
     if isinstance(exc, psycopg.errors.UndefinedTable):
         return StoreError(f"PostgreSQL schema is missing ({exc}): run `mailfathom migrate` first")
-    if isinstance(exc, psycopg.OperationalError):
+    if "cached plan must not change result type" in str(exc):
         return StoreError(
-            f"PostgreSQL is unreachable ({exc}): check that the server runs and the URL is right"
+            "the database schema changed under a prepared statement (a migration ran while "
+            "this process was connected): nothing was written; retry, it is prepared afresh"
+        )
+    if state.startswith("40"):  # serialization failure, deadlock: the transaction was undone
+        return StoreError(
+            f"PostgreSQL rolled the transaction back ({_first_line(exc)}): nothing was written; "
+            "retry it"
+        )
+    if isinstance(exc, psycopg.OperationalError) and (
+        not state or state.startswith("08") or state in _SHUTTING_DOWN
+    ):
+        return StoreError(
+            f"PostgreSQL connection failed ({_first_line(exc)}): check that the server runs "
+            "and the URL is right; a write in flight may or may not have been committed, "
+            "and the next call reconnects"
         )
     return StoreError(f"PostgreSQL failed: {exc}")
+
+
+# admin_shutdown, crash_shutdown, cannot_connect_now
+_SHUTTING_DOWN = frozenset({"57P01", "57P02", "57P03"})

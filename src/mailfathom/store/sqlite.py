@@ -116,7 +116,8 @@ class SQLiteDatabase:
     def transaction(self, connection: object | None = None) -> Iterator[Cursor]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``, or the caller's own transaction."""
         if connection is not None:
-            yield self._callers_cursor(connection)
+            with self._callers_savepoint(connection) as cursor:
+                yield cursor
             return
         conn = self._connection()
         try:
@@ -139,6 +140,35 @@ class SQLiteDatabase:
         """A cursor outside any explicit transaction (each statement sees committed data)."""
         try:
             yield self._connection().cursor()
+        except sqlite3.Error as exc:
+            raise _store_error(exc) from exc
+
+    @contextmanager
+    def _callers_savepoint(self, connection: object) -> Iterator[Cursor]:
+        """The write as one savepoint on the caller's connection: atomic on an autocommit
+        connection too, and inside the caller's transaction when one is open (or, in
+        Python's implicit-transaction mode, one is opened for the caller to commit)."""
+        cursor = self._callers_cursor(connection)
+        assert isinstance(connection, sqlite3.Connection)  # checked by _callers_cursor
+        try:
+            implicit = connection.isolation_level is not None
+            if implicit and getattr(connection, "autocommit", -1) is True:
+                implicit = False  # Python 3.12+: autocommit=True ignores isolation_level
+            if implicit and not connection.in_transaction:
+                connection.execute(f"BEGIN {connection.isolation_level}")
+            connection.execute("SAVEPOINT mf_write")
+        except sqlite3.Error as exc:
+            raise _store_error(exc) from exc
+        try:
+            yield cursor
+        except BaseException:
+            if connection.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK TO mf_write")
+                    connection.execute("RELEASE mf_write")
+            raise
+        try:
+            connection.execute("RELEASE mf_write")
         except sqlite3.Error as exc:
             raise _store_error(exc) from exc
 

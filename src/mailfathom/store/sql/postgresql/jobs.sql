@@ -10,14 +10,53 @@ VALUES (%(kind)s, %(queue)s, %(payload)s::jsonb, %(priority)s, 'Pending', %(idem
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING *;
 
+-- name: insert_jobs
+-- A whole batch in one statement; %(jobs)s is a JSON array of job objects. Ids are drawn
+-- in input order (so FIFO holds within a batch); rows are inserted in key order (so
+-- concurrent batches sharing keys wait for each other instead of deadlocking); an
+-- existing key inserts nothing. Returns each inserted row with its 1-based input position.
+WITH input AS MATERIALIZED (
+    SELECT nextval('mf_jobs_id_seq') AS id, t.*
+    FROM ROWS FROM (
+        jsonb_to_recordset(%(jobs)s::jsonb)
+            AS (kind text, queue text, payload jsonb, priority integer, idempotency_key text,
+                available_at timestamptz, max_attempts integer)
+    ) WITH ORDINALITY
+        AS t (kind, queue, payload, priority, idempotency_key, available_at, max_attempts,
+              position)
+    ORDER BY t.position
+), inserted AS (
+    INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, idempotency_key,
+                         available_at, max_attempts, created_at)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, kind, queue, payload, priority, 'Pending', idempotency_key, available_at,
+           max_attempts, %(now)s
+    FROM input
+    ORDER BY idempotency_key, position
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING *
+)
+SELECT input.position, inserted.* FROM inserted JOIN input USING (id);
+
 -- name: job_by_key
 SELECT * FROM mf_jobs WHERE idempotency_key = %(idempotency_key)s;
+
+-- name: jobs_by_keys
+-- The jobs holding any of the keys in the JSON array %(keys)s.
+SELECT * FROM mf_jobs
+WHERE idempotency_key IN (SELECT jsonb_array_elements_text(%(keys)s::jsonb));
 
 -- name: get_job
 SELECT * FROM mf_jobs WHERE id = %(id)s;
 
 -- name: reap_expired_leases
 -- Jobs whose worker vanished: the lost attempt counts; out of attempts means dead-lettered.
+-- Rows another transaction holds (being finished, or reaped by another worker) are skipped.
+WITH expired AS MATERIALIZED (
+    SELECT id FROM mf_jobs
+    WHERE state = 'Claimed' AND lease_expires_at <= %(now)s
+    FOR UPDATE SKIP LOCKED
+)
 UPDATE mf_jobs
 SET state = CASE WHEN attempts - attempt_base >= max_attempts THEN 'DeadLettered' ELSE 'Pending' END,
     available_at = %(now)s,
@@ -26,44 +65,70 @@ SET state = CASE WHEN attempts - attempt_base >= max_attempts THEN 'DeadLettered
     failure_reason = 'lease expired: worker ' || lease_owner || ' stopped renewing it',
     lease_owner = NULL,
     lease_expires_at = NULL
-WHERE id IN (SELECT id FROM mf_jobs WHERE state = 'Claimed' AND lease_expires_at <= %(now)s
-             FOR UPDATE SKIP LOCKED)
-RETURNING id, attempts, state, claimed_by, claimed_at, failure_reason;
+FROM expired
+WHERE mf_jobs.id = expired.id
+RETURNING mf_jobs.id, attempts, state, claimed_by, claimed_at, failure_reason;
 
 -- name: claim_jobs
 -- One statement: the due jobs in claim order, leased to %(owner)s, each attempt counted.
-UPDATE mf_jobs
-SET state = 'Claimed', lease_owner = %(owner)s, lease_expires_at = %(lease_until)s,
-    claimed_by = %(owner)s, claimed_at = %(now)s, attempts = attempts + 1
-WHERE id IN (
+-- The MATERIALIZED CTE picks and locks the rows exactly once (a sub-select could be
+-- re-run by the planner); rows other claimers hold are skipped, never waited for.
+WITH due AS MATERIALIZED (
     SELECT id FROM mf_jobs
     WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= %(now)s
     ORDER BY priority DESC, available_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
-RETURNING *;
+UPDATE mf_jobs
+SET state = 'Claimed', lease_owner = %(owner)s, lease_expires_at = %(lease_until)s,
+    claimed_by = %(owner)s, claimed_at = %(now)s, attempts = attempts + 1
+FROM due
+WHERE mf_jobs.id = due.id
+RETURNING mf_jobs.*;
 
 -- name: claim_jobs_in_queues
+-- As claim_jobs, restricted to the queues in the JSON array %(queues)s. Each queue is read
+-- through its own ordered range of mf_jobs_queue_claimable (so a backlog in another queue
+-- costs nothing), up to %(limit)s rows each, then the best %(limit)s overall are leased.
+-- The few extra rows locked per queue stay locked only until this transaction commits.
+WITH due AS MATERIALIZED (
+    SELECT picked.id
+    FROM (SELECT DISTINCT jsonb_array_elements_text(%(queues)s::jsonb)) AS wanted (queue)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, available_at FROM mf_jobs
+        WHERE queue = wanted.queue
+          AND state = 'Pending' AND available_at IS NOT NULL AND available_at <= %(now)s
+        ORDER BY priority DESC, available_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS picked
+    ORDER BY picked.priority DESC, picked.available_at, picked.id
+    LIMIT %(limit)s
+)
 UPDATE mf_jobs
 SET state = 'Claimed', lease_owner = %(owner)s, lease_expires_at = %(lease_until)s,
     claimed_by = %(owner)s, claimed_at = %(now)s, attempts = attempts + 1
-WHERE id IN (
-    SELECT id FROM mf_jobs
-    WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= %(now)s
-      AND queue IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
-    ORDER BY priority DESC, available_at, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING *;
+FROM due
+WHERE mf_jobs.id = due.id
+RETURNING mf_jobs.*;
 
 -- name: extend_leases
--- Renews the leases %(owner)s still holds; returns the ids it still holds.
+-- Renews the leases %(owner)s still holds; returns the ids it still holds. A row locked
+-- by another transaction is being finished or reaped right now: it is skipped (not
+-- renewed, not returned) rather than waited for, so a heartbeat never deadlocks with
+-- the same worker's batch of outcomes.
+WITH mine AS MATERIALIZED (
+    SELECT id FROM mf_jobs
+    WHERE state = 'Claimed' AND lease_owner = %(owner)s
+      AND (id, attempts) IN (SELECT (e ->> 0)::bigint, (e ->> 1)::integer
+                             FROM jsonb_array_elements(%(held)s::jsonb) AS e)
+    FOR UPDATE SKIP LOCKED
+)
 UPDATE mf_jobs SET lease_expires_at = %(lease_until)s
-WHERE state = 'Claimed' AND lease_owner = %(owner)s
-  AND (id, attempts) IN (SELECT (e ->> 0)::bigint, (e ->> 1)::integer FROM jsonb_array_elements(%(held)s::jsonb) AS e)
-RETURNING id;
+FROM mine
+WHERE mf_jobs.id = mine.id
+RETURNING mf_jobs.id;
 
 -- name: complete_jobs
 -- Marks succeeded every (id, attempt) in %(held)s that %(owner)s still holds.
@@ -124,14 +189,75 @@ VALUES (%(job_id)s, %(at)s, %(actor)s, %(action)s, %(from_state)s, %(to_state)s,
 SELECT * FROM mf_job_events WHERE job_id = %(id)s ORDER BY id;
 
 -- name: list_jobs
--- Newest first, keyset-paginated by id; every filter optional.
-SELECT * FROM mf_jobs
-WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
-  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
-  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+-- Newest first, keyset-paginated by id. The store appends one constant `filter_*`
+-- fragment per filter in use, then `list_jobs_order`, so every combination gets
+-- a plan of its own that walks an index (state, id) / (kind, id) / the primary key
+-- backwards and stops after :limit rows, however many rows the table holds.
+SELECT * FROM mf_jobs WHERE 1 = 1
+
+-- name: filter_state
+AND state = %(state)s
+
+-- name: filter_kind
+AND kind = %(kind)s
+
+-- name: filter_queue
+AND queue = %(queue)s
+
+-- name: filter_held
+AND state = 'Pending' AND available_at IS NULL
+
+-- name: filter_text
+-- :text is a LIKE pattern whose own % _ \ are escaped with a backslash. It is
+-- matched, ignoring ASCII case only (lower() under the "C" collation folds A-Z
+-- alone, like SQLite's LIKE), against the failure reason, the idempotency key
+-- and the payload's object keys and string and number values (not jsonb's text
+-- rendering, which spaces and reorders). SQLite's filter_text matches the same.
+AND (lower(failure_reason COLLATE "C") LIKE lower(%(text)s COLLATE "C")
+     OR lower(idempotency_key COLLATE "C") LIKE lower(%(text)s COLLATE "C")
+     OR EXISTS (SELECT 1 FROM jsonb_path_query(mf_jobs.payload, 'strict $.**') AS node(v)
+                WHERE jsonb_typeof(node.v) IN ('string', 'number')
+                  AND lower((node.v #>> '{}') COLLATE "C") LIKE lower(%(text)s COLLATE "C"))
+     OR EXISTS (SELECT 1 FROM jsonb_path_query(
+                    mf_jobs.payload, 'strict $.** ? (@.type() == "object").keyvalue().key'
+                ) AS key(k)
+                WHERE lower((key.k #>> '{}') COLLATE "C") LIKE lower(%(text)s COLLATE "C")))
+
+-- name: filter_created_before
+AND created_at < %(created_before)s
+
+-- name: filter_created_after
+AND created_at >= %(created_after)s
+
+-- name: filter_before_id
+AND id < %(before_id)s
+
+-- name: list_jobs_order
+ORDER BY id DESC LIMIT %(limit)s
+
+-- name: recent_events
+-- Every job's operator actions, newest first, keyset-paginated by id.
+SELECT * FROM mf_job_events
+WHERE (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
 ORDER BY id DESC
 LIMIT %(limit)s;
+
+-- name: count_held
+SELECT count(*) AS n FROM mf_jobs WHERE state = 'Pending' AND available_at IS NULL;
+
+-- name: throughput_jobs
+-- Jobs that ended since :since, per UTC minute and final state.
+SELECT to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI') AS minute, state AS outcome, count(*) AS n
+FROM mf_jobs
+WHERE finished_at >= %(since)s
+GROUP BY 1, 2;
+
+-- name: throughput_failures
+-- Attempts that failed (and were retried or dead-lettered) since :since, per UTC minute.
+SELECT to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI') AS minute, 'Failed' AS outcome, count(*) AS n
+FROM mf_job_attempts
+WHERE finished_at >= %(since)s
+GROUP BY 1, 2;
 
 -- name: count_jobs
 SELECT state, count(*) AS n FROM mf_jobs GROUP BY state;

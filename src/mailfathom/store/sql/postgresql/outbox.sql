@@ -163,3 +163,10 @@ VALUES (%(email_id)s, %(at)s, %(actor)s, %(action)s, %(from_stage)s, %(to_stage)
 
 -- name: outbox_events
 SELECT * FROM mf_outbox_events WHERE email_id = %(id)s ORDER BY id;
+
+-- name: recent_outbox_events
+-- Every record's operator actions, newest first, keyset-paginated by id (the console's audit log).
+SELECT * FROM mf_outbox_events
+WHERE (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+ORDER BY id DESC
+LIMIT %(limit)s;

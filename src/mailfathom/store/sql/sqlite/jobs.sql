@@ -13,6 +13,10 @@ RETURNING *;
 -- name: job_by_key
 SELECT * FROM mf_jobs WHERE idempotency_key = :idempotency_key;
 
+-- name: jobs_by_keys
+-- The jobs holding any of the keys in the JSON array :keys.
+SELECT * FROM mf_jobs WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
+
 -- name: get_job
 SELECT * FROM mf_jobs WHERE id = :id;
 
@@ -123,14 +127,71 @@ VALUES (:job_id, :at, :actor, :action, :from_state, :to_state, :reason);
 SELECT * FROM mf_job_events WHERE job_id = :id ORDER BY id;
 
 -- name: list_jobs
--- Newest first, keyset-paginated by id; every filter optional.
-SELECT * FROM mf_jobs
-WHERE (:state IS NULL OR state = :state)
-  AND (:kind IS NULL OR kind = :kind)
-  AND (:queue IS NULL OR queue = :queue)
-  AND (:before_id IS NULL OR id < :before_id)
+-- Newest first, keyset-paginated by id. The store appends one constant `filter_*`
+-- fragment per filter in use, then `list_jobs_order`, so every combination gets
+-- a plan of its own that walks an index (state, id) / (kind, id) / the primary key
+-- backwards and stops after :limit rows, however many rows the table holds.
+SELECT * FROM mf_jobs WHERE 1 = 1
+
+-- name: filter_state
+AND state = :state
+
+-- name: filter_kind
+AND kind = :kind
+
+-- name: filter_queue
+AND queue = :queue
+
+-- name: filter_held
+AND state = 'Pending' AND available_at IS NULL
+
+-- name: filter_text
+-- :text is a LIKE pattern whose own % _ \ are escaped with a backslash. It is
+-- matched, ignoring ASCII case only (LIKE's own folding), against the failure
+-- reason, the idempotency key and the payload's object keys and string and
+-- number values (not its JSON text: quoting, escapes and spacing differ
+-- between dialects). PostgreSQL's filter_text matches exactly the same.
+AND (failure_reason LIKE :text ESCAPE '\' OR idempotency_key LIKE :text ESCAPE '\'
+     OR EXISTS (SELECT 1 FROM json_tree(mf_jobs.payload) AS node
+                WHERE (node.type IN ('text', 'integer', 'real')
+                       AND node.atom LIKE :text ESCAPE '\')
+                   OR (typeof(node.key) = 'text' AND node.key LIKE :text ESCAPE '\')))
+
+-- name: filter_created_before
+AND created_at < :created_before
+
+-- name: filter_created_after
+AND created_at >= :created_after
+
+-- name: filter_before_id
+AND id < :before_id
+
+-- name: list_jobs_order
+ORDER BY id DESC LIMIT :limit
+
+-- name: recent_events
+-- Every job's operator actions, newest first, keyset-paginated by id.
+SELECT * FROM mf_job_events
+WHERE (:before_id IS NULL OR id < :before_id)
 ORDER BY id DESC
 LIMIT :limit;
+
+-- name: count_held
+SELECT count(*) AS n FROM mf_jobs WHERE state = 'Pending' AND available_at IS NULL;
+
+-- name: throughput_jobs
+-- Jobs that ended since :since, per UTC minute and final state.
+SELECT substr(finished_at, 1, 16) AS minute, state AS outcome, count(*) AS n
+FROM mf_jobs
+WHERE finished_at >= :since
+GROUP BY 1, 2;
+
+-- name: throughput_failures
+-- Attempts that failed (and were retried or dead-lettered) since :since, per UTC minute.
+SELECT substr(finished_at, 1, 16) AS minute, 'Failed' AS outcome, count(*) AS n
+FROM mf_job_attempts
+WHERE finished_at >= :since
+GROUP BY 1, 2;
 
 -- name: count_jobs
 SELECT state, count(*) AS n FROM mf_jobs GROUP BY state;

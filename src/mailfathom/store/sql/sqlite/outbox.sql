@@ -161,3 +161,10 @@ VALUES (:email_id, :at, :actor, :action, :from_stage, :to_stage, :reason);
 
 -- name: outbox_events
 SELECT * FROM mf_outbox_events WHERE email_id = :id ORDER BY id;
+
+-- name: recent_outbox_events
+-- Every record's operator actions, newest first, keyset-paginated by id (the console's audit log).
+SELECT * FROM mf_outbox_events
+WHERE (:before_id IS NULL OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit;

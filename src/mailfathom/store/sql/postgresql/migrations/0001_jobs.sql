@@ -1,7 +1,7 @@
 -- The job queue: jobs, their failed or lost attempts, and the operators' audit trail.
 -- Every invariant the database can hold is a CHECK constraint, so a bug fails at the write.
 CREATE TABLE mf_jobs (
-    id               BIGINT  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id               BIGINT  GENERATED ALWAYS AS IDENTITY (SEQUENCE NAME mf_jobs_id_seq) PRIMARY KEY,
     kind             TEXT    NOT NULL CHECK (length(kind) BETWEEN 1 AND 200),
     queue            TEXT    NOT NULL CHECK (length(queue) BETWEEN 1 AND 100),
     payload          JSONB   NOT NULL CHECK (jsonb_typeof(payload) = 'object'),
@@ -71,11 +71,16 @@ CREATE TABLE mf_job_events (
 );
 CREATE INDEX mf_job_events_job ON mf_job_events (job_id, id);
 
--- Wake idle workers when jobs arrive (delivered at commit; nothing on rollback).
+-- Wake idle workers when jobs arrive: delivered at commit, nothing on rollback, nothing
+-- when every row of the statement was an existing key. The payload is the schema, so
+-- several mailfathom schemas in one database do not wake each other's workers.
 CREATE FUNCTION mf_notify_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('mailfathom_jobs', '');
+    IF EXISTS (SELECT 1 FROM mf_inserted_jobs) THEN
+        PERFORM pg_notify('mailfathom_jobs', TG_TABLE_SCHEMA);
+    END IF;
     RETURN NULL;
 END $$;
 CREATE TRIGGER mf_jobs_notify AFTER INSERT ON mf_jobs
+    REFERENCING NEW TABLE AS mf_inserted_jobs
     FOR EACH STATEMENT EXECUTE FUNCTION mf_notify_jobs();

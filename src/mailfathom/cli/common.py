@@ -1,0 +1,114 @@
+"""What every ``mailfathom`` command shares: opening the app, errors, tables and ``--json``.
+
+Internal. Commands get the app from :func:`open_app` (from ``--app module:attr``
+or the ``--database`` URL), print tables for people with rich and plain JSON
+for scripts, and turn every :class:`~mailfathom.errors.MailFathomError` into a
+one-line message and exit status 2.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console as RichConsole
+
+from mailfathom.config import Settings
+from mailfathom.errors import MailFathomError
+
+__all__ = [
+    "OperatorError",
+    "app_option",
+    "default_actor",
+    "echo_json",
+    "open_app",
+    "reports_errors",
+    "rich_out",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class OperatorError(click.ClickException):
+    """A mailfathom error shown to the operator: its message, then exit status 2."""
+
+    exit_code = 2
+
+
+def reports_errors(command: F) -> F:
+    """Turn :class:`MailFathomError` raised by ``command`` into :class:`OperatorError`."""
+
+    @wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except MailFathomError as exc:
+            raise OperatorError(str(exc)) from exc
+
+    return run  # type: ignore[return-value]
+
+
+def app_option(command: F) -> F:
+    """The ``--app module:attr`` option: the app whose job kinds (handlers) to use."""
+    return click.option(
+        "--app",
+        "app_spec",
+        envvar="MAILFATHOM_APP",
+        default=None,
+        metavar="MODULE:ATTR",
+        help="Your MailFathom app (e.g. myproject.tasks:mf), for its registered job kinds.",
+    )(command)
+
+
+@contextmanager
+def open_app(ctx: click.Context, app_spec: str | None = None) -> Iterator[Any]:
+    """The app for this command: ``--app`` when given, else one on the ``--database`` URL.
+
+    ``--app`` is imported by the same loader as ``mailfathom worker`` (``--database``
+    reaches the app through ``MAILFATHOM_DATABASE_URL``); its errors exit with status 2.
+    """
+    from mailfathom.app import MailFathom
+    from mailfathom.cli.worker_command import load_app
+
+    root = ctx.find_root()
+    database = root.params.get("database")
+    if app_spec:
+        explicit = root.get_parameter_source("database") is click.core.ParameterSource.COMMANDLINE
+        try:
+            app = load_app(app_spec, database if explicit else None)
+        except click.ClickException as exc:
+            raise OperatorError(exc.format_message()) from exc
+        try:
+            yield app
+        finally:
+            app.close()
+        return
+    with MailFathom(settings=Settings.load({"database_url": database})) as app:
+        yield app
+
+
+def default_actor() -> str:
+    """Who acts, for the audit trail: ``cli:<login name>``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container without a passwd entry)
+        user = str(os.getuid())
+    return f"cli:{user}"
+
+
+def echo_json(value: Any) -> None:
+    """Print ``value`` as indented JSON, for scripts."""
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def rich_out() -> RichConsole:
+    """A rich console on the current standard output (wide enough for tables in pipes)."""
+    width = None if sys.stdout.isatty() else 160
+    return RichConsole(width=width, highlight=False, soft_wrap=False)

@@ -1,0 +1,124 @@
+"""``mailfathom dev``: everything on one machine for a developer, in one command.
+
+Migrates the database (default ``sqlite:///mailfathom.db``), starts a capture
+SMTP server (nothing is relayed: messages land in the console's Inbox), a
+worker that delivers the outbox to it, and the web console on loopback; then
+prints the URL. Ctrl-C stops all of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from mailfathom.cli.common import open_app, reports_errors
+from mailfathom.store import redact_url
+
+__all__ = ["dev"]
+
+
+@click.command()
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8025,
+    show_default=True,
+    help="Console port (on 127.0.0.1).",
+)
+@click.option(
+    "--smtp-port",
+    type=click.IntRange(1, 65535),
+    default=1025,
+    show_default=True,
+    help="Capture SMTP port (on 127.0.0.1).",
+)
+@click.option(
+    "--inbox",
+    "inbox_dir",
+    default=".mailfathom-dev/inbox",
+    show_default=True,
+    help="Maildir folder the captured mail is kept in.",
+)
+@click.option(
+    "--app",
+    "app_spec",
+    default=None,
+    metavar="MODULE:ATTR",
+    help="Your MailFathom app, for its job kinds and schedules (e.g. examples.app:mf).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 100),
+    default=4,
+    show_default=True,
+    help="Jobs the dev worker runs at once.",
+)
+@click.pass_context
+@reports_errors
+def dev(
+    ctx: click.Context,
+    /,
+    *,
+    port: int,
+    smtp_port: int,
+    inbox_dir: str,
+    app_spec: str | None,
+    concurrency: int,
+) -> None:
+    """Run the console, a worker and a capture SMTP server together, for development."""
+    from mailfathom.devmail import CaptureServer, Inbox
+    from mailfathom.web.server import build_console_app, console_url, serve
+
+    logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    capture = CaptureServer(Inbox(Path(inbox_dir)), port=smtp_port)
+    capture.start()
+    # the app (yours, or a bare one) delivers to the capture server
+    os.environ["MAILFATHOM_SMTP_URL"] = capture.url
+    try:
+        with open_app(ctx, app_spec) as loaded:
+            mf = (
+                loaded if loaded.settings.smtp_url == capture.url else _rebuilt(loaded, capture.url)
+            )
+            mf.migrate()
+            worker = mf.worker(concurrency=concurrency, shutdown_timeout=5)
+            working = threading.Thread(target=worker.run, name="mailfathom-dev-worker", daemon=True)
+            working.start()
+            app = build_console_app(mf, host="127.0.0.1", token=None, inbox=capture.inbox)
+            click.echo(
+                f"mailfathom dev\n"
+                f"  console   {console_url('127.0.0.1', port)}\n"
+                f"  smtp      {capture.url} (captured, never relayed; Inbox in the console)\n"
+                f"  database  {redact_url(mf.settings.database_url)}\n"
+                f"  worker    {worker.id}, kinds: {', '.join(mf.registry.names())}\n"
+                "Press Ctrl-C to stop."
+            )
+            try:
+                serve(app, host="127.0.0.1", port=port)
+            finally:
+                worker.stop()
+                working.join(10)
+    finally:
+        capture.stop()
+
+
+def _rebuilt(mf: Any, smtp_url: str) -> Any:
+    """A bare app on ``mf``'s database delivering to ``smtp_url`` (an app built with its own
+    SMTP URL keeps it; the dev worker must deliver to the capture server)."""
+    from mailfathom.app import MailFathom
+
+    click.echo(
+        f"note: the app names its own SMTP server ({redact_url(str(mf.settings.smtp_url))}); "
+        "mailfathom dev delivers to the capture server instead",
+        err=True,
+    )
+    rebuilt = MailFathom(mf.settings.database_url, smtp_url=smtp_url)
+    for name in mf.registry.names():
+        kind = mf.registry.get(name)
+        if kind is not None and rebuilt.registry.get(name) is None:
+            rebuilt.registry.add(kind)
+    return rebuilt

@@ -1,0 +1,160 @@
+"""Console facts as JSON-ready dicts: one shape for the API and for ``--json`` in the CLI.
+
+Times are ISO-8601 UTC text, states and outcomes their stored names. The API's
+OpenAPI document (``web/openapi.py``) describes exactly these shapes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any
+
+from mailfathom.console.outbox_service import EmailDetail, EmailPage
+from mailfathom.console.service import AuditPage, BulkResult, JobDetail, JobPage, Overview
+from mailfathom.delivery.model import OutgoingEmail
+from mailfathom.jobs.admin import Throughput
+from mailfathom.jobs.model import Attempt, Job, JobEvent
+from mailfathom.jobs.schedule_admin import Schedule
+from mailfathom.jobs.workers import WorkerInfo
+
+__all__ = [
+    "attempt_json",
+    "audit_json",
+    "bulk_json",
+    "email_detail_json",
+    "email_json",
+    "email_page_json",
+    "event_json",
+    "job_detail_json",
+    "job_json",
+    "job_page_json",
+    "jsonable",
+    "overview_json",
+    "schedule_json",
+    "throughput_json",
+    "worker_json",
+]
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with datetimes, enums and dataclasses turned into JSON types."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(jsonable(k)): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    return value
+
+
+def job_json(job: Job) -> dict[str, Any]:
+    """A job, with ``held`` and ``attempts_left`` spelled out."""
+    found: dict[str, Any] = jsonable(job)
+    found.pop("created", None)
+    found["held"] = job.held
+    found["attempts_left"] = job.attempts_left
+    return found
+
+
+def attempt_json(attempt: Attempt) -> dict[str, Any]:
+    """One attempt, traceback included."""
+    found: dict[str, Any] = jsonable(attempt)
+    return found
+
+
+def event_json(event: JobEvent) -> dict[str, Any]:
+    """One audited operator action."""
+    found: dict[str, Any] = jsonable(event)
+    return found
+
+
+def job_detail_json(detail: JobDetail) -> dict[str, Any]:
+    """A job with its attempts and audit trail."""
+    return {
+        "job": job_json(detail.job),
+        "attempts": [attempt_json(a) for a in detail.attempts],
+        "events": [event_json(e) for e in detail.events],
+    }
+
+
+def job_page_json(page: JobPage) -> dict[str, Any]:
+    """A page of jobs and the cursor to the next one."""
+    return {"jobs": [job_json(j) for j in page.jobs], "next_before": page.next_before}
+
+
+def audit_json(page: AuditPage) -> dict[str, Any]:
+    """A page of the audit log and the cursor to the next one."""
+    return {"events": [event_json(e) for e in page.events], "next_before": page.next_before}
+
+
+def throughput_json(minutes: list[Throughput]) -> list[dict[str, Any]]:
+    """Per-minute counts, oldest first."""
+    return [jsonable(minute) for minute in minutes]
+
+
+def overview_json(overview: Overview) -> dict[str, Any]:
+    """The overview: counts, throughput and what waits for an operator."""
+    return {
+        "at": overview.at.isoformat(),
+        "job_counts": {state.value: n for state, n in overview.job_counts.items()},
+        "held": overview.held,
+        "throughput": throughput_json(overview.throughput),
+        "attention": [jsonable(item) for item in overview.attention],
+        "email_counts": {stage.value: n for stage, n in overview.email_counts.items()},
+        "workers_alive": overview.workers_alive,
+        "workers_dead": overview.workers_dead,
+        "schedules": overview.schedules,
+        "schedules_paused": overview.schedules_paused,
+    }
+
+
+def schedule_json(schedule: Schedule, now: datetime) -> dict[str, Any]:
+    """A stored schedule and its next tick after ``now`` (null while paused)."""
+    found: dict[str, Any] = jsonable(schedule)
+    found["next_tick"] = None if schedule.paused else schedule.next_tick(now).isoformat()
+    return found
+
+
+def worker_json(worker: WorkerInfo) -> dict[str, Any]:
+    """A registered worker (``lease`` in seconds; ``queues`` null means every queue)."""
+    found: dict[str, Any] = jsonable(worker)
+    return found
+
+
+def email_json(email: OutgoingEmail) -> dict[str, Any]:
+    """An outgoing email record with its per-recipient outcomes."""
+    found: dict[str, Any] = jsonable(email)
+    found.pop("created", None)
+    return found
+
+
+def email_page_json(page: EmailPage) -> dict[str, Any]:
+    """A page of the outbox and the cursor to the next one."""
+    return {"emails": [email_json(e) for e in page.emails], "next_before": page.next_before}
+
+
+def email_detail_json(detail: EmailDetail) -> dict[str, Any]:
+    """A record, its stage history, its audit trail and its delivery job's attempts."""
+    return {
+        "email": email_json(detail.email),
+        "history": [jsonable(entry) for entry in detail.history],
+        "events": [jsonable(event) for event in detail.events],
+        "attempts": [attempt_json(a) for a in detail.attempts],
+    }
+
+
+def bulk_json(result: BulkResult) -> dict[str, Any]:
+    """What a bulk action did, and each refused id with the reason."""
+    return {
+        "action": result.action,
+        "done": result.done,
+        "refused": [{"id": job_id, "error": why} for job_id, why in result.refused.items()],
+    }

@@ -1,0 +1,324 @@
+"""The jobs part of the console API's OpenAPI document: schemas and paths.
+
+Internal; assembled by :func:`mailfathom.web.openapi.document`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mailfathom.web.openapi_common import (
+    ACTION,
+    ID,
+    JOB_ID,
+    TIME,
+    TIME_OR_NULL,
+    answer,
+    nullable,
+    object_schema,
+    operation,
+    query,
+    ref,
+)
+
+__all__ = ["PATHS", "SCHEMAS"]
+
+_STATES = ["Pending", "Claimed", "Succeeded", "DeadLettered", "Dropped"]
+_OUTCOMES = [
+    "Succeeded",
+    "Failed",
+    "ExecutionTimeout",
+    "ShutdownTimeout",
+    "LeaseExpired",
+    "UnknownKind",
+]
+
+_JOB: dict[str, Any] = {
+    "id": ID,
+    "kind": {"type": "string"},
+    "queue": {"type": "string"},
+    "payload": {"type": "object"},
+    "priority": {"type": "integer"},
+    "state": {"type": "string", "enum": _STATES},
+    "idempotency_key": nullable("string"),
+    "available_at": TIME_OR_NULL,
+    "attempts": {"type": "integer", "minimum": 0},
+    "attempt_base": {"type": "integer", "minimum": 0},
+    "max_attempts": {"type": "integer", "minimum": 1},
+    "lease_owner": nullable("string"),
+    "lease_expires_at": TIME_OR_NULL,
+    "claimed_by": nullable("string"),
+    "claimed_at": TIME_OR_NULL,
+    "failure_class": {"enum": ["Permanent", "Transient", None]},
+    "failure_reason": nullable("string"),
+    "created_at": TIME,
+    "finished_at": TIME_OR_NULL,
+    "held": {"type": "boolean"},
+    "attempts_left": {"type": "integer", "minimum": 0},
+}
+
+_FILTER_PARAMS = [
+    query("state", "Pending, Claimed, Succeeded, DeadLettered, Dropped or Held"),
+    query("kind", "Only this kind"),
+    query("queue", "Only this queue"),
+    query("text", "Text in the failure reason, idempotency key or payload"),
+    query("older_than", "Enqueued longer ago than this (30m, 2h, 7d)"),
+    query("newer_than", "Enqueued more recently than this (30m, 2h, 7d)"),
+]
+
+#: The job schemas (and the overview, audit log and throughput).
+SCHEMAS: dict[str, Any] = {
+    "Job": object_schema(_JOB),
+    "Attempt": object_schema(
+        {
+            "job_id": ID,
+            "attempt": {"type": "integer", "minimum": 1},
+            "outcome": {"type": "string", "enum": _OUTCOMES},
+            "failure_class": {"enum": ["Permanent", "Transient", None]},
+            "error_type": nullable("string"),
+            "message": nullable("string"),
+            "traceback": nullable("string"),
+            "worker": nullable("string"),
+            "started_at": TIME_OR_NULL,
+            "finished_at": TIME_OR_NULL,
+        }
+    ),
+    "JobEvent": object_schema(
+        {
+            "id": ID,
+            "job_id": ID,
+            "at": TIME,
+            "actor": {"type": "string"},
+            "action": {"type": "string"},
+            "from_state": {"type": "string", "enum": _STATES},
+            "to_state": {"type": "string", "enum": _STATES},
+            "reason": nullable("string"),
+        }
+    ),
+    "JobPage": object_schema(
+        {
+            "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+            "next_before": nullable("integer"),
+        }
+    ),
+    "JobDetail": object_schema(
+        {
+            "job": {"$ref": "#/components/schemas/Job"},
+            "attempts": {"type": "array", "items": {"$ref": "#/components/schemas/Attempt"}},
+            "events": {"type": "array", "items": {"$ref": "#/components/schemas/JobEvent"}},
+        }
+    ),
+    "CreatedJob": object_schema({**_JOB, "created": {"type": "boolean"}}),
+    "Counts": {
+        "type": "object",
+        "properties": {name: {"type": "integer", "minimum": 0} for name in [*_STATES, "Held"]},
+        "required": [*_STATES, "Held"],
+        "additionalProperties": False,
+    },
+    "Minute": object_schema(
+        {
+            "minute": TIME,
+            "succeeded": {"type": "integer", "minimum": 0},
+            "dead_lettered": {"type": "integer", "minimum": 0},
+            "dropped": {"type": "integer", "minimum": 0},
+            "failed_attempts": {"type": "integer", "minimum": 0},
+        }
+    ),
+    "Overview": object_schema(
+        {
+            "at": TIME,
+            "job_counts": {
+                "type": "object",
+                "additionalProperties": {"type": "integer", "minimum": 0},
+            },
+            "held": {"type": "integer", "minimum": 0},
+            "throughput": {"type": "array", "items": {"$ref": "#/components/schemas/Minute"}},
+            "email_counts": {
+                "type": "object",
+                "additionalProperties": {"type": "integer", "minimum": 0},
+            },
+            "workers_alive": {"type": "integer", "minimum": 0},
+            "workers_dead": {"type": "integer", "minimum": 0},
+            "schedules": {"type": "integer", "minimum": 0},
+            "schedules_paused": {"type": "integer", "minimum": 0},
+            "attention": {
+                "type": "array",
+                "items": object_schema(
+                    {
+                        "key": {"type": "string"},
+                        "label": {"type": "string"},
+                        "count": {"type": "integer", "minimum": 1},
+                    }
+                ),
+            },
+        }
+    ),
+    "AuditPage": object_schema(
+        {
+            "events": {"type": "array", "items": {"$ref": "#/components/schemas/JobEvent"}},
+            "next_before": nullable("integer"),
+        }
+    ),
+    "BulkResult": object_schema(
+        {
+            "action": {"type": "string", "enum": ["requeue", "drop", "release"]},
+            "done": {"type": "array", "items": ID},
+            "refused": {
+                "type": "array",
+                "items": object_schema({"id": ID, "error": {"type": "string"}}),
+            },
+        }
+    ),
+    "JobFilter": {
+        "type": "object",
+        "properties": {
+            "state": {"type": "string"},
+            "kind": {"type": "string"},
+            "queue": {"type": "string"},
+            "text": {"type": "string"},
+            "older_than": {"type": "string", "examples": ["2h"]},
+            "newer_than": {"type": "string", "examples": ["7d"]},
+        },
+        "additionalProperties": False,
+    },
+    "BulkBody": {
+        "type": "object",
+        "properties": {
+            "ids": {"type": "array", "items": ID},
+            "filter": {"$ref": "#/components/schemas/JobFilter"},
+            "reason": {"type": "string", "maxLength": 2000},
+            "actor": {"type": "string", "maxLength": 100},
+        },
+        "additionalProperties": False,
+    },
+    "NewJob": {
+        "type": "object",
+        "properties": {
+            "kind": {"type": "string"},
+            "payload": {"type": "object"},
+            "queue": {"type": "string"},
+            "priority": {"type": "integer"},
+            "run_at": {"type": "string", "format": "date-time"},
+            "hold": {"type": "boolean"},
+            "idempotency_key": {"type": "string"},
+        },
+        "required": ["kind"],
+        "additionalProperties": False,
+    },
+}
+
+#: The job paths (and the overview, kinds, audit log and throughput).
+PATHS: dict[str, Any] = {
+    "/api/overview": {
+        "get": operation(
+            "Counts, throughput and what waits for an operator",
+            answer("The overview", "Overview"),
+            operation_id="overview",
+        )
+    },
+    "/api/jobs": {
+        "get": operation(
+            "Jobs newest first, filtered, keyset-paginated",
+            answer("A page of jobs", "JobPage"),
+            params=[
+                *_FILTER_PARAMS,
+                query(
+                    "before",
+                    "Only jobs with a smaller id (the previous page's next_before)",
+                    type="integer",
+                    minimum=1,
+                ),
+                query("limit", "Page size", type="integer", minimum=1, maximum=500),
+            ],
+            operation_id="listJobs",
+        ),
+        "post": operation(
+            "Create a job of a registered kind (held unless run_at is given)",
+            answer("The job", "CreatedJob"),
+            code="201",
+            body="NewJob",
+            operation_id="createJob",
+        ),
+    },
+    "/api/jobs/counts": {
+        "get": operation(
+            "Jobs per state, and held jobs",
+            answer("Counts", "Counts"),
+            operation_id="jobCounts",
+        )
+    },
+    "/api/jobs/{job_id}": {
+        "get": operation(
+            "One job with every attempt and its audit trail",
+            answer("The job", "JobDetail"),
+            params=[JOB_ID],
+            errors=("404",),
+            operation_id="getJob",
+        )
+    },
+    "/api/jobs/{job_id}/{action}": {
+        "post": operation(
+            "Requeue or drop a dead letter, or release (run) a held job; audited",
+            answer("The job afterwards", "Job"),
+            params=[JOB_ID, ACTION],
+            body="ActionBody",
+            errors=("404", "409"),
+            operation_id="actOnJob",
+        )
+    },
+    "/api/jobs/bulk/{action}": {
+        "post": operation(
+            "Apply an action to listed jobs or to every job a filter matches",
+            answer("What was done and what was refused", "BulkResult"),
+            params=[ACTION],
+            body="BulkBody",
+            operation_id="bulkAction",
+        )
+    },
+    "/api/kinds": {
+        "get": operation(
+            "Job kinds this console can create",
+            {
+                "description": "Registered kinds",
+                "content": {
+                    "application/json": {
+                        "schema": object_schema(
+                            {"kinds": {"type": "array", "items": {"type": "string"}}}
+                        )
+                    }
+                },
+            },
+            operation_id="kinds",
+        )
+    },
+    "/api/audit": {
+        "get": operation(
+            "Operator actions on every job, newest first",
+            answer("A page of the audit log", "AuditPage"),
+            params=[
+                query("before", "Only events with a smaller id", type="integer", minimum=1),
+                query("limit", "Page size", type="integer", minimum=1, maximum=500),
+            ],
+            operation_id="audit",
+        )
+    },
+    "/api/throughput": {
+        "get": operation(
+            "Jobs finished (and attempts failed) per UTC minute",
+            {
+                "description": "Per-minute counts, oldest first",
+                "content": {
+                    "application/json": {
+                        "schema": object_schema(
+                            {"minutes": {"type": "array", "items": ref("Minute")}}
+                        )
+                    }
+                },
+            },
+            params=[
+                query("minutes", "How many minutes back", type="integer", minimum=1, maximum=1440)
+            ],
+            operation_id="throughput",
+        )
+    },
+}

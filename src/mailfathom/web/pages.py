@@ -1,0 +1,285 @@
+"""The console's HTML pages for jobs: overview, list, detail, actions, new job, audit log.
+
+Internal. Every handler reads through, and acts through, the one
+:class:`~mailfathom.console.Console` on ``app.state.console``. Actions are two
+steps: a GET that shows what will happen (the confirmation) and a CSRF-checked
+POST that does it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from mailfathom.console import ACTIONS, Console, JobQuery
+from mailfathom.console.service import parse_instant
+from mailfathom.errors import InvalidInput
+from mailfathom.web.chart import SERIES, throughput_chart
+from mailfathom.web.handlers import form_action, form_values, view
+from mailfathom.web.params import is_whole_number
+from mailfathom.web.render import flash, operator, page
+
+__all__ = ["routes"]
+
+_FILTERS = ("state", "kind", "queue", "text", "older_than", "newer_than")
+#: Where each kind of "waiting for an operator" item is dealt with.
+ATTENTION_LINKS = {
+    "dead_lettered": "/jobs?state=DeadLettered",
+    "held": "/jobs?state=Held",
+    "unknown_outcomes": "/outbox/unknown",
+    "dead_workers": "/workers",
+}
+_PAST = {"requeue": "requeued", "drop": "dropped", "release": "released (it runs now)"}
+
+
+def _console(request: Request) -> Console:
+    console: Console = request.app.state.console
+    return console
+
+
+def _query(request: Request) -> JobQuery:
+    return JobQuery.parse({name: request.query_params.get(name) for name in _FILTERS})
+
+
+def _positive(text: str | None, what: str) -> int | None:
+    if text is None or text == "":
+        return None
+    if not is_whole_number(text) or not 1 <= int(text) < 2**63:
+        raise InvalidInput(f"{what} must be a positive whole number, not {text!r}")
+    return int(text)
+
+
+def _action_name(request: Request) -> str:
+    action = str(request.path_params["action"])
+    if action not in ACTIONS:
+        raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
+    return action
+
+
+@view
+def overview(request: Request) -> Response:
+    """Counts per state, throughput over the last hour, what waits for an operator."""
+    found = _console(request).overview()
+    chart = throughput_chart(found.throughput)
+    return page(
+        request,
+        "overview.html",
+        {
+            "overview": found,
+            "chart": chart,
+            "series": SERIES,
+            "refresh": True,
+            "attention_links": ATTENTION_LINKS,
+        },
+    )
+
+
+@view
+def job_list(request: Request) -> Response:
+    """Jobs newest first, filtered, paged by id."""
+    console = _console(request)
+    query = _query(request)
+    before = _positive(request.query_params.get("before"), "before")
+    found = console.jobs(query, before_id=before, limit=50)
+    counts = console.mf.jobs.counts()
+    return page(
+        request,
+        "jobs.html",
+        {
+            "query": query,
+            "page": found,
+            "counts": counts,
+            "held": console.mf.jobs.held_count(),
+            "before": before,
+            "kinds": console.kinds(),
+        },
+    )
+
+
+@view
+def job_detail(request: Request) -> Response:
+    """One job: fields, payload, every attempt with its traceback, the audit trail."""
+    job_id = _positive(str(request.path_params["job_id"]), "job id")
+    assert job_id is not None
+    detail = _console(request).job(job_id)
+    payload = json.dumps(detail.job.payload, indent=2, ensure_ascii=False, sort_keys=True)
+    return page(request, "job.html", {"detail": detail, "job": detail.job, "payload": payload})
+
+
+@view
+def confirm_action(request: Request) -> Response:
+    """What requeue / drop / release will do to this job, and the button that does it."""
+    job_id = _positive(str(request.path_params["job_id"]), "job id")
+    assert job_id is not None
+    action = _action_name(request)
+    job = _console(request).mf.jobs.get(job_id)
+    return page(request, "confirm.html", {"job": job, "action": action})
+
+
+@form_action
+def do_action(request: Request, form: FormData) -> Response:
+    """Perform one audited action, then show the job again."""
+    job_id = _positive(str(request.path_params["job_id"]), "job id")
+    assert job_id is not None
+    action = _action_name(request)
+    reason = form_values(form, "reason")["reason"]
+    job = _console(request).act(action, job_id, actor=operator(request), reason=reason)
+    flash(request, f"Job {job.id} {_PAST[action]}.")
+    return RedirectResponse(f"/jobs/{job.id}", status_code=303)
+
+
+def _bulk_targets(request: Request, values: dict[str, str | None], ids: list[str]) -> list[int]:
+    action = values["action"] or ""
+    if action not in ACTIONS:
+        raise InvalidInput(f"unknown bulk action {action!r}: use requeue, drop or release")
+    if values.get("scope") == "matching":
+        query = JobQuery.parse({name: values.get(name) for name in _FILTERS})
+        return _console(request).matching_ids(action, query)
+    chosen = [_positive(text, "job id") for text in ids]
+    if not chosen:
+        raise InvalidInput("no jobs selected: tick the jobs to act on, or choose all matching")
+    return [job_id for job_id in chosen if job_id is not None]
+
+
+@view
+def bulk_confirm(request: Request) -> Response:
+    """Confirm a bulk action on the selected jobs or on every job matching the filter."""
+    params = request.query_params
+    values = {name: params.get(name) for name in (*_FILTERS, "action", "scope")}
+    ids = _bulk_targets(request, values, params.getlist("id"))
+    action = str(values["action"])
+    query = JobQuery.parse({name: values.get(name) for name in _FILTERS})
+    return page(
+        request,
+        "bulk_confirm.html",
+        {
+            "action": action,
+            "ids": ids,
+            "scope": values.get("scope") or "selected",
+            "query": query,
+            "target": query.with_state(ACTIONS[action]).describe(),
+        },
+    )
+
+
+@form_action
+def bulk_do(request: Request, form: FormData) -> Response:
+    """Perform a confirmed bulk action; show what was done and what was refused."""
+    values = form_values(form, *_FILTERS, "action", "scope", "reason")
+    ids = [str(v) for v in form.getlist("id")]
+    targets = _bulk_targets(request, values, ids)
+    result = _console(request).bulk(
+        str(values["action"]), targets, actor=operator(request), reason=values["reason"]
+    )
+    return page(request, "bulk_done.html", {"result": result, "past": _PAST[result.action]})
+
+
+@view
+def new_job_form(request: Request) -> Response:
+    """The form to create a job (held unless a run-at time is given)."""
+    return page(request, "new_job.html", {"kinds": _console(request).kinds(), "values": {}})
+
+
+@form_action
+def create_job(request: Request, form: FormData) -> Response:
+    """Create the job; on bad input show the form again with the error and the values."""
+    console = _console(request)
+    values = form_values(form, "kind", "payload", "queue", "priority", "run_at")
+    try:
+        priority_text = (values["priority"] or "0").strip()
+        if not is_whole_number(priority_text.removeprefix("-")):
+            raise InvalidInput(f"priority must be a whole number, not {priority_text!r}")
+        run_at = (values["run_at"] or "").strip()
+        job = console.create_job(
+            (values["kind"] or "").strip(),
+            values["payload"] or "{}",
+            queue=(values["queue"] or "").strip() or None,
+            priority=int(priority_text),
+            run_at=parse_instant(run_at) if run_at else None,
+        )
+    except InvalidInput as exc:
+        return page(
+            request,
+            "new_job.html",
+            {"kinds": console.kinds(), "values": values, "error": str(exc)},
+            status_code=400,
+        )
+    state = "held: press Run to start it" if job.held else f"due at {job.available_at:%H:%M:%S} UTC"
+    flash(request, f"Created job {job.id} ({state}).")
+    return RedirectResponse(f"/jobs/{job.id}", status_code=303)
+
+
+@view
+def audit_log(request: Request) -> Response:
+    """Every operator action, newest first."""
+    before = _positive(request.query_params.get("before"), "before")
+    found = _console(request).audit(before_id=before, limit=100)
+    return page(request, "audit.html", {"page": found})
+
+
+def _next_target(raw: str | None) -> str:
+    """Only a local path may follow the login (no open redirect)."""
+    if raw and raw.startswith("/") and not raw.startswith("//") and "\\" not in raw:
+        return raw
+    return "/"
+
+
+@view
+def login_form(request: Request) -> Response:
+    """The login form (only when the console has a token)."""
+    target = _next_target(request.query_params.get("next"))
+    if not request.app.state.access.protected:
+        return RedirectResponse(target, status_code=303)
+    return page(request, "login.html", {"next": target, "error": None})
+
+
+@form_action
+def login(request: Request, form: FormData) -> Response:
+    """Check the token; start an authenticated session (a fresh one, against fixation)."""
+    from mailfathom.web.security import token_matches
+
+    values = form_values(form, "token", "name", "next")
+    target = _next_target(values["next"])
+    access = request.app.state.access
+    if not access.protected:
+        return RedirectResponse(target, status_code=303)
+    if not token_matches(access.token, values["token"]):
+        return page(
+            request,
+            "login.html",
+            {"next": target, "error": "That is not the console token: check MAILFATHOM_WEB_TOKEN."},
+            status_code=401,
+        )
+    name = "".join(ch for ch in (values["name"] or "").strip() if ch.isprintable())[:60]
+    request.session.clear()
+    request.session.update({"auth": True, "operator": name or "operator"})
+    return RedirectResponse(target, status_code=303)
+
+
+@form_action
+def logout(request: Request, form: FormData) -> Response:
+    """End the session."""
+    request.session.clear()
+    target = "/login" if request.app.state.access.protected else "/"
+    return RedirectResponse(target, status_code=303)
+
+
+routes = [
+    Route("/", overview, name="overview"),
+    Route("/jobs", job_list, name="jobs"),
+    Route("/jobs/new", new_job_form, name="new_job"),
+    Route("/jobs/new", create_job, methods=["POST"], name="create_job"),
+    Route("/jobs/bulk", bulk_confirm, name="bulk_confirm"),
+    Route("/jobs/bulk", bulk_do, methods=["POST"], name="bulk_do"),
+    Route("/jobs/{job_id:int}", job_detail, name="job"),
+    Route("/jobs/{job_id:int}/{action}", confirm_action, name="confirm_action"),
+    Route("/jobs/{job_id:int}/{action}", do_action, methods=["POST"], name="do_action"),
+    Route("/audit", audit_log, name="audit"),
+    Route("/login", login_form, name="login_form"),
+    Route("/login", login, methods=["POST"], name="login"),
+    Route("/logout", logout, methods=["POST"], name="logout"),
+]

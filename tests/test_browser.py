@@ -1,0 +1,290 @@
+"""The console in a real headless Chromium (Debian's package, driven by Playwright).
+
+A real uvicorn server on a loopback port serves a token-protected console; a
+worker thread runs jobs as the operator acts. Screenshots of each page go to
+``$MAILFATHOM_SCREENSHOTS`` when set (``make screenshots`` → docs/screenshots/),
+else to a temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from consolekit import (
+    TOKEN,
+    Switch,
+    dead_letters,
+    fill_history,
+    register_demo_kinds,
+    register_worker,
+    store_schedule,
+)
+from mailfathom import JobState, MailFathom
+from mailfathom.console import Console
+from mailfathom.web import Access, create_app
+from smtp_fixtures import FaultServer, ServerProcess
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@dataclass
+class Site:
+    """A running console: its URL, its app, and the switch that "fixes" the flaky kind."""
+
+    url: str
+    mf: MailFathom
+    switch: Switch
+    shots: Path
+    smtp: FaultServer
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, smtp_process: ServerProcess) -> Iterator[Site]:
+    if not shutil.which(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)")
+    folder = tmp_path_factory.mktemp("browser")
+    url = f"sqlite:///{folder}/console.db"
+    smtp = FaultServer(smtp_process)
+    smtp.script()
+    mf = MailFathom(url, smtp_url=smtp.url(), smtp_data_timeout=1.0)
+    mf.migrate()
+    fill_history(url)  # an hour of finished work for the throughput chart
+    switch = register_demo_kinds(mf)
+    port = _free_port()
+    app = create_app(Console(mf), access=Access.for_bind("127.0.0.1", TOKEN))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    )
+    serving = threading.Thread(target=server.run, daemon=True)
+    serving.start()
+    stop = threading.Event()
+
+    def work() -> None:
+        while not stop.is_set():
+            mf.worker(concurrency=5).run(burst=True)
+            stop.wait(0.1)
+
+    working = threading.Thread(target=work, daemon=True)
+    working.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    shots = Path(os.environ.get("MAILFATHOM_SCREENSHOTS") or folder / "screenshots")
+    shots.mkdir(parents=True, exist_ok=True)
+    yield Site(f"http://127.0.0.1:{port}", mf, switch, shots, smtp)
+    stop.set()
+    server.should_exit = True
+    serving.join(10)
+    working.join(10)
+    mf.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    opened = context.new_page()
+    opened.set_default_timeout(10_000)
+    yield opened
+    context.close()
+
+
+def log_in(page: Any, site: Site, name: str = "alice") -> None:
+    page.goto(site.url + "/")
+    assert page.url.startswith(site.url + "/login")
+    page.fill("input[name=token]", TOKEN)
+    page.fill("input[name=name]", name)
+    page.click("button:has-text('Log in')")
+    page.wait_for_url(site.url + "/")
+
+
+def shot(page: Any, site: Site, name: str) -> None:
+    """The whole page (a viewport as tall as the page: full-page captures miss the
+    sandboxed preview frame, which Chromium renders in a process of its own)."""
+    height = int(page.evaluate("document.documentElement.scrollHeight"))
+    page.set_viewport_size({"width": 1280, "height": min(max(height, 860), 4000)})
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(site.shots / f"{name}.png"))
+    page.set_viewport_size({"width": 1280, "height": 860})
+
+
+def test_requeue_a_dead_letter_and_see_it_succeed(page: Any, site: Site) -> None:
+    dead = dead_letters(site.mf, 3, to="frank@example.com")
+    site.mf.enqueue("demo.ok", {"report": 1}, hold=True)
+    page.goto(site.url + "/login")
+    shot(page, site, "login")
+    log_in(page, site)
+    assert page.locator(".attention").is_visible()
+    shot(page, site, "overview")
+    page.click(".attention a:has-text('dead-lettered jobs')")
+    page.wait_for_url(re.compile(r".*/jobs\?state=DeadLettered$"))
+    rows = page.locator("table.jobs tbody tr")
+    assert rows.count() == 3
+    shot(page, site, "jobs")
+    target = dead[0]
+    page.click(f"table.jobs a[href='/jobs/{target}']")
+    assert "mailbox <frank@example.com> unknown" in page.inner_text("dl.fields")
+    page.click("summary:has-text('Traceback')")
+    shot(page, site, "job")
+    site.switch.fixed.set()  # the relay is fixed: the next attempt succeeds
+    page.click("a:has-text('Requeue…')")
+    page.fill("input[name=reason]", "relay fixed")
+    shot(page, site, "confirm")
+    page.click("button:has-text('Confirm: requeue')")
+    assert f"Job {target} requeued." in page.inner_text(".flash")
+    deadline = time.monotonic() + 10
+    while "Succeeded" not in page.inner_text("h1") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        page.reload()
+    assert "Succeeded" in page.inner_text("h1")
+    audit = page.inner_text("main")
+    assert "web:alice" in audit and "relay fixed" in audit
+    assert site.mf.jobs.get(target).state is JobState.SUCCEEDED
+
+
+def test_bulk_requeue_and_the_other_pages(page: Any, site: Site) -> None:
+    site.switch.fixed.clear()
+    dead_letters(site.mf, 2, to="grace@example.com")
+    log_in(page, site, "bob")
+    page.goto(site.url + "/jobs?state=DeadLettered&text=grace")
+    page.click("a:has-text('Requeue all…')")
+    assert "Requeue 2 jobs?" in page.inner_text("h1")
+    shot(page, site, "bulk_confirm")
+    page.click("button:has-text('Confirm: requeue 2 jobs')")
+    assert "2 jobs requeued" in page.inner_text("h1")
+    page.goto(site.url + "/jobs/new")
+    page.select_option("select[name=kind]", "demo.ok")
+    page.fill("textarea[name=payload]", '{"report": }')
+    page.click("button:has-text('Create job')")
+    assert "payload is not valid JSON" in page.inner_text(".error")
+    shot(page, site, "new_job")
+    page.fill("textarea[name=payload]", '{"report": 2}')
+    page.click("button:has-text('Create job')")
+    assert "held: press Run to start it" in page.inner_text(".flash")
+    page.goto(site.url + "/audit")
+    assert "web:bob" in page.inner_text("table")
+    shot(page, site, "audit")
+    store_schedule(site.mf)
+    register_worker(site.mf, "worker-a", queues=("mail", "default"))
+    page.goto(site.url + "/schedules")
+    page.click("a:has-text('Pause…')")
+    page.fill("input[name=reason]", "month-end freeze")
+    page.click("button:has-text('Confirm: pause')")
+    assert "month-end freeze" in page.inner_text("table")
+    shot(page, site, "schedules")
+    page.goto(site.url + "/workers")
+    assert "worker-a" in page.inner_text("table")
+    shot(page, site, "workers")
+
+
+def test_a_post_without_the_csrf_token_is_refused(page: Any, site: Site) -> None:
+    site.switch.fixed.clear()
+    (job_id,) = dead_letters(site.mf, 1)
+    log_in(page, site)
+    page.goto(f"{site.url}/jobs/{job_id}/drop")
+    page.evaluate("document.querySelector('main form input[name=csrf_token]').remove()")
+    with page.expect_navigation() as navigation:
+        page.click("button:has-text('Confirm: drop')")
+    assert navigation.value.status == 403
+    assert "no CSRF token" in page.inner_text("body")
+    page.goto(f"{site.url}/jobs/{job_id}/drop")
+    page.evaluate("document.querySelector('main form input[name=csrf_token]').value = 'forged'")
+    with page.expect_navigation() as navigation:
+        page.click("button:has-text('Confirm: drop')")
+    assert navigation.value.status == 403
+    assert site.mf.jobs.get(job_id).state is JobState.DEAD_LETTERED
+
+
+def test_an_unauthenticated_request_is_refused(page: Any, site: Site) -> None:
+    response = page.goto(site.url + "/jobs")
+    assert page.url.startswith(site.url + "/login?next=")
+    assert response is not None and "Log in" in page.inner_text("h1")
+    api = page.request.get(site.url + "/api/jobs")
+    assert api.status == 401
+    post = page.request.post(site.url + "/jobs/1/drop", form={"reason": "x"})
+    assert post.status in (401, 403)
+    bearer = page.request.get(site.url + "/api/jobs", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert bearer.status == 200
+
+
+def _invoice() -> EmailMessage:
+    message = EmailMessage()
+    message["From"] = "billing@example.com"
+    message["To"] = "carol@example.com"
+    message["Subject"] = "Invoice 2031-004"
+    message.set_content("Your invoice is attached.\n")
+    message.add_alternative("<p><b>Your invoice</b> is attached.</p>", subtype="html")
+    return message
+
+
+def test_resolve_an_unknown_outcome(page: Any, site: Site) -> None:
+    site.smtp.script(end="disconnect")  # the body goes out; the answer never comes
+    try:
+        email = site.mf.outbox.record(_invoice())
+        deadline = time.monotonic() + 15
+        while not site.mf.outbox.unknown() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        site.smtp.script()
+    assert [e.id for e in site.mf.outbox.unknown()] == [email.id]
+    log_in(page, site, "carol")
+    page.click(".attention a:has-text('unknown outcome')")
+    page.wait_for_url(site.url + "/outbox/unknown")
+    assert "Invoice 2031-004" in page.inner_text("table")
+    shot(page, site, "unknown")
+    page.click("a:has-text('Resolve…')")
+    page.check("input[value=delivered]")
+    page.fill("input[name=reason]", "the relay's log shows 250 for this Message-ID")
+    shot(page, site, "resolve")
+    page.click("button:has-text('Confirm the decision')")
+    assert f"Email {email.id} resolved as delivered: now Sent." in page.inner_text(".flash")
+    history = page.inner_text("main")
+    assert (
+        "TransmissionBegun" in history
+        and "web:carol decided: delivered: the relay's log shows 250" in history
+    )
+    shot(page, site, "email")
+    resolved = site.mf.outbox.get(email.id)
+    assert resolved.stage.value == "Sent"
+    assert site.mf.outbox.unknown() == []

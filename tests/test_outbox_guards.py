@@ -1,0 +1,144 @@
+"""No outgoing email is stranded: a delivery job that ends outside the handler refuses
+its Recorded email, send_again always leaves a job that will deliver, and input the
+database cannot store is refused up front on every store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from email.message import EmailMessage
+
+import pytest
+
+from mailfathom import (
+    FakeClock,
+    InvalidInput,
+    JobState,
+    MailFathom,
+    OutgoingEmailStage,
+)
+from mailfathom.jobs.queue import Finished
+from mailfathom.jobs.state import AttemptOutcome
+from mailfathom.store.outbox_store import SqlOutboxStore
+
+LEASE = timedelta(seconds=30)
+
+
+def message() -> EmailMessage:
+    msg = EmailMessage()
+    msg["From"] = "alice@example.com"
+    msg["To"] = "bob@example.com"
+    msg["Subject"] = "Invoice"
+    msg.set_content("Please find the invoice attached.\n")
+    return msg
+
+
+@pytest.fixture
+def last_try(database_url: str, clock: FakeClock) -> Iterator[MailFathom]:
+    """An app whose delivery jobs have one attempt."""
+    app = MailFathom(database_url, clock=clock, delivery_max_attempts=1)
+    app.migrate()
+    yield app
+    app.close()
+
+
+def begin_transmission(app: MailFathom, email_id: int) -> int:
+    """What a worker does up to the 354: count an attempt, commit TransmissionBegun."""
+    store = SqlOutboxStore(app.store.db)
+    start, _ = store.begin_attempt(email_id, now=app.clock.now())
+    assert start is not None
+    attempt = start.email["attempts"]
+    assert store.mark_transmission_begun(email_id, attempt, now=app.clock.now())
+    return attempt
+
+
+def test_a_lease_lost_on_the_last_attempt_refuses_the_recorded_email(
+    last_try: MailFathom, clock: FakeClock
+) -> None:
+    recorded = last_try.outbox.record(message())
+    begun = last_try.outbox.record(message())
+    claimed = last_try.queue.claim("w1", 10, LEASE)  # the worker dies before any SMTP
+    assert {job.payload["email_id"] for job in claimed} == {recorded.id, begun.id}
+    begin_transmission(last_try, begun.id)
+    clock.advance(LEASE + timedelta(seconds=1))
+    assert last_try.queue.claim("w2", 10, LEASE) == []  # reaps: out of attempts
+
+    email = last_try.outbox.get(recorded.id)
+    job = last_try.jobs.get(email.job_id or 0)
+    assert job.state is JobState.DEAD_LETTERED
+    assert email.stage is OutgoingEmailStage.REFUSED
+    assert email.finished_at == job.finished_at == clock.now()
+    assert email.reason == f"delivery job {job.id} dead-lettered: {job.failure_reason}"
+    assert "lease expired" in (email.reason or "")
+    # the body may have gone out: an unknown outcome stays for an operator to resolve
+    assert last_try.outbox.get(begun.id).stage is OutgoingEmailStage.TRANSMISSION_BEGUN
+    assert [e.id for e in last_try.outbox.unknown()] == [begun.id]
+
+
+def test_dropping_the_dead_job_of_a_recorded_email_refuses_it(
+    last_try: MailFathom, clock: FakeClock
+) -> None:
+    recorded = last_try.outbox.record(message())
+    (job,) = last_try.queue.claim("w1", 10, LEASE)
+    begin_transmission(last_try, recorded.id)
+    clock.advance(LEASE + timedelta(seconds=1))
+    last_try.queue.claim("w2", 10, LEASE)
+    assert last_try.jobs.get(job.id).state is JobState.DEAD_LETTERED
+    # a record stranded in Recorded before this guard existed
+    with last_try.store.db.transaction() as cur:
+        cur.execute(
+            "UPDATE mf_outbox SET stage = 'Recorded', transmission_begun_at = NULL "
+            f"WHERE id = {recorded.id}"
+        )
+    clock.advance(timedelta(minutes=5))
+    dropped = last_try.jobs.drop(job.id, actor="ops", reason="stale")
+    email = last_try.outbox.get(recorded.id)
+    assert email.stage is OutgoingEmailStage.REFUSED
+    assert email.finished_at == dropped.finished_at == clock.now()
+    assert email.reason == f"delivery job {job.id} dropped: {dropped.failure_reason}"
+
+
+def test_send_again_replaces_a_delivery_job_whose_lease_expired(
+    mf: MailFathom, clock: FakeClock
+) -> None:
+    recorded = mf.outbox.record(message())
+    (job,) = mf.queue.claim("w1", 10, LEASE)
+    stale_attempt = begin_transmission(mf, recorded.id)
+    clock.advance(LEASE + timedelta(seconds=1))  # w1's heartbeat stalls
+    assert [e.id for e in mf.outbox.unknown()] == [recorded.id]
+    mf.outbox.resolve(recorded.id, "send_again", actor="ops", reason="not in the server log")
+
+    email = mf.outbox.get(recorded.id)
+    assert email.stage is OutgoingEmailStage.RECORDED
+    assert email.job_id is not None and email.job_id != job.id
+    assert mf.jobs.get(email.job_id).state is JobState.PENDING
+    # w1 comes back, renews its lease and records its success: the new job still delivers
+    assert mf.queue.extend("w1", [job], LEASE) == {job.id}
+    assert mf.queue.finish("w1", [Finished(job=job, outcome=AttemptOutcome.SUCCEEDED)]) == set()
+    assert mf.outbox.get(recorded.id).stage is OutgoingEmailStage.RECORDED
+    assert [j.id for j in mf.queue.claim("w2", 10, LEASE)] == [email.job_id]
+    store = SqlOutboxStore(mf.store.db)
+    start, _ = store.begin_attempt(recorded.id, now=clock.now())
+    assert start is not None and start.email["attempts"] == stale_attempt + 1
+    # only the latest attempt may begin a transmission
+    assert not store.mark_transmission_begun(recorded.id, stale_attempt, now=clock.now())
+    assert store.mark_transmission_begun(recorded.id, stale_attempt + 1, now=clock.now())
+
+
+@pytest.mark.parametrize(
+    "act",
+    [
+        lambda mf: mf.outbox.record(message(), idempotency_key="k\x00"),
+        lambda mf: mf.outbox.cancel(1, actor="o\x00ps"),
+        lambda mf: mf.outbox.cancel(1, actor="ops", reason="r\x00"),
+        lambda mf: mf.outbox.resolve(1, "give_up", actor="ops", reason="\x00"),
+        lambda mf: mf.outbox.record_again(1, actor="\x00"),
+        lambda mf: mf.schedules.pause("nightly", actor="o\x00ps"),
+        lambda mf: mf.schedules.pause("nightly", actor="ops", reason="r\x00"),
+    ],
+)
+def test_nul_characters_are_refused_on_every_store(mf: MailFathom, act: object) -> None:
+    assert callable(act)
+    with pytest.raises(InvalidInput, match="NUL"):
+        act(mf)
+    assert mf.outbox.list() == []

@@ -1,0 +1,231 @@
+"""Many ``mailfathom worker`` processes on one PostgreSQL database, with and without crashes.
+
+* 4 workers drain 20,000 jobs: each runs exactly once.
+* 20 SIGKILLs among 4 workers while they drain 5,000 jobs (each victim replaced
+  at once; fewer jobs than the first test to keep the suite within its time
+  budget — the same test passes with 20,000, set ``JOBS_UNDER_FIRE``): every job
+  ends terminal, none is lost, and a job ran more than once only when an earlier
+  attempt is recorded as lost with its killed worker.
+* The database restarts while 4 workers run: they carry on, nothing is lost.
+
+Executions are counted independently of the database: the handler appends to a
+log file per process (see ``pg_worker_app.py``).
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from mailfathom import MailFathom
+from pg_worker_app import RUN_LOG
+from private_cluster import PrivateCluster, fresh_database, private_cluster
+from worker_processes import start_worker, stop, wait_for
+
+pytestmark = pytest.mark.slow
+
+JOBS = 20_000
+JOBS_UNDER_FIRE = 5_000
+Worker = subprocess.Popen[bytes]
+
+
+def _start(url: str, tmp_path: Path, *options: str) -> Worker:
+    runs = tmp_path / "runs"
+    runs.mkdir(exist_ok=True)
+    return start_worker(
+        url,
+        tmp_path / "workers.log",
+        "--log-level",
+        "warning",
+        *options,
+        app="pg_worker_app:mf",
+        env={RUN_LOG: str(runs)},
+    )
+
+
+def _enqueue(url: str, jobs: int) -> None:
+    with MailFathom(url) as app:
+        app.migrate()
+        for first in range(0, jobs, 1000):
+            app.enqueue_many("pg.noop", [{} for _ in range(first, min(jobs, first + 1000))])
+
+
+def _executions(tmp_path: Path) -> dict[int, list[tuple[int, int]]]:
+    """job id -> every (pid, attempt) that ran it; a line torn by SIGKILL is skipped."""
+    ran: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for log in (tmp_path / "runs").glob("*.log"):
+        pid = int(log.stem)
+        for line in log.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and all(part.isdigit() for part in parts):
+                ran[int(parts[0])].append((pid, int(parts[1])))
+    return ran
+
+
+def _history(url: str) -> dict[int, tuple[str, int, int, int]]:
+    """job id -> (state, attempts, LeaseExpired attempts, other recorded attempts)."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT j.id, j.state, j.attempts, "
+            "  count(a.id) FILTER (WHERE a.outcome = 'LeaseExpired'), "
+            "  count(a.id) FILTER (WHERE a.outcome <> 'LeaseExpired') "
+            "FROM mf_jobs j LEFT JOIN mf_job_attempts a ON a.job_id = j.id GROUP BY j.id"
+        ).fetchall()
+    return {row[0]: (row[1], row[2], row[3], row[4]) for row in rows}
+
+
+class _Progress:
+    """Counts finished jobs on one kept connection (a new one per poll would load the box)."""
+
+    def __init__(self, url: str) -> None:
+        self._conn = psycopg.connect(url, autocommit=True)
+
+    def done(self) -> int:
+        """How many jobs are terminal now (polling at most every 0.1 s)."""
+        time.sleep(0.1)
+        row = self._conn.execute(
+            "SELECT count(*) FROM mf_jobs WHERE state NOT IN ('Pending', 'Claimed')"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        """Close the connection, even when the server restarted under it."""
+        self._conn.close()
+
+
+@pytest.fixture
+def progress() -> Iterator[Callable[[str], _Progress]]:
+    """Open progress counters, closed after the test."""
+    made: list[_Progress] = []
+
+    def open_on(url: str) -> _Progress:
+        made.append(_Progress(url))
+        return made[-1]
+
+    yield open_on
+    for counter in made:
+        counter.close()
+
+
+def _check_nothing_lost_or_silently_repeated(url: str, tmp_path: Path, jobs: int) -> Counter[int]:
+    """Every job succeeded; each extra execution is a recorded lost attempt. Returns
+    how many executions each job had."""
+    history = _history(url)
+    assert len(history) == jobs
+    assert {state for state, _, _, _ in history.values()} == {"Succeeded"}
+    for job_id, (_, attempts, lost, other) in history.items():
+        assert other == 0, f"job {job_id} has a failed attempt"
+        assert attempts == lost + 1, f"job {job_id}: {attempts} attempts, {lost} recorded lost"
+    ran = _executions(tmp_path)
+    runs = Counter({job_id: len(done) for job_id, done in ran.items()})
+    for job_id, (_, attempts, _, _) in history.items():
+        assert 1 <= runs[job_id] <= attempts, f"job {job_id} ran {runs[job_id]}x, {attempts} tries"
+    return runs
+
+
+@pytest.fixture
+def url(postgres_schema_url: str) -> str:
+    """A fresh, migrated schema on the shared server."""
+    with MailFathom(postgres_schema_url) as app:
+        app.migrate()
+    return postgres_schema_url
+
+
+def test_four_workers_run_twenty_thousand_jobs_exactly_once(url: str, tmp_path: Path) -> None:
+    _enqueue(url, JOBS)
+    workers = [_start(url, tmp_path, "--burst") for _ in range(4)]
+    try:
+        for worker in workers:
+            assert worker.wait(240) == 0, (tmp_path / "workers.log").read_text()
+    finally:
+        for worker in workers:
+            stop(worker)
+    runs = _check_nothing_lost_or_silently_repeated(url, tmp_path, JOBS)
+    assert set(runs.values()) == {1}, "a job ran twice although nothing crashed"
+    assert {attempt for done in _executions(tmp_path).values() for _, attempt in done} == {1}
+    share = Counter(pid for done in _executions(tmp_path).values() for pid, _ in done)
+    assert set(share) == {worker.pid for worker in workers}, f"not every worker ran jobs: {share}"
+
+
+def test_twenty_sigkills_lose_nothing(
+    url: str, tmp_path: Path, progress: Callable[[str], _Progress]
+) -> None:
+    _enqueue(url, JOBS_UNDER_FIRE)
+    done = progress(url).done
+    rng = random.Random()
+    live = [_start(url, tmp_path, "--lease", "3") for _ in range(4)]
+    killed: list[int] = []
+    try:
+        deadline = time.monotonic() + 180
+        while len(killed) < 20:
+            assert time.monotonic() < deadline, "the workers made no progress"
+            # spread the kills over the first half of the run, each on a working worker
+            if done() < len(killed) * JOBS_UNDER_FIRE * 0.5 / 20:
+                continue
+            working = [w for w in live if (tmp_path / "runs" / f"{w.pid}.log").exists()]
+            if not working:
+                continue
+            victim = rng.choice(working)
+            victim.kill()
+            assert victim.wait(10) == -9
+            killed.append(victim.pid)
+            live.remove(victim)
+            live.append(_start(url, tmp_path, "--lease", "3"))
+        assert done() < JOBS_UNDER_FIRE, "the run ended before the last kill"
+        wait_for(
+            lambda: done() == JOBS_UNDER_FIRE, 180, "every job to end", tmp_path / "workers.log"
+        )
+    finally:
+        codes = [stop(worker) for worker in live]
+    assert codes == [0] * len(live)
+    runs = _check_nothing_lost_or_silently_repeated(url, tmp_path, JOBS_UNDER_FIRE)
+    with psycopg.connect(url) as conn:
+        lost_by = [row[0] for row in conn.execute("SELECT worker FROM mf_job_attempts")]
+    assert lost_by, "no kill landed while a worker held jobs"
+    assert all(any(f":{pid}:" in worker for pid in killed) for worker in lost_by)
+    survivors = Counter(
+        job_id
+        for job_id, done in _executions(tmp_path).items()
+        for pid, _ in done
+        if pid not in killed
+    )
+    assert max(survivors.values()) == 1, "a worker that was never killed ran a job twice"
+    assert sum(runs.values()) - JOBS_UNDER_FIRE <= len(lost_by)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[PrivateCluster]:
+    """A private cluster this module may restart, removed afterwards."""
+    made = private_cluster()
+    yield made
+    made.remove()
+
+
+def test_workers_carry_on_through_a_database_restart(
+    cluster: PrivateCluster, tmp_path: Path, progress: Callable[[str], _Progress]
+) -> None:
+    url, jobs = fresh_database(cluster), 3000
+    _enqueue(url, jobs)
+    workers = [_start(url, tmp_path, "--lease", "3") for _ in range(4)]
+    try:
+        before = progress(url).done
+        wait_for(lambda: before() >= jobs // 4, 120, "a quarter of the jobs")
+        cluster.restart()
+        after = progress(url).done  # the first connection died with the server
+        assert after() < jobs, "the run ended before the restart"
+        wait_for(lambda: after() == jobs, 120, "every job to end", tmp_path / "workers.log")
+        assert [worker.poll() for worker in workers] == [None] * 4, "a worker died"
+    finally:
+        codes = [stop(worker) for worker in workers]
+    assert codes == [0, 0, 0, 0]
+    _check_nothing_lost_or_silently_repeated(url, tmp_path, jobs)
+    log = (tmp_path / "workers.log").read_text()
+    assert "answers again" in log, log
+    assert "Traceback" not in log, log
