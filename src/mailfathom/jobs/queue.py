@@ -24,7 +24,7 @@ from mailfathom.jobs.state import AttemptOutcome, FailureClass
 from mailfathom.store.base import FailedAttempt, NewJob, Store
 from mailfathom.validate import check_key, check_limit
 
-__all__ = ["Finished", "JobQueue"]
+__all__ = ["Finished", "JobQueue", "describe_error"]
 
 _PRIORITY_RANGE = (-(2**31), 2**31 - 1)
 _DEFAULT_BACKOFF = Backoff()
@@ -190,10 +190,10 @@ class JobQueue:
             failure_class, message = FailureClass.TRANSIENT, error.reason
             retry_after = error.retry_after
         elif error is not None and kind is not None and isinstance(error, kind.permanent):
-            failure_class, message = FailureClass.PERMANENT, _describe(error)
+            failure_class, message = FailureClass.PERMANENT, describe_error(error)
         else:
             failure_class = FailureClass.TRANSIENT
-            message = result.message or (_describe(error) if error else result.outcome.value)
+            message = result.message or (describe_error(error) if error else result.outcome.value)
         used = job.attempts - job.attempt_base
         if failure_class is FailureClass.PERMANENT:
             retry_at = None
@@ -218,7 +218,8 @@ class JobQueue:
         )
 
 
-def _describe(error: BaseException) -> str:
+def describe_error(error: BaseException) -> str:
+    """``Type: message`` (or just ``Type``), as attempts and logs show a failure."""
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 

@@ -51,12 +51,14 @@ class JobKind:
     backoff: Backoff = field(default_factory=Backoff)
     permanent: tuple[type[BaseException], ...] = ()
     isolation: Isolation = "thread"
+    #: True for an ``async def`` handler (or an object whose ``__call__`` is one); decided
+    #: once here, not per job on the worker's hot path.
+    is_async: bool = field(init=False)
 
-    @property
-    def is_async(self) -> bool:
-        """True for an ``async def`` handler (or an object whose ``__call__`` is one)."""
+    def __post_init__(self) -> None:
         call = type(self.handler).__call__ if not inspect.isroutine(self.handler) else None
-        return inspect.iscoroutinefunction(self.handler) or inspect.iscoroutinefunction(call)
+        is_async = inspect.iscoroutinefunction(self.handler) or inspect.iscoroutinefunction(call)
+        object.__setattr__(self, "is_async", is_async)
 
 
 class Registry:

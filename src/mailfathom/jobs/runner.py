@@ -28,7 +28,7 @@ from mailfathom.clock import Clock
 from mailfathom.jobs.execute import failed, run_async, run_sync, unknown_kind
 from mailfathom.jobs.isolation import ChildProcesses
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.queue import Finished
+from mailfathom.jobs.queue import Finished, describe_error
 from mailfathom.jobs.registry import JobKind, Registry
 from mailfathom.jobs.state import AttemptOutcome
 
@@ -202,6 +202,9 @@ def _has_tasks(loop: asyncio.AbstractEventLoop) -> bool:
 
 def log_attempt(running: Running, result: Finished, worker_id: str) -> None:
     """One structured line per attempt; the traceback follows when it failed."""
+    succeeded = result.outcome is AttemptOutcome.SUCCEEDED
+    if not logger.isEnabledFor(logging.INFO if succeeded else logging.WARNING):
+        return  # nothing would be written: skip building the line on the hot path
     job = running.job
     duration = time.monotonic() - running.began
     fields: dict[str, Any] = {
@@ -214,20 +217,15 @@ def log_attempt(running: Running, result: Finished, worker_id: str) -> None:
         "worker": worker_id,
     }
     line = " ".join(f"{key}={value}" for key, value in fields.items())
-    if result.outcome is AttemptOutcome.SUCCEEDED:
+    if succeeded:
         logger.info("attempt %s", line, extra={"mailfathom": fields})
         return
-    reason = result.message or (_describe(result.error) if result.error is not None else "")
+    reason = result.message or (describe_error(result.error) if result.error is not None else "")
     fields["error"] = reason
     text = f"attempt {line} error={reason!r}"
     if result.traceback:
         text += "\n" + result.traceback.rstrip()
     logger.warning(text, extra={"mailfathom": fields})
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 class _DaemonPool:
