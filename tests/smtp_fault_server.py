@@ -16,6 +16,8 @@ envelope and the answer given, before the answer is sent. Script keys (all optio
 - ``data``: a reply to DATA instead of 354
 - ``end``: the reply to the end of data (default 250), ``"disconnect"`` to hang up
   without answering, or ``"stall:<seconds>"`` to wait that long first
+- ``hang_up_after_reply``: close the connection right after answering the end of data
+  (a server that takes one message per connection and says nothing about it)
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ class Scripted:
                 server.transport.close()
             return "421 never sent"
         await asyncio.sleep(stall)
+        if self.script.get("hang_up_after_reply") and server.transport is not None:
+            asyncio.get_running_loop().call_soon(server.transport.close)
         return answer
 
 

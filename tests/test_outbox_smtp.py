@@ -104,6 +104,33 @@ def test_one_connection_carries_many_messages(mail_app: MailFathom, smtp: FaultS
     assert len({r.connection for r in received}) == 1, "the SMTP connection was not reused"
 
 
+def test_a_reused_session_the_server_dropped_is_replaced_within_the_attempt(
+    mail_app: MailFathom, smtp: FaultServer
+) -> None:
+    smtp.script(hang_up_after_reply=True)
+    for n in range(3):
+        mail_app.outbox.record(message(to=f"user{n}@example.com"))
+    mail_app.worker(concurrency=1).run(burst=True)
+    emails = mail_app.outbox.list()
+    assert [(e.stage, e.attempts) for e in emails] == [(SENT, 1)] * 3
+    assert len({r.connection for r in smtp.received()}) == 3
+
+
+def test_a_session_left_mid_transaction_is_reset_before_reuse(
+    mail_app: MailFathom, smtp: FaultServer
+) -> None:
+    smtp.script(rcpt={"later@example.com": "450 4.2.0 mailbox busy"})
+    first = mail_app.outbox.record(message(to="later@example.com"))
+    mail_app.worker(concurrency=1).run(burst=True)  # MAIL accepted, RCPT 450: no DATA
+    second = mail_app.outbox.record(message(to="now@example.com"))
+    mail_app.worker(concurrency=1).run(burst=True)
+    assert mail_app.outbox.get(first.id).stage is RECORDED
+    sent = mail_app.outbox.get(second.id)
+    assert (sent.stage, sent.attempts) == (SENT, 1), sent.reason
+    (received,) = smtp.received()
+    assert received.rcpt_tos == ["now@example.com"]
+
+
 # -- session failures: never a refusal, retried --------------------------------------------
 
 

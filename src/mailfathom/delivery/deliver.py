@@ -108,26 +108,39 @@ class Deliverer:
         pool = self._pool
         if pool is None:
             self._retry(ctx, start, _RECORDED, _NO_SERVER)
-        try:
-            session = pool.acquire()
-        except SessionFailure as exc:
-            self._retry(ctx, start, _RECORDED, str(exc), reply=exc.reply)
         attempt = start.email["attempts"]
         try:
-            outcome = session.transact(
-                sender=start.email["sender"],
-                recipients=[(r["position"], r["address"]) for r in start.recipients],
-                data=start.message,
-                smtputf8=start.email["smtputf8"],
-                eightbit=start.email["eightbit"],
-                begin=lambda: self._store.mark_transmission_begun(
-                    email_id, attempt, now=self._clock.now()
-                ),
-                clock=self._clock,
-            )
-        finally:
-            pool.release(session)
+            outcome = self._transact(pool, start, attempt)
+        except SessionFailure as exc:
+            self._retry(ctx, start, _RECORDED, str(exc), reply=exc.reply)
         self._conclude(ctx, start, outcome)
+
+    def _transact(self, pool: SessionPool, start: AttemptStart, attempt: int) -> Outcome:
+        """One mail transaction on a pooled session. A reused session that turns out to
+        be gone at its first command (the server hung up or said 421 while it idled)
+        has sent nothing, so the message is offered once more on a new session."""
+        email_id = start.email["id"]
+        session = pool.acquire()
+        for fresh in (False, True):
+            try:
+                outcome = session.transact(
+                    sender=start.email["sender"],
+                    recipients=[(r["position"], r["address"]) for r in start.recipients],
+                    data=start.message,
+                    smtputf8=start.email["smtputf8"],
+                    eightbit=start.email["eightbit"],
+                    begin=lambda: self._store.mark_transmission_begun(
+                        email_id, attempt, now=self._clock.now()
+                    ),
+                    clock=self._clock,
+                )
+            finally:
+                pool.release(session)
+            gone = outcome.phase is Phase.MAIL and not session.usable and session.reused
+            if fresh or outcome.kind != "retry" or not gone:
+                return outcome
+            session = pool.open()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- writing the answer ------------------------------------------------------------
 

@@ -2,8 +2,10 @@
 
 Internal. A worker thread takes a session, runs one mail transaction and gives it
 back if it is still good. A session idle for longer than ``idle_limit`` is closed
-rather than reused (servers drop idle clients after a few minutes), a reused one
-is RSET first, and sessions never cross a fork.
+rather than reused (servers drop idle clients after a few minutes); one whose last
+transaction stopped before the server's final answer is RSET first, and one idle
+for longer than ``check_after`` too (RSET then proves the server still listens);
+sessions never cross a fork.
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ class SessionPool:
         timeout: float,
         data_timeout: float,
         idle_limit: float = 30.0,
+        check_after: float = 1.0,
         keep: int = 16,
     ) -> None:
         self.target = target
         self.timeout = timeout
         self.data_timeout = data_timeout
         self.idle_limit = idle_limit
+        self.check_after = check_after
         self.keep = keep
         self._idle: list[tuple[float, SmtpSession]] = []
         self._lock = threading.Lock()
@@ -44,9 +48,15 @@ class SessionPool:
 
         Opening a new one raises :class:`~mailfathom.delivery.smtp.SessionFailure`.
         """
-        while (session := self._take()) is not None:
-            if session.reset():
+        while (taken := self._take()) is not None:
+            idle, session = taken
+            if (not session.needs_reset and idle <= self.check_after) or session.reset():
+                session.reused = True
                 return session
+        return self.open()
+
+    def open(self) -> SmtpSession:
+        """A new session, never one from the pool."""
         return SmtpSession.open(self.target, timeout=self.timeout, data_timeout=self.data_timeout)
 
     def release(self, session: SmtpSession) -> None:
@@ -67,7 +77,8 @@ class SessionPool:
             for _, session in idle:
                 session.close()
 
-    def _take(self) -> SmtpSession | None:
+    def _take(self) -> tuple[float, SmtpSession] | None:
+        """The most recently used session still young enough, with its idle seconds."""
         stale: list[SmtpSession] = []
         found = None
         with self._lock:
@@ -75,8 +86,9 @@ class SessionPool:
                 self._idle, self._pid = [], os.getpid()
             while self._idle:
                 since, session = self._idle.pop()
-                if time.monotonic() - since <= self.idle_limit:
-                    found = session
+                idle = time.monotonic() - since
+                if idle <= self.idle_limit:
+                    found = (idle, session)
                     break
                 stale.append(session)
         for session in stale:

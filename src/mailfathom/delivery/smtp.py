@@ -36,9 +36,12 @@ CRASH_POINTS = ("before_rcpt", "after_354", "after_begun", "after_body", "after_
 _ENHANCED = re.compile(r"^([245]\.\d{1,3}\.\d{1,3})\b")
 
 
+_CRASH_AT = os.environ.get(CRASH_ENV)  # read once: the hook is set before the process starts
+
+
 def crash_point(name: str) -> None:
     """Die here, at once and without cleanup, if the test fault hook names this point."""
-    if os.environ.get(CRASH_ENV) == name:
+    if name == _CRASH_AT:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -123,7 +126,12 @@ class Outcome:
 
 
 class SmtpSession:
-    """One SMTP connection, set up and ready for mail transactions (reused, RSET between)."""
+    """One SMTP connection, set up and ready for mail transactions, one after another.
+
+    A transaction that reached the server's final answer leaves the session clean
+    (RFC 5321 §4.1.1.4: the end of data clears the transaction), so the next one
+    starts at once; one that stopped earlier leaves it to be RSET first.
+    """
 
     def __init__(
         self, smtp: smtplib.SMTP, target: SmtpTarget, *, timeout: float, data_timeout: float
@@ -133,6 +141,10 @@ class SmtpSession:
         self.timeout = timeout
         self.data_timeout = data_timeout
         self.usable = True
+        #: True once a transaction ended before the server's final answer: RSET first.
+        self.needs_reset = False
+        #: True when the pool handed out this session for a second (or later) message.
+        self.reused = False
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -179,6 +191,7 @@ class SmtpSession:
         if code != 250:
             self.close()
             return False
+        self.needs_reset = False
         return True
 
     def close(self) -> None:
@@ -212,13 +225,15 @@ class SmtpSession:
             options = self._mail_options(len(data), smtputf8=smtputf8, eightbit=eightbit)
             if isinstance(options, Outcome):
                 return options
-            mail = Reply.of(*self._smtp.mail(sender, options))
+            self.needs_reset = True  # until the final answer clears the transaction
+            self._smtp.command_encoding = "utf-8" if smtputf8 else "ascii"
+            mail = Reply.of(*self._command("mail", f"FROM:<{sender}>", options))
             if not mail.positive:
                 return self._failed(phase, mail, f"MAIL FROM was answered {mail}")
             crash_point("before_rcpt")
             phase = Phase.RCPT
             for position, address in recipients:
-                reply = Reply.of(*self._smtp.rcpt(address))
+                reply = Reply.of(*self._command("rcpt", f"TO:<{address}>"))
                 replies.append(_recipient(position, reply, clock))
                 if reply.code == 421:
                     return self._failed(phase, reply, f"RCPT TO was answered {reply}", replies)
@@ -244,6 +259,7 @@ class SmtpSession:
             crash_point("after_body")
             phase = Phase.REPLY
             final = self._final_reply()
+            self.needs_reset = False
             crash_point("after_reply")
         except OSError as exc:
             self.abort()
@@ -262,6 +278,14 @@ class SmtpSession:
                 recipients=replies,
             )
         return self._after_body(final, replies)
+
+    def _command(self, verb: str, argument: str, options: Sequence[str] = ()) -> tuple[int, bytes]:
+        """One command and its reply. The addresses were validated when the email was
+        recorded, so they go out as they are (no re-parsing per message, as smtplib does)."""
+        if options:
+            argument = f"{argument} {' '.join(options)}"
+        self._smtp.putcmd(verb, argument)
+        return self._smtp.getreply()
 
     def _begin(self, begin: Callable[[], bool]) -> bool:
         """Run the caller's commit; on any error the body is never sent."""

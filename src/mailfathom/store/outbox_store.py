@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from mailfathom.store.database import Cursor, Database
+from mailfathom.store.group_commit import GroupCommit
 from mailfathom.store.outbox_base import (
     AttemptEnd,
     AttemptStart,
@@ -41,6 +42,9 @@ class SqlOutboxStore:
     def __init__(self, database: Database) -> None:
         self.db = database
         self._q = database.queries
+        # A delivery thread's writes share their commit with the other threads' (one
+        # disk flush for all); each call still returns only once its write is durable.
+        self._grouped = GroupCommit(database.transaction)
 
     # -- conversion --------------------------------------------------------------------
 
@@ -201,8 +205,10 @@ class SqlOutboxStore:
         self, email_id: int, *, now: datetime
     ) -> tuple[AttemptStart | None, EmailRow | None]:
         """Count an attempt on a Recorded record; return its bytes and owed recipients."""
-        with self.db.transaction() as cur:
-            cur.execute(self._q["begin_attempt"], {"id": email_id, "now": self.db.time_param(now)})
+        stamp = self.db.time_param(now)
+
+        def write(cur: Cursor) -> tuple[AttemptStart | None, EmailRow | None]:
+            cur.execute(self._q["begin_attempt"], {"id": email_id, "now": stamp})
             row = cur.fetchone()
             if row is None:
                 cur.execute(self._q["get_email"], {"id": email_id})
@@ -213,52 +219,57 @@ class SqlOutboxStore:
             message = bytes(cur.fetchone()["message"])
             cur.execute(self._q["owed_recipients"], {"id": email_id})
             owed = [self._recipient(r) for r in cur.fetchall()]
-        return AttemptStart(email=email, message=message, recipients=owed), None
+            return AttemptStart(email=email, message=message, recipients=owed), None
+
+        return self._grouped.run(write)
 
     def mark_transmission_begun(self, email_id: int, attempt: int, *, now: datetime) -> bool:
         """Recorded → TransmissionBegun if nothing moved the record since ``attempt`` began."""
-        with self.db.transaction() as cur:
-            cur.execute(
-                self._q["mark_transmission_begun"],
-                {"id": email_id, "attempt": attempt, "now": self.db.time_param(now)},
-            )
+        params = {"id": email_id, "attempt": attempt, "now": self.db.time_param(now)}
+
+        def write(cur: Cursor) -> bool:
+            cur.execute(self._q["mark_transmission_begun"], params)
             return cur.fetchone() is not None
+
+        return self._grouped.run(write)
 
     def end_attempt(self, end: AttemptEnd) -> EmailRow | None:
         """Write the end of an attempt (and a split) if the record is still where it was."""
+        return self._grouped.run(lambda cur: self._end_attempt(cur, end))
+
+    def _end_attempt(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
         stamp = self.db.time_param(end.now)
-        with self.db.transaction() as cur:
+        cur.execute(
+            self._q["end_attempt"],
+            {
+                "id": end.email_id,
+                "attempt": end.attempt,
+                "from_stage": end.from_stage,
+                "to_stage": end.to_stage,
+                "now": stamp,
+                "reply_code": end.reply_code,
+                "reply_text": end.reply_text,
+                "reason": end.reason,
+            },
+        )
+        row = cur.fetchone()
+        if row is None:
+            return None
+        updated = self._email(row)
+        for reply in end.recipients:
             cur.execute(
-                self._q["end_attempt"],
+                self._q["set_recipient_reply"],
                 {
-                    "id": end.email_id,
-                    "attempt": end.attempt,
-                    "from_stage": end.from_stage,
-                    "to_stage": end.to_stage,
-                    "now": stamp,
-                    "reply_code": end.reply_code,
-                    "reply_text": end.reply_text,
-                    "reason": end.reason,
+                    "email_id": end.email_id,
+                    "position": reply.position,
+                    "reply_code": reply.code,
+                    "enhanced_status": reply.enhanced_status,
+                    "reply_text": reply.text,
+                    "replied_at": self.db.time_param(reply.at),
                 },
             )
-            row = cur.fetchone()
-            if row is None:
-                return None
-            updated = self._email(row)
-            for reply in end.recipients:
-                cur.execute(
-                    self._q["set_recipient_reply"],
-                    {
-                        "email_id": end.email_id,
-                        "position": reply.position,
-                        "reply_code": reply.code,
-                        "enhanced_status": reply.enhanced_status,
-                        "reply_text": reply.text,
-                        "replied_at": self.db.time_param(reply.at),
-                    },
-                )
-            if end.split:
-                self._split(cur, end, stamp)
+        if end.split:
+            self._split(cur, end, stamp)
         return updated
 
     def _split(self, cur: Cursor, end: AttemptEnd, stamp: Any) -> None:
