@@ -170,6 +170,12 @@ class PostgresDatabase:
             raise _store_error(exc) from exc
 
     @contextmanager
+    def single_write(self) -> Iterator[Cursor]:
+        """A cursor on a pooled autocommit connection: each statement is a transaction."""
+        with self.reading() as cur:
+            yield cur
+
+    @contextmanager
     def reading(self) -> Iterator[Cursor]:
         """A cursor on a pooled autocommit connection."""
         try:

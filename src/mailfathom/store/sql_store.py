@@ -79,6 +79,8 @@ class SqlStore(WorkerStore):
         if not jobs:
             return []
         stamp = self.db.time_param(now)
+        if connection is None and len(jobs) == 1:
+            return [self._enqueue_one(jobs[0], stamp)]
         with self.db.transaction(connection) as cur:
             if "insert_jobs" in self._q:
                 inserted = self._insert_batch(cur, jobs, stamp)
@@ -103,6 +105,21 @@ class SqlStore(WorkerStore):
                         "visible (a REPEATABLE READ transaction?): enqueue in READ COMMITTED"
                     )
         return results
+
+    def _enqueue_one(self, job: NewJob, now: Any) -> tuple[JobRow, bool]:
+        """One job on its own: a single INSERT that commits itself (the common case, and
+        the one whose cost is round trips). Only a taken key costs a second statement."""
+        with self.db.single_write() as cur:
+            (row,) = self._insert_each(cur, [job], now)
+            if row is not None:
+                return self._job(row), True
+            cur.execute(self._q["job_by_key"], {"idempotency_key": job.idempotency_key})
+            existing = cur.fetchone()
+        if existing is None:  # pragma: no cover - the key's job was deleted in between
+            raise StoreError(
+                f"idempotency key {job.idempotency_key!r} conflicted but its job is gone: retry"
+            )
+        return self._job(existing), False
 
     def _insert_each(self, cur: Cursor, jobs: Sequence[NewJob], now: Any) -> list[Any]:
         """One ``insert_job`` per job; None where the key already existed."""

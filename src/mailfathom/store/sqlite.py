@@ -166,6 +166,15 @@ class SQLiteDatabase:
                 raise
 
     @contextmanager
+    def single_write(self) -> Iterator[Cursor]:
+        """A cursor in autocommit mode, holding this process's writer lock."""
+        with _WRITERS.of(self.path):
+            try:
+                yield self._connection().cursor()
+            except sqlite3.Error as exc:
+                raise _store_error(exc) from exc
+
+    @contextmanager
     def reading(self) -> Iterator[Cursor]:
         """A cursor outside any explicit transaction (each statement sees committed data)."""
         try:
