@@ -151,12 +151,19 @@ class JobQueue:
     # -- claim and finish --------------------------------------------------------------
 
     def claim(
-        self, owner: str, limit: int, lease: timedelta, queues: Sequence[str] | None = None
+        self,
+        owner: str,
+        limit: int,
+        lease: timedelta,
+        queues: Sequence[str] | None = None,
+        *,
+        reap: bool = True,
     ) -> list[Job]:
-        """Lease up to ``limit`` due jobs to ``owner`` for ``lease``."""
+        """Lease up to ``limit`` due jobs to ``owner`` for ``lease`` (first returning
+        expired leases to the queue, unless ``reap`` is False)."""
         now = self.clock.now()
         rows = self.store.claim(
-            owner=owner, limit=limit, now=now, lease_until=now + lease, queues=queues
+            owner=owner, limit=limit, now=now, lease_until=now + lease, queues=queues, reap=reap
         )
         return [Job.from_row(row) for row in rows]
 

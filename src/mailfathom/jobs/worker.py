@@ -50,6 +50,10 @@ __all__ = ["Worker"]
 logger = logging.getLogger("mailfathom.worker")
 
 _PRUNE_AFTER = timedelta(days=1)  # registry rows of workers silent this long are deleted
+#: s between two claims that also return expired leases to the queue: a lease runs for
+#: tens of seconds, so reaping on every claim (several a millisecond under load) buys
+#: nothing and costs a statement each time.
+_REAP_INTERVAL = 1.0
 _CLAIM_COOLDOWN = 0.01  # s: under load, claim at least this far apart unless half is free
 _MAX_BACKOFF = 5.0  # s: longest pause between retries while the database fails
 _WATCH_SLICE = 0.25  # s: the watcher checks this often whether the worker stops
@@ -122,6 +126,7 @@ class Worker:
         self._last_claim = float("-inf")
         self._last_claim_full = False
         self._next_schedule_pass = 0.0
+        self._next_reap = 0.0  # the first claim reaps
         self._outage = Outage(
             self.id, limit=min(_MAX_BACKOFF, max(self.lease.total_seconds() / 2, 0.5))
         )
@@ -299,6 +304,7 @@ class Worker:
         self._db_woke = False
         batch = self._done.take()
         moment = self._clock.now()
+        reap = now >= self._next_reap
         try:
             if batch:
                 succeeded, failed = self._outcomes(batch, moment)
@@ -310,15 +316,19 @@ class Worker:
                     limit=free,
                     lease_until=moment + self.lease,
                     queues=self.queues,
+                    reap=reap,
                 )
                 jobs = [Job.from_row(row) for row in rows]
             else:
-                lost, jobs = set(), self._queue.claim(self.id, free, self.lease, self.queues)
+                jobs = self._queue.claim(self.id, free, self.lease, self.queues, reap=reap)
+                lost = set()
         except StoreError as exc:
             self._done.put_back(batch)
             self._outage.failed("claiming", exc)
             return None
         self._outage.ok()
+        if reap:
+            self._next_reap = now + _REAP_INTERVAL
         self._done.recorded(batch, lost)
         self._last_claim = now
         self._last_claim_full = len(jobs) == free

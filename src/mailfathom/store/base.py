@@ -245,8 +245,10 @@ class Store(Protocol):
         now: datetime,
         lease_until: datetime,
         queues: Sequence[str] | None = None,
+        reap: bool = True,
     ) -> list[JobRow]:
-        """Lease up to ``limit`` due jobs to ``owner``, after returning expired leases."""
+        """Lease up to ``limit`` due jobs to ``owner``, after returning expired leases
+        (unless ``reap`` is False: a busy worker reaps on a timer, not on every claim)."""
         ...
 
     def reap_expired(self, *, now: datetime) -> int:
@@ -280,6 +282,7 @@ class Store(Protocol):
         limit: int,
         lease_until: datetime,
         queues: Sequence[str] | None = None,
+        reap: bool = True,
     ) -> tuple[set[int], list[JobRow]]:
         """``record_outcomes`` then ``claim`` in one transaction: a busy worker's loop
         commits once per batch. Returns the lost ids and the claimed jobs."""

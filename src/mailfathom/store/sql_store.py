@@ -161,11 +161,19 @@ class SqlStore(WorkerStore):
         now: datetime,
         lease_until: datetime,
         queues: Sequence[str] | None = None,
+        reap: bool = True,
     ) -> list[JobRow]:
-        """Return expired leases to the queue, then lease up to ``limit`` due jobs."""
+        """Return expired leases to the queue (when ``reap``), then lease up to ``limit``
+        due jobs."""
         with self.db.transaction() as cur:
             return self._claim(
-                cur, owner=owner, limit=limit, now=now, lease_until=lease_until, queues=queues
+                cur,
+                owner=owner,
+                limit=limit,
+                now=now,
+                lease_until=lease_until,
+                queues=queues,
+                reap=reap,
             )
 
     def record_and_claim(
@@ -178,12 +186,19 @@ class SqlStore(WorkerStore):
         limit: int,
         lease_until: datetime,
         queues: Sequence[str] | None = None,
+        reap: bool = True,
     ) -> tuple[set[int], list[JobRow]]:
         """:meth:`record_outcomes` then :meth:`claim`, in one transaction (one commit)."""
         with self.db.transaction() as cur:
             lost = self._record(cur, owner, now, succeeded, failed)
             claimed = self._claim(
-                cur, owner=owner, limit=limit, now=now, lease_until=lease_until, queues=queues
+                cur,
+                owner=owner,
+                limit=limit,
+                now=now,
+                lease_until=lease_until,
+                queues=queues,
+                reap=reap,
             )
             return lost, claimed
 
@@ -196,6 +211,7 @@ class SqlStore(WorkerStore):
         now: datetime,
         lease_until: datetime,
         queues: Sequence[str] | None,
+        reap: bool,
     ) -> list[JobRow]:
         params: dict[str, Any] = {
             "owner": owner,
@@ -208,7 +224,8 @@ class SqlStore(WorkerStore):
         else:
             query = self._q["claim_jobs_in_queues"]
             params["queues"] = self.db.list_param(list(queues))
-        self._reap(cur, params["now"])
+        if reap:
+            self._reap(cur, params["now"])
         cur.execute(query, params)
         claimed = [self._job(row) for row in cur.fetchall()]
         claimed.sort(key=_claim_order)
