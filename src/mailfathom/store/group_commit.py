@@ -10,6 +10,11 @@ call still returns only after its own write is durable, so the order "committed
 before the next step" that the outbox relies on is unchanged; only the flush is
 shared. A batch that fails is retried write by write, each in its own
 transaction, so one bad write never takes the others' results with it.
+
+Used on SQLite, which lets one connection write at a time anyway. PostgreSQL
+already shares WAL flushes between concurrent commits and runs many
+connections' statements side by side, so there writes keep their own
+transactions.
 """
 
 from __future__ import annotations

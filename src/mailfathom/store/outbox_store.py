@@ -9,9 +9,9 @@ one transaction (the caller's, when ``connection=`` is given).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from mailfathom.store.database import Cursor, Database
 from mailfathom.store.group_commit import GroupCommit
@@ -28,6 +28,8 @@ from mailfathom.store.outbox_base import (
 
 __all__ = ["SqlOutboxStore"]
 
+T = TypeVar("T")
+
 _EMAIL_TIMES = (
     "last_attempt_at",
     "created_at",
@@ -42,9 +44,13 @@ class SqlOutboxStore:
     def __init__(self, database: Database) -> None:
         self.db = database
         self._q = database.queries
-        # A delivery thread's writes share their commit with the other threads' (one
-        # disk flush for all); each call still returns only once its write is durable.
-        self._grouped = GroupCommit(database.transaction)
+        # On SQLite, where one connection writes at a time anyway, a delivery thread's
+        # writes share their commit with the other threads' (one disk flush for all);
+        # each call still returns only once its write is durable. PostgreSQL already
+        # shares WAL flushes between concurrent commits and runs the connections'
+        # statements side by side, so there each write keeps its own transaction
+        # (measured: funnelling them through one connection lost a quarter of the rate).
+        self._grouped = GroupCommit(database.transaction) if database.dialect == "sqlite" else None
 
     # -- conversion --------------------------------------------------------------------
 
@@ -71,8 +77,14 @@ class SqlOutboxStore:
         now: datetime,
         connection: object | None = None,
     ) -> tuple[EmailRow, list[RecipientRow], bool]:
-        """The record, its recipients and its delivery job: one transaction, one cursor."""
+        """The record, its recipients and its delivery job: one transaction, one cursor.
+
+        A dialect that defines ``record_email`` writes all three in that one statement,
+        which commits on its own when there is no caller's transaction to join.
+        """
         stamp = self.db.time_param(now)
+        if "record_email" in self._q:
+            return self._record_email(email, job, stamp, connection)
         with self.db.transaction(connection) as cur:
             cur.execute(
                 self._q["insert_email"],
@@ -102,6 +114,40 @@ class SqlOutboxStore:
             )
             created = self._attach_job(cur, email_id, job, stamp, stamp)
             return created, self._recipients_of(cur, email_id), True
+
+    def _record_email(
+        self, email: NewEmail, job: DeliveryJobSpec, stamp: Any, connection: object | None
+    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+        params = {
+            "idempotency_key": email.idempotency_key,
+            "message_id": email.message_id,
+            "sender": email.sender,
+            "subject": email.subject,
+            "message": email.message,
+            "size": len(email.message),
+            "smtputf8": email.smtputf8,
+            "eightbit": email.eightbit,
+            "now": stamp,
+            "kind": job.kind,
+            "queue": job.queue,
+            "max_attempts": job.max_attempts,
+            "addresses": json.dumps(list(email.recipients)),
+        }
+        writing = self.db.single_write() if connection is None else self.db.transaction(connection)
+        with writing as cur:
+            cur.execute(self._q["record_email"], params)
+            row = cur.fetchone()
+            if row is None:
+                cur.execute(self._q["email_by_key"], {"idempotency_key": email.idempotency_key})
+                existing = cur.fetchone()
+                if existing is None:  # pragma: no cover - the conflicting row vanished
+                    raise RuntimeError("idempotency conflict without an existing record")
+                return self._email(existing), self._recipients_of(cur, existing["id"]), False
+        created = dict(row)
+        recipients = created.pop("recipients")
+        if created.pop("jobs") != 1:  # pragma: no cover - the statement inserts one job
+            raise RuntimeError("recorded an email without its delivery job")
+        return self._email(created), [self._recipient(r) for r in recipients], True
 
     def _recipients_of(self, cur: Cursor, email_id: int) -> list[RecipientRow]:
         cur.execute(self._q["email_recipients"], {"ids": self.db.list_param([email_id])})
@@ -221,7 +267,7 @@ class SqlOutboxStore:
             owed = [self._recipient(r) for r in cur.fetchall()]
             return AttemptStart(email=email, message=message, recipients=owed), None
 
-        return self._grouped.run(write)
+        return self._write(write)
 
     def mark_transmission_begun(self, email_id: int, attempt: int, *, now: datetime) -> bool:
         """Recorded → TransmissionBegun if nothing moved the record since ``attempt`` began."""
@@ -231,11 +277,18 @@ class SqlOutboxStore:
             cur.execute(self._q["mark_transmission_begun"], params)
             return cur.fetchone() is not None
 
-        return self._grouped.run(write)
+        return self._write(write)
 
     def end_attempt(self, end: AttemptEnd) -> EmailRow | None:
         """Write the end of an attempt (and a split) if the record is still where it was."""
-        return self._grouped.run(lambda cur: self._end_attempt(cur, end))
+        return self._write(lambda cur: self._end_attempt(cur, end))
+
+    def _write(self, write: Callable[[Cursor], T]) -> T:
+        """A delivery write in a transaction: shared with others' where that pays."""
+        if self._grouped is not None:
+            return self._grouped.run(write)
+        with self.db.transaction() as cur:
+            return write(cur)
 
     def _end_attempt(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
         stamp = self.db.time_param(end.now)

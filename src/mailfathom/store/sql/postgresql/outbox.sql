@@ -13,6 +13,44 @@ RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, sub
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
           finished_at, reply_code, reply_text, reason;
 
+-- name: record_email
+-- The whole record in one statement (one round trip, and one commit when it runs on its
+-- own): the email, its recipients and its delivery job. Both ids are drawn first so each
+-- row can point at the other; foreign keys are checked at the end of the statement, when
+-- all three exist. Returns the email with its recipients as a JSON array, or nothing when
+-- the idempotency key exists (then nothing is inserted).
+WITH ids AS MATERIALIZED (
+    SELECT nextval('mf_outbox_id_seq') AS email_id, nextval('mf_jobs_id_seq') AS job_id
+), email AS (
+    INSERT INTO mf_outbox (id, stage, idempotency_key, message_id, sender, subject, message,
+                           size, smtputf8, eightbit, created_at, job_id)
+    OVERRIDING SYSTEM VALUE
+    SELECT email_id, 'Recorded', %(idempotency_key)s, %(message_id)s, %(sender)s, %(subject)s,
+           %(message)s, %(size)s, %(smtputf8)s, %(eightbit)s, %(now)s, job_id
+    FROM ids
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+              smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+              finished_at, reply_code, reply_text, reason
+), job AS (
+    INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, available_at,
+                         max_attempts, created_at)
+    OVERRIDING SYSTEM VALUE
+    SELECT email.job_id, %(kind)s, %(queue)s, jsonb_build_object('email_id', email.id), 0,
+           'Pending', %(now)s, %(max_attempts)s, %(now)s
+    FROM email
+    RETURNING id
+), recipients AS (
+    INSERT INTO mf_outbox_recipients (email_id, position, address)
+    SELECT email.id, ordinality - 1, value
+    FROM email CROSS JOIN jsonb_array_elements_text(%(addresses)s::jsonb) WITH ORDINALITY
+    RETURNING *
+)
+SELECT email.*,
+       (SELECT jsonb_agg(to_jsonb(r) ORDER BY r.position) FROM recipients AS r) AS recipients,
+       (SELECT count(*) FROM job) AS jobs
+FROM email;
+
 -- name: email_by_key
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
