@@ -51,7 +51,7 @@ def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def test_claims_never_exceed_free_capacity(mf: MailFathom) -> None:
+def test_claims_never_exceed_free_capacity_while_run_times_are_unknown(mf: MailFathom) -> None:
     gate = threading.Event()
     started: list[int] = []
 
@@ -70,6 +70,53 @@ def test_claims_never_exceed_free_capacity(mf: MailFathom) -> None:
         wait_until(lambda: bool(result))
     assert result == [5]
     assert mf.jobs.counts()[JobState.SUCCEEDED] == 5
+
+
+def test_short_jobs_are_claimed_ahead_of_the_free_slots(mf: MailFathom) -> None:
+    leased: list[int] = []
+
+    @mf.job("k")
+    def quick(ctx: JobContext) -> None:
+        leased.append(mf.jobs.counts()[JobState.CLAIMED])
+
+    mf.enqueue_many("k", [{} for _ in range(80)])
+    assert mf.worker(concurrency=2).run(burst=True) == 80
+    assert max(leased) > 2, "never held more leases than slots: nothing was claimed ahead"
+    assert max(leased) <= 2 + 4 * 2  # _AHEAD_MAX x concurrency beyond the slots
+    assert mf.jobs.counts()[JobState.SUCCEEDED] == 80
+
+
+def test_long_jobs_are_never_claimed_ahead(mf: MailFathom) -> None:
+    leased: list[int] = []
+
+    @mf.job("k")
+    def slow(ctx: JobContext) -> None:
+        leased.append(mf.jobs.counts()[JobState.CLAIMED])
+        time.sleep(0.15)  # 2 slots x 0.05 s horizon / 0.15 s: less than one job ahead
+
+    mf.enqueue_many("k", [{} for _ in range(8)])
+    assert mf.worker(concurrency=2).run(burst=True) == 8
+    assert max(leased) == 2
+
+
+def test_jobs_claimed_ahead_run_before_a_stopping_worker_exits(mf: MailFathom) -> None:
+    worker = mf.worker(concurrency=2)
+    ran: list[int] = []
+
+    @mf.job("k")
+    def quick(ctx: JobContext) -> None:
+        ran.append(ctx.job_id)
+        if len(ran) == 30:
+            worker.stop()
+
+    mf.enqueue_many("k", [{} for _ in range(300)])
+    with running(worker) as result:
+        wait_until(lambda: bool(result))
+    counts = mf.jobs.counts()
+    assert counts[JobState.CLAIMED] == 0, "a job claimed ahead was left holding its lease"
+    assert counts[JobState.SUCCEEDED] == len(ran) == result[0]
+    assert counts[JobState.PENDING] == 300 - len(ran)
+    assert all(job.attempts == 0 for job in mf.jobs.list(JobState.PENDING, limit=500))
 
 
 def test_sync_handlers_run_at_once_on_pool_threads(mf: MailFathom) -> None:

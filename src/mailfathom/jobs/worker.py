@@ -1,7 +1,9 @@
 """The worker: claims due jobs in batches, runs them, records outcomes in batches.
 
 One synchronous main loop per worker. It claims as many due jobs as it has free
-slots (``concurrency`` in all), hands each to the :class:`~mailfathom.jobs.runner.Runner`
+slots (``concurrency`` in all) — and, while jobs are short, a few more that wait in
+a small ready queue (see ``_AHEAD_HORIZON``) — hands each to the
+:class:`~mailfathom.jobs.runner.Runner`
 (a thread pool for plain handlers, an event loop for ``async def`` ones, child
 processes for ``isolation="process"``), and records finished attempts in one
 transaction per batch — the same transaction as the next claim when it is busy.
@@ -28,6 +30,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from types import FrameType
@@ -55,6 +58,15 @@ _PRUNE_AFTER = timedelta(days=1)  # registry rows of workers silent this long ar
 #: nothing and costs a statement each time.
 _REAP_INTERVAL = 1.0
 _CLAIM_COOLDOWN = 0.01  # s: under load, claim at least this far apart unless half is free
+#: Claiming ahead. While jobs are short, a claim takes more than the free slots: the
+#: extra jobs wait in the worker's ready queue and start the moment a slot frees, so one
+#: claim (one commit) serves many jobs and no slot waits for the database. The extra is
+#: sized from the recent run time so that the last of them is expected to start within
+#: this many seconds: jobs of a second or longer are never claimed ahead, and no worker
+#: sits on work another worker could be running.
+_AHEAD_HORIZON = 0.05
+_AHEAD_MAX = 4  # at most this many times ``concurrency`` claimed ahead
+_RUN_TIME_WEIGHT = 0.1  # weight of the newest attempt in the run-time average
 _MAX_BACKOFF = 5.0  # s: longest pause between retries while the database fails
 _WATCH_SLICE = 0.25  # s: the watcher checks this often whether the worker stops
 
@@ -112,6 +124,8 @@ class Worker:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._running: dict[int, Running] = {}
+        self._ready: deque[Job] = deque()  # claimed ahead, not started (under _lock)
+        self._run_time: float | None = None  # moving average of attempts' seconds
         self._done = Unrecorded()
         self._ran = 0
         self._stopping = False
@@ -270,13 +284,15 @@ class Worker:
                         self.shutdown_timeout,
                         len(self._running),
                     )
-                if not self._running:
+                self._start_ready()  # claimed ahead: expected to start within moments
+                if not self._running and not self._ready:
                     return
                 if now >= shutdown_at:
                     self._release_running()
                     return
                 self._wake.wait(min(shutdown_at - now, self.poll_interval))
                 continue
+            self._start_ready()
             claimed = self._schedule_and_claim(now, burst)
             if self._should_flush(time.monotonic()):
                 self._flush()
@@ -298,8 +314,10 @@ class Worker:
             # a burst fires what is due when it starts, then only drains
             self._next_schedule_pass = float("inf") if burst else time.monotonic() + wait
             self._db_woke = self._db_woke or created > 0
-        free = self.concurrency - len(self._running)
-        if free <= 0 or not self._claim_wanted(now, free, burst):
+        capacity = self.concurrency + self._ahead()
+        with self._lock:
+            wanted = capacity - len(self._running) - len(self._ready)
+        if wanted <= 0 or not self._claim_wanted(now, wanted, capacity, burst):
             return None
         self._db_woke = False
         batch = self._done.take()
@@ -313,14 +331,14 @@ class Worker:
                     now=moment,
                     succeeded=succeeded,
                     failed=failed,
-                    limit=free,
+                    limit=wanted,
                     lease_until=moment + self.lease,
                     queues=self.queues,
                     reap=reap,
                 )
                 jobs = [Job.from_row(row) for row in rows]
             else:
-                jobs = self._queue.claim(self.id, free, self.lease, self.queues, reap=reap)
+                jobs = self._queue.claim(self.id, wanted, self.lease, self.queues, reap=reap)
                 lost = set()
         except StoreError as exc:
             self._done.put_back(batch)
@@ -331,15 +349,33 @@ class Worker:
             self._next_reap = now + _REAP_INTERVAL
         self._done.recorded(batch, lost)
         self._last_claim = now
-        self._last_claim_full = len(jobs) == free
-        for job in jobs:
-            self._begin(job)
+        self._last_claim_full = len(jobs) == wanted
+        with self._lock:
+            self._ready.extend(jobs)
+        self._start_ready()
         return len(jobs)
 
-    def _claim_wanted(self, now: float, free: int, burst: bool) -> bool:
+    def _claim_wanted(self, now: float, wanted: int, capacity: int, burst: bool) -> bool:
         if self._last_claim_full:  # more is probably due: batch the claims a little
-            return free * 2 >= self.concurrency or now - self._last_claim >= _CLAIM_COOLDOWN
+            return wanted * 2 >= capacity or now - self._last_claim >= _CLAIM_COOLDOWN
         return burst or self._db_woke or now - self._last_claim >= self.poll_interval
+
+    def _ahead(self) -> int:
+        """How many jobs to claim beyond the slots (0 until run times are known)."""
+        run_time = self._run_time
+        if run_time is None or self._stopping:
+            return 0
+        fits = _AHEAD_HORIZON * self.concurrency / max(run_time, 1e-6)
+        return min(int(fits), _AHEAD_MAX * self.concurrency)
+
+    def _start_ready(self) -> None:
+        """Start jobs claimed ahead while slots are free, oldest claim first."""
+        while True:
+            with self._lock:
+                if not self._ready or len(self._running) >= self.concurrency:
+                    return
+                job = self._ready.popleft()
+            self._begin(job)
 
     def _should_flush(self, now: float) -> bool:
         """Record outcomes on their own when no claim carries them soon enough."""
@@ -347,7 +383,8 @@ class Worker:
             return False
         if not self._last_claim_full:
             return True  # the queue looked empty: record now, nothing to batch with
-        return len(self._done) * 2 >= self.concurrency or self._done.age(now) >= _CLAIM_COOLDOWN
+        capacity = self.concurrency + self._ahead()  # what the next claim will carry
+        return len(self._done) * 2 >= capacity or self._done.age(now) >= _CLAIM_COOLDOWN
 
     def _wait_time(self, now: float, burst: bool) -> float:
         since = now - self._last_claim
@@ -374,7 +411,7 @@ class Worker:
 
     def _idle(self) -> bool:
         with self._lock:
-            return not self._running and self._done.empty()
+            return not self._running and not self._ready and self._done.empty()
 
     # -- attempts ----------------------------------------------------------------------
 
@@ -394,6 +431,11 @@ class Worker:
                 self._done.add(result)
             if result is not None:
                 self._ran += 1
+                seconds = time.monotonic() - running.began
+                average = self._run_time
+                self._run_time = (
+                    seconds if average is None else average + _RUN_TIME_WEIGHT * (seconds - average)
+                )
         job = running.job
         if result is None:
             logger.info(
@@ -419,6 +461,7 @@ class Worker:
         """Every job whose lease the heartbeat must renew."""
         with self._lock:
             running = [r.job for r in self._running.values() if not r.lost and not r.abandoned]
+            running.extend(self._ready)
         return running + self._done.jobs()
 
     def _lost(self, lost: set[tuple[int, int]]) -> None:
@@ -431,6 +474,17 @@ class Worker:
             ]
             for running in victims:
                 running.lost = True
+            gone = [job for job in self._ready if (job.id, job.attempts) in lost]
+            for job in gone:  # claimed ahead and not started: simply not run here
+                self._ready.remove(job)
+        for job in gone:
+            logger.warning(
+                "job_id=%d kind=%s attempt=%d lost its lease before it started here; another "
+                "worker may run it now",
+                job.id,
+                job.kind,
+                job.attempts,
+            )
         for running in victims:
             logger.warning(
                 "job_id=%d kind=%s attempt=%d lost its lease (expired while this worker could "
@@ -473,6 +527,13 @@ class Worker:
         with self._lock:
             victims = list(self._running.values())
             self._running.clear()
+            unstarted, self._ready = list(self._ready), deque()
+            for job in unstarted:
+                self._done.add(
+                    shutdown_timed_out(
+                        job, None, self.shutdown_timeout, "it was claimed ahead and never started"
+                    )
+                )
             for running in victims:
                 running.abandoned = True
                 how = {
