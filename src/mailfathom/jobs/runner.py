@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -55,7 +55,9 @@ class Running:
     lost: bool = False
     #: Set once the attempt overran its deadline and that was logged.
     overran: bool = False
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    #: Set to stop an isolated attempt (its child is killed); only those have one, as an
+    #: Event per plain attempt costs more than a no-op job.
+    cancelled: threading.Event | None = None
     future: concurrent.futures.Future[Finished] | None = None
 
     def cancel(self) -> None:
@@ -63,7 +65,8 @@ class Running:
 
         A plain thread cannot be stopped; it runs on until its handler returns.
         """
-        self.cancelled.set()
+        if self.cancelled is not None:
+            self.cancelled.set()
         if self.future is not None:
             self.future.cancel()
 
@@ -111,6 +114,7 @@ class Runner:
             began=began,
             started_at=self._clock.now(),
             deadline=began + timeout if timeout is not None else None,
+            cancelled=threading.Event() if mode == "process" else None,
         )
 
     def start(self, running: Running) -> None:
@@ -131,6 +135,7 @@ class Runner:
 
     def _isolated(self, running: Running, kind: JobKind) -> None:
         try:
+            assert running.cancelled is not None  # every isolated attempt has one
             result = self._children.run(kind, running.job, self._clock, running.cancelled)
         except Exception as exc:  # starting the child failed in an unexpected way
             result = failed(running.job, exc, running.started_at)

@@ -455,7 +455,8 @@ class Worker:
             )
         else:
             log_attempt(running, result, self.id)
-        self._wake.set()
+        if not self._wake.is_set():  # setting it takes a lock: skip it when already set
+            self._wake.set()
 
     def _held(self) -> list[Job]:
         """Every job whose lease the heartbeat must renew."""
