@@ -65,7 +65,7 @@ _CLAIM_COOLDOWN = 0.01  # s: under load, claim at least this far apart unless ha
 #: this many seconds: jobs of a second or longer are never claimed ahead, and no worker
 #: sits on work another worker could be running.
 _AHEAD_HORIZON = 0.05
-_AHEAD_MAX = 4  # at most this many times ``concurrency`` claimed ahead
+_AHEAD_MAX = 10  # at most this many times ``concurrency`` claimed ahead
 _RUN_TIME_WEIGHT = 0.1  # weight of the newest attempt in the run-time average
 _MAX_BACKOFF = 5.0  # s: longest pause between retries while the database fails
 _WATCH_SLICE = 0.25  # s: the watcher checks this often whether the worker stops
