@@ -83,41 +83,6 @@ class SqlOutboxStore:
         which commits on its own when there is no caller's transaction to join.
         """
         stamp = self.db.time_param(now)
-        if "record_email" in self._q:
-            return self._record_email(email, job, stamp, connection)
-        with self.db.transaction(connection) as cur:
-            cur.execute(
-                self._q["insert_email"],
-                {
-                    "idempotency_key": email.idempotency_key,
-                    "message_id": email.message_id,
-                    "sender": email.sender,
-                    "subject": email.subject,
-                    "message": email.message,
-                    "size": len(email.message),
-                    "smtputf8": email.smtputf8,
-                    "eightbit": email.eightbit,
-                    "now": stamp,
-                },
-            )
-            row = cur.fetchone()
-            if row is None:
-                cur.execute(self._q["email_by_key"], {"idempotency_key": email.idempotency_key})
-                existing = cur.fetchone()
-                if existing is None:  # pragma: no cover - the conflicting row vanished
-                    raise RuntimeError("idempotency conflict without an existing record")
-                return self._email(existing), self._recipients_of(cur, existing["id"]), False
-            email_id = row["id"]
-            cur.execute(
-                self._q["insert_recipients"],
-                {"email_id": email_id, "addresses": json.dumps(list(email.recipients))},
-            )
-            created = self._attach_job(cur, email_id, job, stamp, stamp)
-            return created, self._recipients_of(cur, email_id), True
-
-    def _record_email(
-        self, email: NewEmail, job: DeliveryJobSpec, stamp: Any, connection: object | None
-    ) -> tuple[EmailRow, list[RecipientRow], bool]:
         params = {
             "idempotency_key": email.idempotency_key,
             "message_id": email.message_id,
@@ -128,26 +93,46 @@ class SqlOutboxStore:
             "smtputf8": email.smtputf8,
             "eightbit": email.eightbit,
             "now": stamp,
-            "kind": job.kind,
-            "queue": job.queue,
-            "max_attempts": job.max_attempts,
             "addresses": json.dumps(list(email.recipients)),
         }
+        if "record_email" in self._q:
+            return self._record_email(params, job, connection)
+        with self.db.transaction(connection) as cur:
+            cur.execute(self._q["insert_email"], params)
+            row = cur.fetchone()
+            if row is None:
+                return self._existing(cur, email.idempotency_key)
+            email_id = row["id"]
+            cur.execute(
+                self._q["insert_recipients"],
+                {"email_id": email_id, "addresses": params["addresses"]},
+            )
+            created = self._attach_job(cur, email_id, job, stamp, stamp)
+            return created, self._recipients_of(cur, email_id), True
+
+    def _record_email(
+        self, params: dict[str, Any], job: DeliveryJobSpec, connection: object | None
+    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+        params = {**params, "kind": job.kind, "queue": job.queue, "max_attempts": job.max_attempts}
         writing = self.db.single_write() if connection is None else self.db.transaction(connection)
         with writing as cur:
             cur.execute(self._q["record_email"], params)
             row = cur.fetchone()
             if row is None:
-                cur.execute(self._q["email_by_key"], {"idempotency_key": email.idempotency_key})
-                existing = cur.fetchone()
-                if existing is None:  # pragma: no cover - the conflicting row vanished
-                    raise RuntimeError("idempotency conflict without an existing record")
-                return self._email(existing), self._recipients_of(cur, existing["id"]), False
+                return self._existing(cur, params["idempotency_key"])
         created = dict(row)
         recipients = created.pop("recipients")
         if created.pop("jobs") != 1:  # pragma: no cover - the statement inserts one job
             raise RuntimeError("recorded an email without its delivery job")
         return self._email(created), [self._recipient(r) for r in recipients], True
+
+    def _existing(self, cur: Cursor, key: str | None) -> tuple[EmailRow, list[RecipientRow], bool]:
+        """The record that holds idempotency ``key`` (whose insert just did nothing)."""
+        cur.execute(self._q["email_by_key"], {"idempotency_key": key})
+        existing = cur.fetchone()
+        if existing is None:  # pragma: no cover - the conflicting row vanished
+            raise RuntimeError("idempotency conflict without an existing record")
+        return self._email(existing), self._recipients_of(cur, existing["id"]), False
 
     def _recipients_of(self, cur: Cursor, email_id: int) -> list[RecipientRow]:
         cur.execute(self._q["email_recipients"], {"ids": self.db.list_param([email_id])})

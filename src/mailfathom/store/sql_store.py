@@ -165,16 +165,17 @@ class SqlStore(WorkerStore):
     ) -> list[JobRow]:
         """Return expired leases to the queue (when ``reap``), then lease up to ``limit``
         due jobs."""
-        with self.db.transaction() as cur:
-            return self._claim(
-                cur,
-                owner=owner,
-                limit=limit,
-                now=now,
-                lease_until=lease_until,
-                queues=queues,
-                reap=reap,
-            )
+        _, claimed = self.record_and_claim(
+            owner=owner,
+            now=now,
+            succeeded=(),
+            failed=(),
+            limit=limit,
+            lease_until=lease_until,
+            queues=queues,
+            reap=reap,
+        )
+        return claimed
 
     def record_and_claim(
         self,
