@@ -28,6 +28,17 @@ def test_enqueue_creates_a_pending_job_due_now(mf: MailFathom, clock: FakeClock)
     assert mf.jobs.get(job.id).payload == {"report_id": 7}
 
 
+def test_a_lone_enqueue_is_committed_when_it_returns(mf: MailFathom, database_url: str) -> None:
+    """One job outside a caller's transaction is one self-committing statement: another
+    connection sees it at once, and the writer holds nothing open afterwards."""
+    job = mf.enqueue("k", {"n": 1})
+    with MailFathom(database_url) as other:
+        assert other.jobs.get(job.id).payload == {"n": 1}
+        assert other.enqueue("k", {"n": 2}).id > job.id  # the write lock is free
+    again = mf.enqueue("k", idempotency_key="once")
+    assert mf.enqueue("k", idempotency_key="once").id == again.id
+
+
 def test_same_idempotency_key_returns_the_existing_job(mf: MailFathom) -> None:
     first = mf.enqueue("reports.build", {"report_id": 7}, idempotency_key="report:7")
     second = mf.enqueue("reports.build", {"report_id": 8}, idempotency_key="report:7")

@@ -167,10 +167,13 @@ class SQLiteDatabase:
 
     @contextmanager
     def single_write(self) -> Iterator[Cursor]:
-        """A cursor in autocommit mode, holding this process's writer lock."""
+        """A cursor in autocommit mode, holding this process's writer lock. Closing it
+        finishes its last statement, which commits it, before the lock is let go."""
         with _WRITERS.of(self.path):
+            cursor = self._connection().cursor()
             try:
-                yield self._connection().cursor()
+                yield cursor
+                cursor.close()
             except sqlite3.Error as exc:
                 raise _store_error(exc) from exc
 
