@@ -88,9 +88,10 @@ class PrivateCluster:
         self._pg_ctl("start")
         self.wait_ready()
 
-    def stop(self) -> None:
-        """Fast shutdown: every session is terminated, committed data stays."""
-        self._pg_ctl("stop", "-m", "fast")
+    def stop(self, mode: str = "fast") -> None:
+        """Shut down: ``fast`` terminates every session (committed data stays);
+        ``immediate`` is a crash, as when the server's machine loses power."""
+        self._pg_ctl("stop", "-m", mode)
 
     def restart(self) -> None:
         """Fast restart, as ``pg_ctlcluster ... restart`` does."""
