@@ -26,7 +26,8 @@ from mailfathom import (
     MailFathom,
     StoreError,
 )
-from mailfathom.jobs.worker import _AHEAD_MAX, Worker
+from mailfathom.jobs.claim_ahead import MOST
+from mailfathom.jobs.worker import Worker
 from mailfathom.store.base import WorkerRegistration
 
 
@@ -82,7 +83,7 @@ def test_short_jobs_are_claimed_ahead_of_the_free_slots(mf: MailFathom) -> None:
     mf.enqueue_many("k", [{} for _ in range(80)])
     assert mf.worker(concurrency=2).run(burst=True) == 80
     assert max(leased) > 2, "never held more leases than slots: nothing was claimed ahead"
-    assert max(leased) <= 2 + _AHEAD_MAX * 2  # never more than that beyond the slots
+    assert max(leased) <= 2 + MOST * 2  # never more than that beyond the slots
     assert mf.jobs.counts()[JobState.SUCCEEDED] == 80
 
 

@@ -8,9 +8,11 @@ Internal. One place for the wording and the limits, so ``mf.jobs``, ``mf.queue``
 
 from __future__ import annotations
 
+import math
+
 from mailfathom.errors import InvalidInput
 
-__all__ = ["KEY_LONGEST", "check_actor", "check_id", "check_key", "check_limit"]
+__all__ = ["KEY_LONGEST", "check_actor", "check_id", "check_key", "check_limit", "check_seconds"]
 
 #: The longest idempotency key accepted, in characters.
 KEY_LONGEST = 512
@@ -52,3 +54,11 @@ def check_actor(actor: object, reason: object) -> None:
         raise InvalidInput("reason must be text")
     if "\x00" in actor or (reason is not None and "\x00" in reason):
         raise InvalidInput("actor and reason must not contain NUL (\\x00) characters")
+
+
+def check_seconds(name: str, value: object, *, positive: bool) -> None:
+    """A duration in seconds: a finite number, above zero when ``positive``, else at least 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise InvalidInput(f"{name} must be a number of seconds, not {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise InvalidInput(f"{name} must be {'positive' if positive else 'zero or more'} seconds")

@@ -2,7 +2,7 @@
 
 One synchronous main loop per worker. It claims as many due jobs as it has free
 slots (``concurrency`` in all) — and, while jobs are short, a few more that wait in
-a small ready queue (see ``_AHEAD_HORIZON``) — hands each to the
+a small ready queue (:mod:`~mailfathom.jobs.claim_ahead`) — hands each to the
 :class:`~mailfathom.jobs.runner.Runner`
 (a thread pool for plain handlers, an event loop for ``async def`` ones, child
 processes for ``isolation="process"``), and records finished attempts in one
@@ -23,20 +23,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import signal
 import socket
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from types import FrameType
-from typing import Any
 
 from mailfathom.errors import InvalidInput, StoreError
+from mailfathom.jobs.claim_ahead import ReadyJobs
 from mailfathom.jobs.execute import shutdown_timed_out
 from mailfathom.jobs.heartbeat import Heartbeat
 from mailfathom.jobs.model import Job
@@ -45,8 +42,10 @@ from mailfathom.jobs.queue import Finished, JobQueue
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.runner import Runner, Running, log_attempt
 from mailfathom.jobs.schedules import Scheduler, ScheduleSpec
+from mailfathom.jobs.signals import HardStop, StopSignals
 from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.store.base import FailedAttempt, WorkerRegistration
+from mailfathom.validate import check_seconds
 
 __all__ = ["Worker"]
 
@@ -58,25 +57,8 @@ _PRUNE_AFTER = timedelta(days=1)  # registry rows of workers silent this long ar
 #: nothing and costs a statement each time.
 _REAP_INTERVAL = 1.0
 _CLAIM_COOLDOWN = 0.01  # s: under load, claim at least this far apart unless half is free
-#: Claiming ahead. While jobs are short, a claim takes more than the free slots: the
-#: extra jobs wait in the worker's ready queue and start the moment a slot frees, so one
-#: claim (one commit) serves many jobs and no slot waits for the database. The extra is
-#: sized from the recent run time so that the last of them is expected to start within
-#: this many seconds: jobs of a second or longer are never claimed ahead, and no worker
-#: sits on work another worker could be running.
-_AHEAD_HORIZON = 0.05
-_AHEAD_MAX = 10  # at most this many times ``concurrency`` claimed ahead
-_RUN_TIME_WEIGHT = 0.1  # weight of the newest attempt in the run-time average
 _MAX_BACKOFF = 5.0  # s: longest pause between retries while the database fails
 _WATCH_SLICE = 0.25  # s: the watcher checks this often whether the worker stops
-
-
-class _HardStop(BaseException):
-    """A second signal: leave now, recording nothing more."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
 
 
 class Worker:
@@ -106,9 +88,9 @@ class Worker:
                 )
             queues = [check_name("queue", name, longest=100) for name in queues]
         seconds = lease.total_seconds() if isinstance(lease, timedelta) else lease
-        _check_seconds("lease", seconds, positive=True)
-        _check_seconds("shutdown_timeout", shutdown_timeout, positive=False)
-        _check_seconds("poll_interval", poll_interval, positive=True)
+        check_seconds("lease", seconds, positive=True)
+        check_seconds("shutdown_timeout", shutdown_timeout, positive=False)
+        check_seconds("poll_interval", poll_interval, positive=True)
         self._queue = queue
         self._store = queue.store
         self._clock = queue.clock
@@ -124,12 +106,11 @@ class Worker:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._running: dict[int, Running] = {}
-        self._ready: deque[Job] = deque()  # claimed ahead, not started (under _lock)
-        self._run_time: float | None = None  # moving average of attempts' seconds
+        self._ready = ReadyJobs(concurrency)  # claimed ahead, not started (under _lock)
         self._done = Unrecorded()
         self._ran = 0
         self._stopping = False
-        self._signals = 0
+        self._signals = StopSignals(self._first_signal)
         self._used = False
 
         self._runner: Runner | None = None
@@ -156,7 +137,7 @@ class Worker:
         if self._used:
             raise InvalidInput("a Worker runs once: create another with mf.worker()")
         self._used = True
-        previous = self._install_signal_handlers()
+        self._signals.install()
         try:
             graceful = False
             try:
@@ -166,7 +147,7 @@ class Worker:
                 graceful = True
             finally:
                 self._close(graceful)
-        except _HardStop as stop:
+        except HardStop as stop:
             if self._runner is not None:
                 self._runner.kill_children()
             logger.warning(
@@ -178,7 +159,7 @@ class Worker:
             )
             raise SystemExit(128 + stop.signum) from None
         finally:
-            _restore_signal_handlers(previous)
+            self._signals.restore()
         logger.info("worker=%s stopped after %d attempt(s)", self.id, self._ran)
         return self._ran
 
@@ -351,7 +332,7 @@ class Worker:
         self._last_claim = now
         self._last_claim_full = len(jobs) == wanted
         with self._lock:
-            self._ready.extend(jobs)
+            self._ready.add(jobs)
         self._start_ready()
         return len(jobs)
 
@@ -361,12 +342,8 @@ class Worker:
         return burst or self._db_woke or now - self._last_claim >= self.poll_interval
 
     def _ahead(self) -> int:
-        """How many jobs to claim beyond the slots (0 until run times are known)."""
-        run_time = self._run_time
-        if run_time is None or self._stopping:
-            return 0
-        fits = _AHEAD_HORIZON * self.concurrency / max(run_time, 1e-6)
-        return min(int(fits), _AHEAD_MAX * self.concurrency)
+        """How many jobs to claim beyond the slots (none once stopping)."""
+        return 0 if self._stopping else self._ready.extra()
 
     def _start_ready(self) -> None:
         """Start jobs claimed ahead while slots are free, oldest claim first."""
@@ -374,7 +351,7 @@ class Worker:
             with self._lock:
                 if not self._ready or len(self._running) >= self.concurrency:
                     return
-                job = self._ready.popleft()
+                job = self._ready.next()
             self._begin(job)
 
     def _should_flush(self, now: float) -> bool:
@@ -431,11 +408,7 @@ class Worker:
                 self._done.add(result)
             if result is not None:
                 self._ran += 1
-                seconds = time.monotonic() - running.began
-                average = self._run_time
-                self._run_time = (
-                    seconds if average is None else average + _RUN_TIME_WEIGHT * (seconds - average)
-                )
+                self._ready.ran(time.monotonic() - running.began)
         job = running.job
         if result is None:
             logger.info(
@@ -475,9 +448,7 @@ class Worker:
             ]
             for running in victims:
                 running.lost = True
-            gone = [job for job in self._ready if (job.id, job.attempts) in lost]
-            for job in gone:  # claimed ahead and not started: simply not run here
-                self._ready.remove(job)
+            gone = self._ready.drop(lost)  # claimed ahead, not started: not run here
         for job in gone:
             logger.warning(
                 "job_id=%d kind=%s attempt=%d lost its lease before it started here; another "
@@ -528,8 +499,7 @@ class Worker:
         with self._lock:
             victims = list(self._running.values())
             self._running.clear()
-            unstarted, self._ready = list(self._ready), deque()
-            for job in unstarted:
+            for job in self._ready.take_all():
                 self._done.add(
                     shutdown_timed_out(
                         job, None, self.shutdown_timeout, "it was claimed ahead and never started"
@@ -631,19 +601,7 @@ class Worker:
                 self._db_woke = True
                 self._wake.set()
 
-    def _install_signal_handlers(self) -> dict[int, Any] | None:
-        if threading.current_thread() is not threading.main_thread():
-            return None
-        previous: dict[int, Any] = {}
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            previous[signum] = signal.getsignal(signum)
-            signal.signal(signum, self._on_signal)
-        return previous
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._signals += 1
-        if self._signals > 1:
-            raise _HardStop(signum)
+    def _first_signal(self, signum: int) -> None:
         logger.warning(
             "worker=%s %s received: stopping gracefully (up to %gs); send it again to exit at once",
             self.id,
@@ -654,15 +612,3 @@ class Worker:
 
 
 _SUCCEEDED = AttemptOutcome.SUCCEEDED
-
-
-def _restore_signal_handlers(previous: dict[int, Any] | None) -> None:
-    for signum, handler in (previous or {}).items():
-        signal.signal(signum, handler)
-
-
-def _check_seconds(name: str, value: object, *, positive: bool) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise InvalidInput(f"{name} must be a number of seconds, not {value!r}")
-    if value < 0 or (positive and value == 0):
-        raise InvalidInput(f"{name} must be {'positive' if positive else 'zero or more'} seconds")
