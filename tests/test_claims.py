@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import timedelta
+from pathlib import Path
 
 from mailfathom import AttemptOutcome, FailureClass, FakeClock, JobState, MailFathom
 from mailfathom.jobs.queue import Finished
+from mailfathom.store.sql_store import SqlStore
 
 LEASE = timedelta(seconds=30)
 
@@ -130,3 +133,28 @@ def test_a_claim_that_skips_reaping_leaves_expired_leases_for_the_next_reap(
     assert mf.jobs.get(job.id).state is JobState.CLAIMED
     (again,) = mf.queue.claim("w2", 1, LEASE)
     assert again.id == job.id and again.attempts == 2
+
+
+def test_sqlite_queue_claims_walk_each_queues_index_instead_of_sorting_the_backlog(
+    tmp_path: Path,
+) -> None:
+    """A worker restricted to queues claims from each queue's claim-order range and
+    stops at the limit: it never sorts every pending job of its queues per claim."""
+    with MailFathom(f"sqlite:///{tmp_path / 'plan.db'}") as app:
+        app.migrate()
+        store = app.store
+        assert isinstance(store, SqlStore)
+        query = store._queue_claim(2)
+        select = query[query.index("SELECT id FROM (") : query.rindex(")\nRETURNING")]
+        conn = sqlite3.connect(tmp_path / "plan.db")
+        plan = [
+            row[3]
+            for row in conn.execute(
+                f"EXPLAIN QUERY PLAN {select}",
+                {"queue_0": "a", "queue_1": "b", "now": "2030", "limit": 10},
+            )
+        ]
+        conn.close()
+    walks = [step for step in plan if "USING INDEX mf_jobs_queue_claimable (queue=?" in step]
+    assert len(walks) == 2, plan
+    assert not any("mf_jobs_state" in step for step in plan), plan

@@ -1,8 +1,9 @@
 """Loads each dialect's named SQL blocks (``-- name: claim_jobs``) once.
 
-Internal. Queries are referred to by name so the Python code never builds SQL;
-only identifiers checked against a pattern could ever be formatted into it, and
-none are today.
+Internal. Queries are referred to by name so the Python code never builds SQL
+from values: the one place that assembles text joins named blocks (SQLite's
+claim for several queues: one numbered block per queue), and every value is
+still a bound parameter.
 """
 
 from __future__ import annotations

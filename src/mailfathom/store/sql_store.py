@@ -40,6 +40,7 @@ class SqlStore(WorkerStore):
         self.db = database
         self.dialect = database.dialect
         self._q = database.queries
+        self._queue_claims: dict[int, str] = {}  # claim_jobs_in_queues by queue count
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -223,14 +224,29 @@ class SqlStore(WorkerStore):
         if queues is None:
             query = self._q["claim_jobs"]
         else:
-            query = self._q["claim_jobs_in_queues"]
-            params["queues"] = self.db.list_param(list(queues))
+            named = list(dict.fromkeys(queues))  # each queue once
+            query = self._queue_claim(len(named))
+            params["queues"] = self.db.list_param(named)
+            params.update({f"queue_{n}": queue for n, queue in enumerate(named)})
         if reap:
             self._reap(cur, params["now"])
         cur.execute(query, params)
         claimed = [self._job(row) for row in cur.fetchall()]
         claimed.sort(key=_claim_order)
         return claimed
+
+    def _queue_claim(self, count: int) -> str:
+        """The claim restricted to ``count`` queues. A dialect that defines
+        ``claim_jobs_in_one_queue`` gets one block per queue (built once per count)."""
+        query = self._q["claim_jobs_in_queues"]
+        block = self._q.get("claim_jobs_in_one_queue")
+        if block is None:
+            return query
+        built = self._queue_claims.get(count)
+        if built is None:
+            each = " UNION ALL ".join(block.replace("{n}", str(n)) for n in range(count))
+            built = self._queue_claims[count] = query.replace("{each_queue}", each)
+        return built
 
     def reap_expired(self, *, now: datetime) -> int:
         """Return expired leases to the queue or the dead letters; how many there were."""

@@ -49,17 +49,30 @@ WHERE id IN (
 RETURNING *;
 
 -- name: claim_jobs_in_queues
+-- As claim_jobs, restricted to some queues. {each_queue} stands for one
+-- claim_jobs_in_one_queue block per queue, joined by UNION ALL (SqlStore builds it for
+-- the worker's number of queues): each walks its own range of mf_jobs_queue_claimable in
+-- claim order and stops at :limit, and only those few rows are sorted. Left to itself,
+-- `queue IN (…)` sorts every pending job of those queues on every claim.
 UPDATE mf_jobs
 SET state = 'Claimed', lease_owner = :owner, lease_expires_at = :lease_until,
     claimed_by = :owner, claimed_at = :now, attempts = attempts + 1
 WHERE id IN (
-    SELECT id FROM mf_jobs
-    WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
-      AND queue IN (SELECT value FROM json_each(:queues))
+    SELECT id FROM ({each_queue})
     ORDER BY priority DESC, available_at, id
     LIMIT :limit
 )
 RETURNING *;
+
+-- name: claim_jobs_in_one_queue
+-- One queue's due jobs in claim order, at most :limit; {n} is the queue's position.
+SELECT * FROM (
+    SELECT id, priority, available_at FROM mf_jobs INDEXED BY mf_jobs_queue_claimable
+    WHERE queue = :queue_{n} AND state = 'Pending' AND available_at IS NOT NULL
+      AND available_at <= :now
+    ORDER BY priority DESC, available_at, id
+    LIMIT :limit
+)
 
 -- name: extend_leases
 -- Renews the leases :owner still holds; returns the ids it still holds.
