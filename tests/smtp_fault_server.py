@@ -10,7 +10,8 @@ envelope and the answer given, before the answer is sent. Script keys (all optio
 - ``ehlo``: a reply line to both EHLO and HELO instead of 250
 - ``tls``: offer STARTTLS with the given certificate
 - ``auth``: ``{"user": …, "password": …}``: offer AUTH (PLAIN, LOGIN) and require it
-- ``size``: the SIZE limit to advertise; ``smtputf8``: advertise SMTPUTF8
+- ``size``: the SIZE limit to advertise; ``size_text``: advertise ``SIZE <that text>``
+  instead (a server whose limit does not parse); ``smtputf8``: advertise SMTPUTF8
 - ``mail``: the reply to MAIL FROM; ``rcpt``: ``{address: reply}`` (default 250)
 - ``rcpt_stall``: seconds to wait before answering each RCPT TO
 - ``data``: a reply to DATA instead of 354
@@ -60,6 +61,12 @@ class Scripted:
         if refusal:
             return [refusal]
         session.host_name = hostname
+        size_text = self.script.get("size_text")
+        if size_text is not None:
+            responses = [
+                f"250-SIZE {size_text}" if line.startswith("250-SIZE") else line
+                for line in responses
+            ]
         return responses
 
     async def handle_HELO(  # noqa: N802

@@ -412,6 +412,17 @@ def test_size_limit_is_honoured(mail_app: MailFathom, smtp: FaultServer) -> None
     assert smtp.received() == []
 
 
+def test_a_size_limit_that_does_not_parse_is_ignored(
+    mail_app: MailFathom, smtp: FaultServer
+) -> None:
+    smtp.script(size_text="unlimited")
+    recorded = mail_app.outbox.record(message())
+    email = deliver(mail_app)
+    assert email.stage is SENT, email.reason
+    (received,) = smtp.received()
+    assert f"SIZE={recorded.size}" in received.mail_options
+
+
 def test_smtputf8_is_used_when_needed_and_refused_without_it(
     mail_app: MailFathom, smtp: FaultServer
 ) -> None:
