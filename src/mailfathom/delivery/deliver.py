@@ -22,7 +22,7 @@ from typing import NoReturn
 
 from mailfathom.clock import Clock
 from mailfathom.delivery.pool import SessionPool
-from mailfathom.delivery.smtp import Outcome, Phase, Reply, SessionFailure
+from mailfathom.delivery.smtp import Outcome, Phase, Reply, SessionFailure, SmtpSession
 from mailfathom.delivery.smtp_url import SmtpTarget
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.jobs.context import JobContext
@@ -119,28 +119,31 @@ class Deliverer:
         """One mail transaction on a pooled session. A reused session that turns out to
         be gone at its first command (the server hung up or said 421 while it idled)
         has sent nothing, so the message is offered once more on a new session."""
-        email_id = start.email["id"]
         session = pool.acquire()
-        for fresh in (False, True):
-            try:
-                outcome = session.transact(
-                    sender=start.email["sender"],
-                    recipients=[(r["position"], r["address"]) for r in start.recipients],
-                    data=start.message,
-                    smtputf8=start.email["smtputf8"],
-                    eightbit=start.email["eightbit"],
-                    begin=lambda: self._store.mark_transmission_begun(
-                        email_id, attempt, now=self._clock.now()
-                    ),
-                    clock=self._clock,
-                )
-            finally:
-                pool.release(session)
-            gone = outcome.phase is Phase.MAIL and not session.usable and session.reused
-            if fresh or outcome.kind != "retry" or not gone:
-                return outcome
-            session = pool.open()
-        raise AssertionError("unreachable")  # pragma: no cover
+        outcome = self._offer(pool, session, start, attempt)
+        gone = outcome.phase is Phase.MAIL and session.reused and not session.usable
+        if outcome.kind == "retry" and gone:
+            outcome = self._offer(pool, pool.open(), start, attempt)
+        return outcome
+
+    def _offer(
+        self, pool: SessionPool, session: SmtpSession, start: AttemptStart, attempt: int
+    ) -> Outcome:
+        email_id = start.email["id"]
+        try:
+            return session.transact(
+                sender=start.email["sender"],
+                recipients=[(r["position"], r["address"]) for r in start.recipients],
+                data=start.message,
+                smtputf8=start.email["smtputf8"],
+                eightbit=start.email["eightbit"],
+                begin=lambda: self._store.mark_transmission_begun(
+                    email_id, attempt, now=self._clock.now()
+                ),
+                clock=self._clock,
+            )
+        finally:
+            pool.release(session)
 
     # -- writing the answer ------------------------------------------------------------
 

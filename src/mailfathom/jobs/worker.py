@@ -151,11 +151,12 @@ class Worker:
             if self._runner is not None:
                 self._runner.kill_children()
             logger.warning(
-                "worker=%s second %s: exiting at once; %d running job(s) return to the queue "
-                "when their leases expire",
+                "worker=%s second %s: exiting at once; %d running and %d claimed-ahead job(s) "
+                "return to the queue when their leases expire",
                 self.id,
                 signal.Signals(stop.signum).name,
                 len(self._running),
+                len(self._ready),
             )
             raise SystemExit(128 + stop.signum) from None
         finally:
