@@ -46,6 +46,9 @@ class EmailRow(TypedDict):
     last_attempt_at: datetime | None
     created_at: datetime
     transmission_begun_at: datetime | None
+    #: How many times TransmissionBegun was written: bodies that may have gone out. Never
+    #: lowered (the database refuses it); a record above zero can never be Cancelled.
+    body_transmissions: int
     finished_at: datetime | None
     reply_code: int | None
     reply_text: str | None

@@ -53,6 +53,7 @@ SCHEMAS: dict[str, Any] = {
             "created_at": TIME,
             "last_attempt_at": TIME_OR_NULL,
             "transmission_begun_at": TIME_OR_NULL,
+            "body_transmissions": {"type": "integer", "minimum": 0},
             "finished_at": TIME_OR_NULL,
             "reply_code": nullable("integer"),
             "reply_text": nullable("string"),
