@@ -68,14 +68,47 @@ def test_transmission_begun_is_durable_before_the_first_byte_of_the_body(
     assert len(smtp.accepted()) == 1
 
 
+_REFUSE_BEGUN = {
+    "sqlite": [
+        "CREATE TRIGGER test_refuse_begun BEFORE UPDATE OF stage ON mf_outbox "
+        "WHEN NEW.stage = 'TransmissionBegun' "
+        "BEGIN SELECT RAISE(ABORT, 'no space left on device (test)'); END"
+    ],
+    "postgresql": [
+        "CREATE FUNCTION test_refuse_begun() RETURNS trigger LANGUAGE plpgsql AS $$ "
+        "BEGIN RAISE EXCEPTION 'no space left on device (test)'; END $$",
+        "CREATE TRIGGER test_refuse_begun BEFORE UPDATE OF stage ON mf_outbox FOR EACH ROW "
+        "WHEN (NEW.stage = 'TransmissionBegun') EXECUTE FUNCTION test_refuse_begun()",
+    ],
+}
+_ALLOW_BEGUN = {
+    "sqlite": ["DROP TRIGGER test_refuse_begun"],
+    "postgresql": [
+        "DROP TRIGGER test_refuse_begun ON mf_outbox",
+        "DROP FUNCTION test_refuse_begun",
+    ],
+}
+
+
+def _run(app: MailFathom, statements: list[str]) -> None:
+    with app.store.db.transaction() as cur:
+        for sql in statements:
+            cur.execute(sql)
+
+
+@pytest.mark.parametrize("failure", ["the hook raises", "the database refuses the write"])
 def test_a_failed_transmission_begun_save_sends_no_body(
-    mail_app: MailFathom, smtp: FaultServer, clock: FakeClock
+    mail_app: MailFathom, observer: MailFathom, smtp: FaultServer, clock: FakeClock, failure: str
 ) -> None:
     def save_fails(point: PhasePoint) -> None:
         if point == "after_354":
             raise StoreError("SQLite failed: disk I/O error (injected)")
 
-    mail_app.deliverer.on_phase = save_fails
+    dialect = mail_app.store.dialect
+    if failure == "the hook raises":
+        mail_app.deliverer.on_phase = save_fails
+    else:
+        _run(observer, _REFUSE_BEGUN[dialect])
     recorded = mail_app.outbox.record(message())
     deliver(mail_app)
     assert smtp.received() == [], "a body went out although TransmissionBegun was not saved"
@@ -92,6 +125,9 @@ def test_a_failed_transmission_begun_save_sends_no_body(
     assert job.available_at is not None and job.available_at > clock.now()
 
     mail_app.deliverer.on_phase = lambda point: None  # the database is back
+    if failure != "the hook raises":
+        assert "no space left on device (test)" in (email.reason or "")
+        _run(observer, _ALLOW_BEGUN[dialect])
     clock.advance(121)
     deliver(mail_app)
     sent = mail_app.outbox.get(recorded.id)
