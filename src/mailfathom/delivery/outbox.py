@@ -128,11 +128,23 @@ class Outbox:
         found = self._store.count_emails()
         return {stage: found.get(stage.value, 0) for stage in OutgoingEmailStage}
 
-    def unknown(self, *, limit: int = 100) -> builtins.list[OutgoingEmail]:
+    def unknown(
+        self, *, limit: int = 100, after_id: int | None = None
+    ) -> builtins.list[OutgoingEmail]:
         """Unknown outcomes, oldest first: TransmissionBegun records no live worker is
-        delivering. Each waits for :meth:`resolve`; none is ever re-sent automatically."""
-        rows = self._store.unknown_emails(now=self._clock.now(), limit=check_limit(limit))
+        delivering. Each waits for :meth:`resolve`; none is ever re-sent automatically.
+        Page with ``after_id`` (the last id of the previous page); count with
+        :meth:`unknown_count`."""
+        rows = self._store.unknown_emails(
+            now=self._clock.now(),
+            limit=check_limit(limit),
+            after_id=None if after_id is None else check_id(after_id, "an outgoing email id"),
+        )
         return self._emails(rows)
+
+    def unknown_count(self) -> int:
+        """How many unknown outcomes there are, exactly (however many pages they fill)."""
+        return self._store.count_unknown_emails(now=self._clock.now())
 
     def events(self, email_id: int) -> builtins.list[OutboxEvent]:
         """The record's audit trail (cancel, resolve), oldest first."""

@@ -103,6 +103,7 @@ LIMIT %(limit)s;
 
 -- name: unknown_emails
 -- Unknown outcomes: TransmissionBegun, and no worker holds a live lease on the delivery.
+-- Oldest first, keyset-paginated by id (after_id).
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
        body_transmissions, finished_at, reply_code, reply_text, reason
@@ -110,8 +111,17 @@ FROM mf_outbox AS o
 WHERE o.stage = 'TransmissionBegun'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
                   AND j.lease_expires_at > %(now)s)
+  AND (%(after_id)s::bigint IS NULL OR o.id > %(after_id)s::bigint)
 ORDER BY o.id
 LIMIT %(limit)s;
+
+-- name: count_unknown_emails
+-- How many unknown outcomes there are, exactly (the same condition as unknown_emails).
+SELECT count(*) AS n
+FROM mf_outbox AS o
+WHERE o.stage = 'TransmissionBegun'
+  AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
+                  AND j.lease_expires_at > %(now)s);
 
 -- name: count_emails
 SELECT stage, count(*) AS n FROM mf_outbox GROUP BY stage;
