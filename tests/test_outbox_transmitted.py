@@ -22,6 +22,7 @@ from mailfathom import (
     OutgoingEmailStage,
     StoreError,
 )
+from mailfathom.store.migrate import load_migrations
 from smtp_fixtures import FaultServer
 from test_outbox_operator import deliver, message
 
@@ -221,3 +222,62 @@ def test_recorded_and_cancelled_have_no_transmission_begun_at(
     with pytest.raises(StoreError, match=re.escape(_begun_at_guard(mail_app))):
         _raw(mail_app, sql)
     assert [mail_app.outbox.get(e.id) for e in (recorded, cancelled, begun)] == before
+
+
+# -- migration 0005 counts what records made before it still show -----------------------
+
+#: (name, stage, began, reason, send_again events) as a record left by migration 0004
+#: shows it, and the count 0005 gives it.
+_LEGACY = [
+    ("untouched", "Recorded", False, None, 0, 0),
+    ("4xx to the body", "Recorded", False, "the end of data was answered 451 4.3.0 later", 0, 1),
+    ("sent again, waiting", "Recorded", False, "send_again by ops", 1, 1),
+    ("in transmission", "TransmissionBegun", True, None, 0, 1),
+    ("sent after a send_again", "Sent", True, None, 1, 2),
+    ("refused after the body", "Refused", True, "the end of data was answered 554 no", 0, 1),
+    ("cancelled after a send_again (the bug)", "Cancelled", False, "cancelled by ops", 1, 0),
+]
+
+
+def test_migration_0005_counts_the_bodies_existing_records_sent(
+    database_url: str, clock: FakeClock
+) -> None:
+    with MailFathom(database_url, clock=clock) as app:
+        db = app.store.db
+        assert db.apply_migrations(load_migrations(app.store.dialect)[:4])
+        named = (lambda n: f":{n}") if app.store.dialect == "sqlite" else (lambda n: f"%({n})s")
+        now = db.time_param(clock.now())
+        ids = {}
+        with db.transaction() as cur:
+            for name, stage, began, reason, again, _ in _LEGACY:
+                final = stage in ("Sent", "Refused", "Cancelled")
+                cur.execute(
+                    "INSERT INTO mf_outbox (stage, message_id, sender, message, size, smtputf8, "
+                    "eightbit, created_at, transmission_begun_at, finished_at, reason) VALUES "
+                    f"({named('stage')}, '<m@x>', 'a@x.org', {named('msg')}, 1, {named('no')}, "
+                    f"{named('no')}, {named('now')}, {named('began')}, {named('done')}, "
+                    f"{named('reason')}) RETURNING id",
+                    {
+                        "stage": stage,
+                        "msg": b"x",
+                        "no": False,
+                        "now": now,
+                        "began": now if began else None,
+                        "done": now if final else None,
+                        "reason": reason,
+                    },
+                )
+                ids[name] = cur.fetchone()["id"]
+                for _ in range(again):
+                    cur.execute(
+                        "INSERT INTO mf_outbox_events (email_id, at, actor, action, from_stage, "
+                        f"to_stage) VALUES ({ids[name]}, {named('now')}, 'ops', 'send_again', "
+                        "'TransmissionBegun', 'Recorded')",
+                        {"now": now},
+                    )
+        assert app.migrate() == ["0005_transmissions.sql"]
+        counts = {name: app.outbox.get(ids[name]).body_transmissions for name in ids}
+        assert counts == {name: expected for name, *_, expected in _LEGACY}
+        with pytest.raises(IllegalTransition, match="body already went out once"):
+            app.outbox.cancel(ids["4xx to the body"], actor="ops")
+        assert app.outbox.cancel(ids["untouched"], actor="ops").stage is CANCELLED
