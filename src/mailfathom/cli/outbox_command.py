@@ -90,7 +90,7 @@ def unknown(ctx: click.Context, /, *, limit: int, after: int | None, as_json: bo
         click.echo("no unknown outcomes" + (f" after {after}" if after else ""))
         return
     rich_out().print(_table(page.emails))
-    click.echo(f"{page.total} unknown outcomes in all")
+    click.echo(f"{page.total} unknown outcome{'' if page.total == 1 else 's'} in all")
     if page.next_after is not None:
         click.echo(f"more: add --after {page.next_after}")
     click.echo(
