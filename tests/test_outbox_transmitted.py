@@ -245,7 +245,11 @@ def test_migration_0005_counts_the_bodies_existing_records_sent(
     with MailFathom(database_url, clock=clock) as app:
         db = app.store.db
         assert db.apply_migrations(load_migrations(app.store.dialect)[:4])
-        named = (lambda n: f":{n}") if app.store.dialect == "sqlite" else (lambda n: f"%({n})s")
+        sqlite = app.store.dialect == "sqlite"
+
+        def named(name: str) -> str:
+            return f":{name}" if sqlite else f"%({name})s"
+
         now = db.time_param(clock.now())
         ids = {}
         with db.transaction() as cur:
