@@ -1,20 +1,38 @@
 """A real delivery worker process, for the crash tests.
 
-``python delivery_worker.py DATABASE_URL SMTP_URL`` builds a MailFathom and runs a
-worker until nothing is due. With ``MAILFATHOM_TEST_CRASH_AT=<point>`` in its
-environment the submitter SIGKILLs this process at that point of the submission.
+``python delivery_worker.py DATABASE_URL SMTP_URL [POINT]`` builds a MailFathom and runs
+a worker until nothing is due. Given a ``POINT`` of the submission
+(:data:`mailfathom.delivery.phases.PHASE_POINTS`), this process installs its own phase
+hook that SIGKILLs it on reaching that point: mailfathom itself has no crash switch.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
 from mailfathom import MailFathom
+from mailfathom.delivery.phases import PHASE_POINTS, PhaseHook, PhasePoint
+
+
+def kill_at(point: str) -> PhaseHook:
+    """A phase hook that kills this process, at once and without cleanup, at ``point``."""
+    if point not in PHASE_POINTS:
+        raise SystemExit(f"unknown point {point!r}: use one of {', '.join(PHASE_POINTS)}")
+
+    def reached(now: PhasePoint) -> None:
+        if now == point:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return reached
 
 
 def main() -> None:
     database_url, smtp_url = sys.argv[1], sys.argv[2]
     with MailFathom(database_url, smtp_url=smtp_url, lease=1.0) as app:
+        if len(sys.argv) > 3:
+            app.deliverer.on_phase = kill_at(sys.argv[3])
         app.worker(concurrency=1, lease=1.0).run(burst=True)
 
 

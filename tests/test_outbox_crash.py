@@ -1,5 +1,8 @@
 """A real delivery worker process SIGKILLed at each phase of the submission, on every store.
 
+The worker (tests/delivery_worker.py) installs a phase hook that kills it at the point
+named on its command line; the production code only calls the hook.
+
 For each phase: the server never receives a message twice unless an operator chose
 ``send_again``; no record says Sent for a message the server did not accept; a crash
 once transmission has begun is reported as an unknown outcome, never re-sent.
@@ -7,7 +10,6 @@ once transmission has begun is reported as an unknown outcome, never re-sent.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from mailfathom import JobState, MailFathom, OutgoingEmailStage, Resolution
-from mailfathom.delivery.smtp import CRASH_ENV, CRASH_POINTS
+from mailfathom.delivery.phases import PHASE_POINTS
 from smtp_fixtures import FaultServer
 
 pytestmark = pytest.mark.slow
@@ -58,7 +60,7 @@ def _lease_lapsed(app: MailFathom, job_id: int) -> None:
 
 
 def test_every_crash_point_is_covered() -> None:
-    assert set(AFTER_CRASH) == set(CRASH_POINTS)
+    assert set(AFTER_CRASH) == set(PHASE_POINTS)
 
 
 @pytest.mark.parametrize("point", list(AFTER_CRASH))
@@ -69,8 +71,7 @@ def test_worker_killed_mid_submission(database_url: str, smtp: FaultServer, poin
         recorded = app.outbox.record(message())
         job_id = recorded.job_id or 0
         crashed = subprocess.run(
-            [sys.executable, str(WORKER), database_url, smtp.url()],
-            env={**os.environ, CRASH_ENV: point},
+            [sys.executable, str(WORKER), database_url, smtp.url(), point],
             timeout=60,
             check=False,
         )

@@ -307,3 +307,18 @@ def test_the_schema_allows_only_the_stage_machine_moves(mf: MailFathom) -> None:
     with pytest.raises(StoreError), mf.store.db.transaction() as cur:
         cur.execute("UPDATE mf_outbox SET stage = 'Recorded', finished_at = NULL")
     assert mf.outbox.get(recorded.id).stage is OutgoingEmailStage.CANCELLED
+
+
+@pytest.mark.parametrize("message_id", ["", " ", "a", "ab", " ab "])
+def test_a_message_id_too_short_to_be_one_is_refused_up_front(
+    mf: MailFathom, message_id: str
+) -> None:
+    msg = message()
+    msg["Message-ID"] = message_id
+    with pytest.raises(InvalidMessage, match=r"Message-ID .* is not a message identifier"):
+        mf.outbox.record(msg)
+    raw = f"From: a@example.com\r\nMessage-ID: {message_id}\r\n\r\nbody\r\n".encode()
+    with pytest.raises(InvalidMessage, match=r"Message-ID .* is not a message identifier"):
+        mf.outbox.record(raw, sender="a@example.com", recipients=["b@example.org"])
+    assert _nothing_recorded(mf)
+    assert mf.outbox.record(message(Message_ID="<a@b>")).message_id == "<a@b>"

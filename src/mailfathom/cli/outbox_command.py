@@ -8,7 +8,11 @@ from rich.table import Table
 
 from mailfathom.cli.common import default_actor, echo_json, open_app, reports_errors, rich_out
 from mailfathom.console import Console
-from mailfathom.console.serialize import email_detail_json, email_json, email_page_json
+from mailfathom.console.serialize import (
+    email_detail_json,
+    email_page_json,
+    unknown_page_json,
+)
 from mailfathom.delivery.model import OutgoingEmail
 
 __all__ = ["outbox"]
@@ -70,20 +74,25 @@ def list_emails(
 
 
 @outbox.command()
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--after", type=click.IntRange(1), default=None, help="Page: records newer than id.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 @reports_errors
-def unknown(ctx: click.Context, /, *, as_json: bool) -> None:
-    """Unknown outcomes: the body went out, the answer was never read. Resolve each."""
+def unknown(ctx: click.Context, /, *, limit: int, after: int | None, as_json: bool) -> None:
+    """Unknown outcomes, oldest first: the body went out, the answer was never read."""
     with open_app(ctx) as mf:
-        found = Console(mf).unknown_outcomes()
+        page = Console(mf).unknown_outcomes(after_id=after, limit=limit)
     if as_json:
-        echo_json([email_json(e) for e in found])
+        echo_json(unknown_page_json(page))
         return
-    if not found:
-        click.echo("no unknown outcomes")
+    if not page.emails:
+        click.echo("no unknown outcomes" + (f" after {after}" if after else ""))
         return
-    rich_out().print(_table(found))
+    rich_out().print(_table(page.emails))
+    click.echo(f"{page.total} unknown outcome{'' if page.total == 1 else 's'} in all")
+    if page.next_after is not None:
+        click.echo(f"more: add --after {page.next_after}")
     click.echo(
         "resolve each: mailfathom outbox resolve ID delivered|send_again|give_up --reason '…'"
     )

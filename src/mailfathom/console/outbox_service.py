@@ -18,11 +18,12 @@ from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import InvalidInput, NotFound
 from mailfathom.jobs.model import Attempt
 from mailfathom.jobs.state import AttemptOutcome
+from mailfathom.validate import check_limit
 
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
 
-__all__ = ["EmailDetail", "EmailPage", "HistoryEntry", "OutboxConsole"]
+__all__ = ["EmailDetail", "EmailPage", "HistoryEntry", "OutboxConsole", "UnknownPage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,16 @@ class EmailPage:
 
     emails: list[OutgoingEmail]
     next_before: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownPage:
+    """One page of unknown outcomes, oldest first: ``next_after`` pages on (None on the
+    last page) and ``total`` counts them all, exactly."""
+
+    emails: list[OutgoingEmail]
+    next_after: int | None
+    total: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +82,17 @@ class OutboxConsole:
         """Records per stage."""
         return self.mf.outbox.counts()
 
-    def unknown_outcomes(self) -> list[OutgoingEmail]:
-        """Records whose body went out and whose answer was never read, oldest first."""
-        return self.mf.outbox.unknown(limit=1000)
+    def unknown_outcomes(self, *, after_id: int | None = None, limit: int = 50) -> UnknownPage:
+        """Records whose body went out and whose answer was never read, oldest first, one
+        page at a time (``after_id``: the previous page's ``next_after``), with their count."""
+        found = self.mf.outbox.unknown(limit=check_limit(limit, high=9_999) + 1, after_id=after_id)
+        page = found[:limit]
+        more = page[-1].id if len(found) > limit and page else None
+        return UnknownPage(page, more, self.unknown_count())
+
+    def unknown_count(self) -> int:
+        """How many unknown outcomes there are, exactly."""
+        return self.mf.outbox.unknown_count()
 
     def email(self, email_id: int) -> EmailDetail:
         """A record with its bytes, stage history and audit trail."""

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from mailfathom.console.outbox_service import EmailDetail, EmailPage
+from mailfathom.console.outbox_service import EmailDetail, EmailPage, UnknownPage
 from mailfathom.console.service import AuditPage, BulkResult, JobDetail, JobPage, Overview
 from mailfathom.delivery.model import OutgoingEmail
 from mailfathom.jobs.admin import Throughput
@@ -139,6 +139,15 @@ def email_json(email: OutgoingEmail) -> dict[str, Any]:
 def email_page_json(page: EmailPage) -> dict[str, Any]:
     """A page of the outbox and the cursor to the next one."""
     return {"emails": [email_json(e) for e in page.emails], "next_before": page.next_before}
+
+
+def unknown_page_json(page: UnknownPage) -> dict[str, Any]:
+    """A page of unknown outcomes, the cursor to the next one, and how many there are."""
+    return {
+        "emails": [email_json(e) for e in page.emails],
+        "next_after": page.next_after,
+        "total": page.total,
+    }
 
 
 def email_detail_json(detail: EmailDetail) -> dict[str, Any]:

@@ -143,7 +143,7 @@ class Console(OutboxConsole):
         dead = sum(not worker.alive for worker in workers)
         schedules = self.schedules()
         paused = sum(schedule.paused for schedule in schedules)
-        unknown = len(self.unknown_outcomes())
+        unknown = self.unknown_count()
         attention = [
             Attention("unknown_outcomes", "emails with an unknown outcome to resolve", unknown),
             Attention("dead_lettered", "dead-lettered jobs", counts[JobState.DEAD_LETTERED]),

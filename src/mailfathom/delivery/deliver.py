@@ -21,10 +21,12 @@ from datetime import timedelta
 from typing import NoReturn
 
 from mailfathom.clock import Clock
+from mailfathom.delivery.phases import PhaseHook, no_phase_hook
 from mailfathom.delivery.pool import SessionPool
 from mailfathom.delivery.smtp import Outcome, Phase, Reply, SessionFailure, SmtpSession
 from mailfathom.delivery.smtp_url import SmtpTarget
 from mailfathom.delivery.stage import OutgoingEmailStage
+from mailfathom.errors import StoreError
 from mailfathom.jobs.context import JobContext
 from mailfathom.jobs.failures import PermanentFailure, TransientFailure
 from mailfathom.jobs.retry import Backoff
@@ -67,7 +69,11 @@ def unknown_outcome_reason(email: EmailRow) -> str:
 
 
 class Deliverer:
-    """Runs delivery attempts against one SMTP server (or none configured)."""
+    """Runs delivery attempts against one SMTP server (or none configured).
+
+    ``on_phase`` is told each point of every submission (:mod:`mailfathom.delivery.phases`);
+    it does nothing unless a test replaces it, before the worker starts.
+    """
 
     def __init__(
         self,
@@ -79,7 +85,9 @@ class Deliverer:
         timeout: float,
         data_timeout: float,
         backoff: Backoff = DELIVERY_BACKOFF,
+        on_phase: PhaseHook = no_phase_hook,
     ) -> None:
+        self.on_phase = on_phase
         self._store = store
         self._clock = clock
         self._job = job
@@ -113,6 +121,9 @@ class Deliverer:
             outcome = self._transact(pool, start, attempt)
         except SessionFailure as exc:
             self._retry(ctx, start, _RECORDED, str(exc), reply=exc.reply)
+        except StoreError as exc:  # the one write inside the submission: TransmissionBegun
+            reason = f"TransmissionBegun could not be saved, so the body was not sent: {exc}"
+            self._retry(ctx, start, _RECORDED, reason)
         self._conclude(ctx, start, outcome)
 
     def _transact(self, pool: SessionPool, start: AttemptStart, attempt: int) -> Outcome:
@@ -141,6 +152,7 @@ class Deliverer:
                     email_id, attempt, now=self._clock.now()
                 ),
                 clock=self._clock,
+                on_phase=self.on_phase,
             )
         finally:
             pool.release(session)

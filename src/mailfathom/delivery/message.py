@@ -96,6 +96,7 @@ def freeze(
         raise InvalidMessage(
             f"a message is an email.message.EmailMessage or bytes, not {type(message).__name__}"
         )
+    _check_message_id(frozen.message_id)
     check_lines(frozen.data)
     if len(frozen.data) > max_bytes:
         raise InvalidMessage(
@@ -316,6 +317,15 @@ def _dedupe(addresses: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
             "record the message several times with fewer recipients each"
         )
     return unique
+
+
+def _check_message_id(message_id: str) -> None:
+    """Refuse a Message-ID too short to identify anything (the record keeps it forever)."""
+    if len(message_id) < 3:
+        raise InvalidMessage(
+            f"the Message-ID {message_id!r} is not a message identifier: give one like "
+            "'<unique@your-domain>' (RFC 5322 §3.6.4), or leave the field out and one is added"
+        )
 
 
 def _new_message_id(domain: str) -> str:

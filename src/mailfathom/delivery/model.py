@@ -53,6 +53,10 @@ class OutgoingEmail:
     or what an operator decided; ``reply_code``/``reply_text`` hold the server's last
     deciding reply. ``parent_id`` links a record split off another one (recipients
     the server deferred while accepting others): same bytes, same Message-ID.
+    ``body_transmissions`` counts the times the body may have gone out (each write of
+    TransmissionBegun); unlike ``transmission_begun_at`` it is never cleared, so a record
+    that went back to Recorded (a 4xx to the end of data, or *send again*) still shows
+    it — and can no longer be cancelled (give it up with ``resolve(..., "give_up")``).
     """
 
     id: int
@@ -71,10 +75,16 @@ class OutgoingEmail:
     created_at: datetime
     last_attempt_at: datetime | None
     transmission_begun_at: datetime | None
+    body_transmissions: int
     finished_at: datetime | None
     reply_code: int | None
     reply_text: str | None
     reason: str | None
+
+    @property
+    def ever_transmitted(self) -> bool:
+        """True once a body may have gone out for this record (it can never be Cancelled)."""
+        return self.body_transmissions > 0
 
     @classmethod
     def from_row(cls, row: EmailRow, recipients: list[RecipientRow]) -> OutgoingEmail:

@@ -128,11 +128,23 @@ class Outbox:
         found = self._store.count_emails()
         return {stage: found.get(stage.value, 0) for stage in OutgoingEmailStage}
 
-    def unknown(self, *, limit: int = 100) -> builtins.list[OutgoingEmail]:
+    def unknown(
+        self, *, limit: int = 100, after_id: int | None = None
+    ) -> builtins.list[OutgoingEmail]:
         """Unknown outcomes, oldest first: TransmissionBegun records no live worker is
-        delivering. Each waits for :meth:`resolve`; none is ever re-sent automatically."""
-        rows = self._store.unknown_emails(now=self._clock.now(), limit=check_limit(limit))
+        delivering. Each waits for :meth:`resolve`; none is ever re-sent automatically.
+        Page with ``after_id`` (the last id of the previous page); count with
+        :meth:`unknown_count`."""
+        rows = self._store.unknown_emails(
+            now=self._clock.now(),
+            limit=check_limit(limit),
+            after_id=None if after_id is None else check_id(after_id, "an outgoing email id"),
+        )
         return self._emails(rows)
+
+    def unknown_count(self) -> int:
+        """How many unknown outcomes there are, exactly (however many pages they fill)."""
+        return self._store.count_unknown_emails(now=self._clock.now())
 
     def events(self, email_id: int) -> builtins.list[OutboxEvent]:
         """The record's audit trail (cancel, resolve), oldest first."""
@@ -158,9 +170,12 @@ class Outbox:
     def cancel(self, email_id: int, *, actor: str, reason: str | None = None) -> OutgoingEmail:
         """Recorded → Cancelled: it will never be sent. Audited.
 
-        Refused once transmission has begun, and while a worker is delivering it
-        (its delivery job holds a live lease): a cancel either wins before the body
-        goes out — then nothing is transmitted — or fails with this error; never both.
+        Refused once transmission has begun, while a worker is delivering it (its
+        delivery job holds a live lease), and for a record whose body ever went out
+        (``body_transmissions`` above zero: a 4xx to the end of data, or *send again*),
+        since Cancelled says nothing was transmitted — give that one up with
+        ``resolve(id, "give_up")`` (→ Refused). A cancel either wins before any body goes
+        out, or fails with :class:`IllegalTransition`; never both.
         """
         check_actor(actor, reason)
         moved, current, delivering = self._store.cancel(
@@ -174,6 +189,17 @@ class Outbox:
         if current is None:
             raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
         stage = current["stage"]
+        if stage == OutgoingEmailStage.RECORDED and current["body_transmissions"] > 0:
+            raise IllegalTransition(
+                f"cannot cancel outgoing email {email_id}: its body already went out "
+                f"{_times(current['body_transmissions'])} (the server answered the end of data "
+                "with 4xx, or an operator chose send_again), and Cancelled means nothing was "
+                f"transmitted; to stop it, give it up: mf.outbox.resolve({email_id}, "
+                "'give_up', actor=..., reason=...) makes it Refused; nothing changed",
+                current=stage,
+                target=OutgoingEmailStage.CANCELLED.value,
+                allowed_from=(OutgoingEmailStage.RECORDED.value,),
+            )
         if stage == OutgoingEmailStage.RECORDED and delivering:
             raise IllegalTransition(
                 f"cannot cancel outgoing email {email_id}: a worker is delivering it right now "
@@ -228,7 +254,11 @@ class Outbox:
         reason: str | None = None,
     ) -> OutgoingEmail:
         """Settle an unknown outcome: ``delivered`` (→ Sent), ``send_again`` (→ Recorded,
-        one more copy is offered) or ``give_up`` (→ Refused). Audited."""
+        one more copy is offered) or ``give_up`` (→ Refused). Audited.
+
+        ``give_up`` also stops a Recorded record whose body already went out
+        (``body_transmissions`` above zero), which can no longer be cancelled.
+        """
         chosen = Resolution.parse(resolution)
         check_actor(actor, reason)
         moved, current, delivering = self._store.resolve(
@@ -243,17 +273,43 @@ class Outbox:
         if current is None:
             raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
         stage = current["stage"]
+        transmitted = stage == OutgoingEmailStage.RECORDED and current["body_transmissions"] > 0
+        allowed: tuple[str, ...] = (OutgoingEmailStage.TRANSMISSION_BEGUN.value,)
+        if chosen is Resolution.GIVE_UP and transmitted:
+            allowed += (OutgoingEmailStage.RECORDED.value,)
         if delivering:
             why = (
-                "a worker is still waiting for the server's answer (its delivery job holds a "
-                "live lease); wait until mf.outbox.unknown() lists it"
+                "a worker is delivering it right now (its delivery job holds a live lease); "
+                "wait until the attempt has ended"
+            )
+            if stage == OutgoingEmailStage.TRANSMISSION_BEGUN:
+                why = (
+                    "a worker is still waiting for the server's answer (its delivery job holds "
+                    "a live lease); wait until mf.outbox.unknown() lists it"
+                )
+        elif transmitted:
+            why = (
+                "its body already went out and it waits for another attempt; of the "
+                "resolutions only give_up (→ Refused) applies to it"
+            )
+        elif stage == OutgoingEmailStage.RECORDED:
+            why = (
+                "no body has gone out for it, so there is nothing to resolve: cancel it "
+                "instead (mf.outbox.cancel)"
             )
         else:
-            why = "only TransmissionBegun email (an unknown outcome) can be resolved"
+            why = (
+                "only TransmissionBegun email (an unknown outcome) can be resolved, or given "
+                "up while Recorded after its body went out"
+            )
         raise IllegalTransition(
             f"cannot resolve outgoing email {email_id} as {chosen.value}: it is {stage}; "
             f"{why}; nothing changed",
             current=stage,
             target=chosen.target.value,
-            allowed_from=(OutgoingEmailStage.TRANSMISSION_BEGUN.value,),
+            allowed_from=allowed,
         )
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"

@@ -13,9 +13,7 @@ the caller writes it (see DESIGN.md §2 and docs/outbox.md for the table).
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import signal
 import smtplib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,26 +21,13 @@ from enum import StrEnum
 from typing import Literal
 
 from mailfathom.clock import Clock
+from mailfathom.delivery.phases import PhaseHook, no_phase_hook
 from mailfathom.delivery.smtp_url import SmtpTarget
 from mailfathom.store.outbox_base import RecipientReply
 
-__all__ = ["CRASH_ENV", "Outcome", "Phase", "Reply", "SessionFailure", "SmtpSession"]
-
-#: Test-only fault hook: when this environment variable names a crash point, the
-#: process SIGKILLs itself on reaching it, so crash tests stop at an exact phase.
-CRASH_ENV = "MAILFATHOM_TEST_CRASH_AT"
-CRASH_POINTS = ("before_rcpt", "after_354", "after_begun", "after_body", "after_reply")
+__all__ = ["Outcome", "Phase", "Reply", "SessionFailure", "SmtpSession"]
 
 _ENHANCED = re.compile(r"^([245]\.\d{1,3}\.\d{1,3})\b")
-
-
-_CRASH_AT = os.environ.get(CRASH_ENV)  # read once: the hook is set before the process starts
-
-
-def crash_point(name: str) -> None:
-    """Die here, at once and without cleanup, if the test fault hook names this point."""
-    if name == _CRASH_AT:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Phase(StrEnum):
@@ -216,9 +201,11 @@ class SmtpSession:
         eightbit: bool,
         begin: Callable[[], bool],
         clock: Clock,
+        on_phase: PhaseHook = no_phase_hook,
     ) -> Outcome:
         """Offer one message; ``begin()`` must durably record TransmissionBegun (True) or
-        report that the record moved on (False), and is called between 354 and the body."""
+        report that the record moved on (False), and is called between 354 and the body.
+        ``on_phase`` is told each point reached (:mod:`mailfathom.delivery.phases`)."""
         phase = Phase.MAIL
         replies: list[RecipientReply] = []
         try:
@@ -230,7 +217,7 @@ class SmtpSession:
             mail = Reply.of(*self._command("mail", f"FROM:<{sender}>", options))
             if not mail.positive:
                 return self._failed(phase, mail, f"MAIL FROM was answered {mail}")
-            crash_point("before_rcpt")
+            on_phase("before_rcpt")
             phase = Phase.RCPT
             for position, address in recipients:
                 reply = Reply.of(*self._command("rcpt", f"TO:<{address}>"))
@@ -245,22 +232,21 @@ class SmtpSession:
             data_reply = Reply.of(*self._smtp.getreply())
             if data_reply.code != 354:
                 return self._failed(phase, data_reply, f"DATA was answered {data_reply}", replies)
-            crash_point("after_354")
-            if not self._begin(begin):
+            if not self._begin(begin, on_phase):
                 return Outcome(
                     "withdrawn",
                     "the record moved on (cancelled) before the body: nothing was sent",
                     phase,
                     recipients=replies,
                 )
-            crash_point("after_begun")
+            on_phase("after_begun")
             phase = Phase.BODY
             self._smtp.send(_dot_stuffed(data))
-            crash_point("after_body")
+            on_phase("after_body")
             phase = Phase.REPLY
             final = self._final_reply()
             self.needs_reset = False
-            crash_point("after_reply")
+            on_phase("after_reply")
         except OSError as exc:
             self.abort()
             if phase in (Phase.BODY, Phase.REPLY):
@@ -287,9 +273,10 @@ class SmtpSession:
         self._smtp.putcmd(verb, argument)
         return self._smtp.getreply()
 
-    def _begin(self, begin: Callable[[], bool]) -> bool:
-        """Run the caller's commit; on any error the body is never sent."""
+    def _begin(self, begin: Callable[[], bool], on_phase: PhaseHook) -> bool:
+        """Run the caller's commit; on any error (the hook's included) the body is never sent."""
         try:
+            on_phase("after_354")
             began = begin()
         except BaseException:
             self.abort()

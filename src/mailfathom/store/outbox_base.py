@@ -46,6 +46,9 @@ class EmailRow(TypedDict):
     last_attempt_at: datetime | None
     created_at: datetime
     transmission_begun_at: datetime | None
+    #: How many times TransmissionBegun was written: bodies that may have gone out. Never
+    #: lowered (the database refuses it); a record above zero can never be Cancelled.
+    body_transmissions: int
     finished_at: datetime | None
     reply_code: int | None
     reply_text: str | None
@@ -190,8 +193,15 @@ class OutboxStore(Protocol):
         """Records newest first, ``limit`` at most, older than ``before_id`` when given."""
         ...
 
-    def unknown_emails(self, *, now: datetime, limit: int) -> list[EmailRow]:
-        """TransmissionBegun records whose delivery job is not running under a live lease."""
+    def unknown_emails(
+        self, *, now: datetime, limit: int, after_id: int | None = None
+    ) -> list[EmailRow]:
+        """TransmissionBegun records whose delivery job is not running under a live lease,
+        oldest first, ``limit`` at most, newer than ``after_id`` when given."""
+        ...
+
+    def count_unknown_emails(self, *, now: datetime) -> int:
+        """How many records :meth:`unknown_emails` would list in all, exactly."""
         ...
 
     def count_emails(self) -> dict[str, int]:

@@ -196,11 +196,20 @@ class SqlOutboxStore:
             )
             return [self._email(row) for row in cur.fetchall()]
 
-    def unknown_emails(self, *, now: datetime, limit: int) -> list[EmailRow]:
+    def unknown_emails(
+        self, *, now: datetime, limit: int, after_id: int | None = None
+    ) -> list[EmailRow]:
         """TransmissionBegun records that no live delivery is working on, oldest first."""
+        params = {"now": self.db.time_param(now), "limit": limit, "after_id": after_id}
         with self.db.reading() as cur:
-            cur.execute(self._q["unknown_emails"], {"now": self.db.time_param(now), "limit": limit})
+            cur.execute(self._q["unknown_emails"], params)
             return [self._email(row) for row in cur.fetchall()]
+
+    def count_unknown_emails(self, *, now: datetime) -> int:
+        """How many unknown outcomes there are, exactly."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["count_unknown_emails"], {"now": self.db.time_param(now)})
+            return int(cur.fetchone()["n"])
 
     def count_emails(self) -> dict[str, int]:
         """Records per stage name."""

@@ -31,6 +31,7 @@ from mailfathom.console.serialize import (
     overview_json,
     schedule_json,
     throughput_json,
+    unknown_page_json,
     worker_json,
 )
 from mailfathom.errors import InvalidInput, MailFathomError
@@ -282,8 +283,11 @@ def email_counts(request: Request, _: dict[str, Any]) -> Any:
 
 @endpoint()
 def unknown_emails(request: Request, _: dict[str, Any]) -> Any:
-    """Unknown outcomes, oldest first."""
-    return {"emails": [email_json(e) for e in _console(request).unknown_outcomes()]}
+    """A page of unknown outcomes, oldest first, with how many there are."""
+    after = _int_param(request, "after", low=1, high=_MAX_ID, default=None)
+    limit = _int_param(request, "limit", low=1, high=500, default=50)
+    assert limit is not None
+    return unknown_page_json(_console(request).unknown_outcomes(after_id=after, limit=limit))
 
 
 @endpoint()

@@ -13,7 +13,6 @@ from mailfathom.web.openapi_common import (
     TIME,
     TIME_OR_NULL,
     answer,
-    list_answer,
     nullable,
     object_schema,
     operation,
@@ -53,6 +52,7 @@ SCHEMAS: dict[str, Any] = {
             "created_at": TIME,
             "last_attempt_at": TIME_OR_NULL,
             "transmission_begun_at": TIME_OR_NULL,
+            "body_transmissions": {"type": "integer", "minimum": 0},
             "finished_at": TIME_OR_NULL,
             "reply_code": nullable("integer"),
             "reply_text": nullable("string"),
@@ -63,6 +63,13 @@ SCHEMAS: dict[str, Any] = {
         {
             "emails": {"type": "array", "items": {"$ref": "#/components/schemas/Email"}},
             "next_before": nullable("integer"),
+        }
+    ),
+    "UnknownPage": object_schema(
+        {
+            "emails": {"type": "array", "items": {"$ref": "#/components/schemas/Email"}},
+            "next_after": nullable("integer"),
+            "total": {"type": "integer", "minimum": 0},
         }
     ),
     "EmailDetail": object_schema(
@@ -131,8 +138,12 @@ PATHS: dict[str, Any] = {
     },
     "/api/outbox/unknown": {
         "get": operation(
-            "Unknown outcomes (body sent, answer never read), oldest first",
-            list_answer("Records awaiting a decision", "emails", "Email"),
+            "Unknown outcomes (body sent, answer never read), oldest first, a page at a time",
+            answer("A page of records awaiting a decision, and how many there are", "UnknownPage"),
+            params=[
+                query("after", "Only records with a larger id", type="integer", minimum=1),
+                query("limit", "Page size", type="integer", minimum=1, maximum=500),
+            ],
             operation_id="unknownEmails",
         )
     },

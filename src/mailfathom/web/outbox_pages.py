@@ -98,11 +98,16 @@ def email_preview(request: Request) -> Response:
 
 @view
 def unknown(request: Request) -> Response:
-    """Every unknown outcome, oldest first, each with its Resolve button."""
+    """Unknown outcomes, oldest first, 50 a page, each with its Resolve button."""
+    raw_after = request.query_params.get("after") or ""
+    if raw_after and not is_whole_number(raw_after):
+        raise InvalidInput(f"after must be a positive whole number, not {raw_after!r}")
+    after = int(raw_after) if raw_after else None
+    found = _console(request).unknown_outcomes(after_id=after, limit=50)
     return page(
         request,
         "unknown.html",
-        {"emails": _console(request).unknown_outcomes(), "refresh": True},
+        {"page": found, "emails": found.emails, "after": after, "refresh": after is None},
     )
 
 

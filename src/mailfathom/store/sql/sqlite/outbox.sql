@@ -11,12 +11,12 @@ VALUES ('Recorded', :idempotency_key, :message_id, :sender, :subject, :message, 
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          finished_at, reply_code, reply_text, reason;
+          body_transmissions, finished_at, reply_code, reply_text, reason;
 
 -- name: email_by_key
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       finished_at, reply_code, reply_text, reason
+       body_transmissions, finished_at, reply_code, reply_text, reason
 FROM mf_outbox WHERE idempotency_key = :idempotency_key;
 
 -- name: insert_recipients
@@ -28,12 +28,12 @@ SELECT :email_id, key, value FROM json_each(:addresses);
 UPDATE mf_outbox SET job_id = :job_id WHERE id = :id
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          finished_at, reply_code, reply_text, reason;
+          body_transmissions, finished_at, reply_code, reply_text, reason;
 
 -- name: get_email
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       finished_at, reply_code, reply_text, reason
+       body_transmissions, finished_at, reply_code, reply_text, reason
 FROM mf_outbox WHERE id = :id;
 
 -- name: email_message
@@ -55,7 +55,7 @@ ORDER BY position;
 -- Newest first, keyset-paginated by id; the stage filter is optional.
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       finished_at, reply_code, reply_text, reason
+       body_transmissions, finished_at, reply_code, reply_text, reason
 FROM mf_outbox
 WHERE (:stage IS NULL OR stage = :stage)
   AND (:before_id IS NULL OR id < :before_id)
@@ -64,15 +64,25 @@ LIMIT :limit;
 
 -- name: unknown_emails
 -- Unknown outcomes: TransmissionBegun, and no worker holds a live lease on the delivery.
+-- Oldest first, keyset-paginated by id (after_id).
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       finished_at, reply_code, reply_text, reason
+       body_transmissions, finished_at, reply_code, reply_text, reason
 FROM mf_outbox AS o
 WHERE o.stage = 'TransmissionBegun'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
                   AND j.lease_expires_at > :now)
+  AND (:after_id IS NULL OR o.id > :after_id)
 ORDER BY o.id
 LIMIT :limit;
+
+-- name: count_unknown_emails
+-- How many unknown outcomes there are, exactly (the same condition as unknown_emails).
+SELECT count(*) AS n
+FROM mf_outbox AS o
+WHERE o.stage = 'TransmissionBegun'
+  AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
+                  AND j.lease_expires_at > :now);
 
 -- name: count_emails
 SELECT stage, count(*) AS n FROM mf_outbox GROUP BY stage;
@@ -88,11 +98,14 @@ UPDATE mf_outbox SET attempts = attempts + 1, last_attempt_at = :now
 WHERE id = :id AND stage = 'Recorded'
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          finished_at, reply_code, reply_text, reason;
+          body_transmissions, finished_at, reply_code, reply_text, reason;
 
 -- name: mark_transmission_begun
 -- After the 354, before the body: only if nothing (cancel, newer attempt) moved it meanwhile.
-UPDATE mf_outbox SET stage = 'TransmissionBegun', transmission_begun_at = :now
+-- Counts one more body that may go out (never reset: Cancelled needs a count of 0).
+UPDATE mf_outbox
+SET stage = 'TransmissionBegun', transmission_begun_at = :now,
+    body_transmissions = body_transmissions + 1
 WHERE id = :id AND stage = 'Recorded' AND attempts = :attempt
 RETURNING id;
 
@@ -107,7 +120,7 @@ SET stage = :to_stage,
 WHERE id = :id AND stage = :from_stage AND attempts = :attempt
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          finished_at, reply_code, reply_text, reason;
+          body_transmissions, finished_at, reply_code, reply_text, reason;
 
 -- name: set_recipient_reply
 UPDATE mf_outbox_recipients
@@ -131,29 +144,33 @@ FROM mf_outbox_recipients
 WHERE email_id = :parent_id AND position IN (SELECT value FROM json_each(:positions));
 
 -- name: cancel_email
--- Operator: Recorded → Cancelled, unless a worker holds a live lease on the delivery.
+-- Operator: Recorded → Cancelled, unless a worker holds a live lease on the delivery, and
+-- only if no body ever went out for the record (after one, the way out is give_up).
 UPDATE mf_outbox SET stage = 'Cancelled', finished_at = :now, reason = :reason
-WHERE id = :id AND stage = 'Recorded'
+WHERE id = :id AND stage = 'Recorded' AND body_transmissions = 0
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = mf_outbox.job_id
                   AND j.state = 'Claimed' AND j.lease_expires_at > :now)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          finished_at, reply_code, reply_text, reason;
+          body_transmissions, finished_at, reply_code, reply_text, reason;
 
 -- name: resolve_email
--- Operator: settle an unknown outcome (TransmissionBegun, no live delivery lease).
+-- Operator: settle an unknown outcome (TransmissionBegun, no live delivery lease), or give up
+-- on a Recorded record whose body already went out (it can no longer be Cancelled).
 UPDATE mf_outbox
 SET stage = :to_stage,
     finished_at = CASE WHEN :to_stage IN ('Sent', 'Refused') THEN :now END,
     transmission_begun_at = CASE WHEN :to_stage = 'Recorded' THEN NULL
                                  ELSE transmission_begun_at END,
     reason = :reason
-WHERE id = :id AND stage = 'TransmissionBegun'
+WHERE id = :id
+  AND (stage = 'TransmissionBegun'
+       OR (stage = 'Recorded' AND body_transmissions > 0 AND :to_stage = 'Refused'))
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = mf_outbox.job_id
                   AND j.state = 'Claimed' AND j.lease_expires_at > :now)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          finished_at, reply_code, reply_text, reason;
+          body_transmissions, finished_at, reply_code, reply_text, reason;
 
 -- name: insert_outbox_event
 INSERT INTO mf_outbox_events (email_id, at, actor, action, from_stage, to_stage, reason)
