@@ -70,7 +70,7 @@ SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subjec
 FROM mf_outbox AS o
 WHERE o.stage = 'TransmissionBegun'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
-                  AND j.lease_expires_at > :now)
+                  AND j.lease_expires_at > :lease_cutoff)
 ORDER BY o.id
 LIMIT :limit;
 
@@ -80,7 +80,7 @@ SELECT stage, count(*) AS n FROM mf_outbox GROUP BY stage;
 -- name: delivery_in_progress
 -- Whether a worker holds a live lease on the record's delivery job.
 SELECT 1 AS live FROM mf_outbox AS o JOIN mf_jobs AS j ON j.id = o.job_id
-WHERE o.id = :id AND j.state = 'Claimed' AND j.lease_expires_at > :now;
+WHERE o.id = :id AND j.state = 'Claimed' AND j.lease_expires_at > :lease_cutoff;
 
 -- name: begin_attempt
 -- A delivery attempt starts (before any SMTP command): only a Recorded record, counted.
@@ -135,7 +135,7 @@ WHERE email_id = :parent_id AND position IN (SELECT value FROM json_each(:positi
 UPDATE mf_outbox SET stage = 'Cancelled', finished_at = :now, reason = :reason
 WHERE id = :id AND stage = 'Recorded'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = mf_outbox.job_id
-                  AND j.state = 'Claimed' AND j.lease_expires_at > :now)
+                  AND j.state = 'Claimed' AND j.lease_expires_at > :lease_cutoff)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
           finished_at, reply_code, reply_text, reason;
@@ -150,7 +150,7 @@ SET stage = :to_stage,
     reason = :reason
 WHERE id = :id AND stage = 'TransmissionBegun'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = mf_outbox.job_id
-                  AND j.state = 'Claimed' AND j.lease_expires_at > :now)
+                  AND j.state = 'Claimed' AND j.lease_expires_at > :lease_cutoff)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
           finished_at, reply_code, reply_text, reason;
