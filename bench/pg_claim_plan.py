@@ -35,6 +35,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from bench.pg_common import conditions, quantile_ms, schema_url, scratch_schema
+from mailfathom.clock import DEFAULT_CLOCK_SKEW
 from mailfathom.store.base import NewJob
 from mailfathom.store.queries import load_queries
 from mailfathom.store.sql_store import jobs_json
@@ -120,7 +121,10 @@ def cases(conn: Conn) -> dict[str, tuple[str, Callable[[], dict[str, Any]]]]:
             Q["claim_jobs_in_queues"],
             lambda: {**claim, "queues": '["mail"]'},
         ),
-        "reap expired leases (none due)": (Q["reap_expired_leases"], lambda: {"now": NOW}),
+        "reap expired leases (none due)": (
+            Q["reap_expired_leases"],
+            lambda: {"now": NOW, "lease_cutoff": NOW - DEFAULT_CLOCK_SKEW},
+        ),
         "enqueue 1 (insert_jobs)": (Q["insert_jobs"], lambda: batch_params(1)),
         "enqueue 100 (insert_jobs)": (Q["insert_jobs"], lambda: batch_params(100)),
         "extend 10 leases": (

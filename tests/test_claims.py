@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from mailfathom import AttemptOutcome, FailureClass, FakeClock, JobState, MailFathom
+from mailfathom.clock import DEFAULT_CLOCK_SKEW
 from mailfathom.jobs.queue import Finished
 from mailfathom.store.sql_store import SqlStore
 
@@ -66,7 +67,7 @@ def test_expired_lease_is_claimable_by_anyone_and_the_lost_attempt_counts(
 ) -> None:
     mf.enqueue("k", max_attempts=3)
     (job,) = mf.queue.claim("w1", 1, LEASE)
-    clock.advance(LEASE)
+    clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
     (again,) = mf.queue.claim("w2", 1, LEASE)
     assert again.id == job.id and again.attempts == 2 and again.lease_owner == "w2"
     (lost,) = mf.jobs.attempts(job.id)
@@ -84,7 +85,7 @@ def test_expired_lease_is_claimable_by_anyone_and_the_lost_attempt_counts(
 def test_same_owner_cannot_complete_an_attempt_it_lost(mf: MailFathom, clock: FakeClock) -> None:
     mf.enqueue("k")
     (first,) = mf.queue.claim("w", 1, LEASE)
-    clock.advance(LEASE)
+    clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
     (second,) = mf.queue.claim("w", 1, LEASE)
     assert mf.queue.finish("w", [Finished(first, AttemptOutcome.SUCCEEDED)]) == {first.id}
     assert mf.jobs.get(first.id).state is JobState.CLAIMED
@@ -98,7 +99,7 @@ def test_poison_job_dead_letters_after_max_attempts_lost_leases(
     for attempt in range(3):
         (job,) = mf.queue.claim(f"w{attempt}", 1, LEASE)
         assert job.attempts == attempt + 1
-        clock.advance(LEASE)
+        clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
     healthy = mf.enqueue("k")
     assert [j.id for j in mf.queue.claim("w9", 10, LEASE)] == [healthy.id]
     dead = mf.jobs.get(poison.id)
@@ -113,7 +114,7 @@ def test_poison_job_dead_letters_after_max_attempts_lost_leases(
 def test_reap_expired_without_claiming(mf: MailFathom, clock: FakeClock) -> None:
     job = mf.enqueue("k")
     mf.queue.claim("w", 1, LEASE)
-    clock.advance(LEASE - timedelta(microseconds=1))
+    clock.advance(LEASE + DEFAULT_CLOCK_SKEW - timedelta(microseconds=1))
     assert mf.store.reap_expired(now=clock.now()) == 0
     clock.advance(timedelta(microseconds=1))
     assert mf.store.reap_expired(now=clock.now()) == 1
@@ -128,7 +129,7 @@ def test_a_claim_that_skips_reaping_leaves_expired_leases_for_the_next_reap(
     """A busy worker reaps on a timer, not on every claim (one statement fewer each)."""
     job = mf.enqueue("k")
     mf.queue.claim("w1", 1, LEASE)
-    clock.advance(LEASE)
+    clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
     assert mf.queue.claim("w2", 1, LEASE, reap=False) == []
     assert mf.jobs.get(job.id).state is JobState.CLAIMED
     (again,) = mf.queue.claim("w2", 1, LEASE)

@@ -66,7 +66,7 @@ def test_every_crash_point_is_covered() -> None:
 @pytest.mark.parametrize("point", list(AFTER_CRASH))
 def test_worker_killed_mid_submission(database_url: str, smtp: FaultServer, point: str) -> None:
     expected, decision = AFTER_CRASH[point]
-    with MailFathom(database_url, smtp_url=smtp.url(), smtp_data_timeout=5) as app:
+    with MailFathom(database_url, smtp_url=smtp.url(), smtp_data_timeout=5, clock_skew=0) as app:
         app.migrate()
         recorded = app.outbox.record(message())
         job_id = recorded.job_id or 0

@@ -60,7 +60,7 @@ def test_a_lease_lost_on_the_last_attempt_refuses_the_recorded_email(
     claimed = last_try.queue.claim("w1", 10, LEASE)  # the worker dies before any SMTP
     assert {job.payload["email_id"] for job in claimed} == {recorded.id, begun.id}
     begin_transmission(last_try, begun.id)
-    clock.advance(LEASE + timedelta(seconds=1))
+    clock.advance(LEASE + timedelta(seconds=11))  # past the lease + 10 s skew margin
     assert last_try.queue.claim("w2", 10, LEASE) == []  # reaps: out of attempts
 
     email = last_try.outbox.get(recorded.id)
@@ -81,7 +81,7 @@ def test_dropping_the_dead_job_of_a_recorded_email_refuses_it(
     recorded = last_try.outbox.record(message())
     (job,) = last_try.queue.claim("w1", 10, LEASE)
     begin_transmission(last_try, recorded.id)
-    clock.advance(LEASE + timedelta(seconds=1))
+    clock.advance(LEASE + timedelta(seconds=11))  # past the lease + 10 s skew margin
     last_try.queue.claim("w2", 10, LEASE)
     assert last_try.jobs.get(job.id).state is JobState.DEAD_LETTERED
     # a record stranded in Recorded before this guard existed
@@ -104,7 +104,7 @@ def test_send_again_replaces_a_delivery_job_whose_lease_expired(
     recorded = mf.outbox.record(message())
     (job,) = mf.queue.claim("w1", 10, LEASE)
     stale_attempt = begin_transmission(mf, recorded.id)
-    clock.advance(LEASE + timedelta(seconds=1))  # w1's heartbeat stalls
+    clock.advance(LEASE + timedelta(seconds=11))  # w1 stalls past lease + margin
     assert [e.id for e in mf.outbox.unknown()] == [recorded.id]
     mf.outbox.resolve(recorded.id, "send_again", actor="ops", reason="not in the server log")
 

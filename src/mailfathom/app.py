@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
-from mailfathom.clock import Clock, SystemClock
+from mailfathom.clock import Clock, SystemClock, check_clock, check_clock_skew
 from mailfathom.config import Settings
 from mailfathom.delivery.deliver import DELIVER_KIND, DELIVERY_BACKOFF, Deliverer
 from mailfathom.delivery.outbox import Outbox
@@ -63,20 +63,21 @@ class MailFathom:
                 {"database_url": database_url, "smtp_url": smtp_url, **options}
             )
         self.settings = settings
-        self.clock: Clock = clock if clock is not None else SystemClock()
-        self.store = open_store(settings.database_url)
+        self.clock: Clock = check_clock(clock) if clock is not None else SystemClock()
+        skew = check_clock_skew(settings.clock_skew)
+        self.store = open_store(settings.database_url, clock_skew=skew)
         self.registry = Registry()
         self.queue = JobQueue(
             self.store, self.registry, self.clock, max_payload_bytes=settings.max_payload_bytes
         )
         self.jobs = Jobs(self.store, self.clock)
         self.schedules = Schedules(self.queue, self.clock)
-        self.workers = Workers(self.store, self.clock)
+        self.workers = Workers(self.store, self.clock, clock_skew=skew)
         self._init_outbox(settings)
 
     def _init_outbox(self, settings: Settings) -> None:
         """``mf.outbox`` and the ``mailfathom.deliver`` kind, on the queue's own database."""
-        outbox_store = SqlOutboxStore(self.store.db)
+        outbox_store = SqlOutboxStore(self.store.db, clock_skew=self.store.clock_skew)
         delivery_job = DeliveryJobSpec(
             kind=DELIVER_KIND,
             queue=settings.delivery_queue,

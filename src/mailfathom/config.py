@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mailfathom.clock import check_clock_skew
 from mailfathom.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -38,6 +39,11 @@ class Settings:
     concurrency: int = 10
     #: How long a claim lasts without a heartbeat; a dead worker's jobs return after it.
     lease: float = 30.0
+    #: How far apart (seconds) the clocks of the machines sharing the database may be. A
+    #: lease counts as expired only this long after its end, so a worker whose clock runs
+    #: ahead never takes a healthy job; the price is that a dead worker's jobs return this
+    #: much later. Keep clocks in step with NTP (docs/postgresql.md, "Clocks").
+    clock_skew: float = 10.0
     #: How long a stopping worker waits for running jobs before releasing them.
     shutdown_timeout: float = 30.0
     #: Seconds to wait for each SMTP reply before the body (RFC 5321 §4.5.3.2: 5 minutes).
@@ -138,6 +144,7 @@ class Settings:
                 raise ConfigurationError(f"{name} must be a positive number of seconds")
         if self.lease < 1:
             raise ConfigurationError("lease must be at least 1 second")
+        check_clock_skew(self.clock_skew)
         self._validate_delivery()
         return self
 

@@ -2,11 +2,15 @@
 
 Internal. A thread of its own, so a long handler, a slow claim or a busy main
 loop never delays a renewal: every ``interval`` (a third of the lease) one
-transaction refreshes the worker's registry row and extends every lease it
-holds — running jobs and finished ones whose outcome is not recorded yet. A job
-that runs five times longer than the lease is therefore never claimed by
-another worker. When the database fails the heartbeat logs it and tries again
+transaction extends every lease the worker holds — running jobs and finished
+ones whose outcome is not recorded yet — and a second one refreshes its registry
+row. A job that runs five times longer than the lease is therefore never claimed
+by another worker. When the database fails the heartbeat logs it and tries again
 sooner; leases that expire meanwhile are reported as lost once it is back.
+
+Clocks stepped backwards: a renewal never shortens a lease (the store keeps the
+later of the stored and the new expiry), and the registry row is never dated
+before the worker's start, so the database's CHECK cannot refuse a beat.
 """
 
 from __future__ import annotations
@@ -52,18 +56,21 @@ class Heartbeat:
         self._failing = False
 
     def beat(self) -> None:
-        """One heartbeat now; raises :class:`StoreError` when the database fails."""
+        """One heartbeat now: renew the leases (reporting the lost ones), then refresh the
+        registry row. Raises :class:`StoreError` when the database fails; a registry
+        failure is raised only after the leases were renewed, so it never costs a lease.
+        """
         jobs = list(self._held())
         now = self._clock.now()
-        still = self._store.heartbeat(
-            self._registration,
-            now=now,
-            held=[(job.id, job.attempts) for job in jobs],
-            lease_until=now + self._lease,
-        )
-        lost = {(job.id, job.attempts) for job in jobs if job.id not in still}
-        if lost:
-            self._on_lost(lost)
+        held = [(job.id, job.attempts) for job in jobs]
+        if held:
+            still = self._store.extend_leases(
+                owner=self._registration.id, held=held, lease_until=now + self._lease
+            )
+            lost = {(job.id, job.attempts) for job in jobs if job.id not in still}
+            if lost:
+                self._on_lost(lost)
+        self._store.heartbeat(self._registration, now=now)
 
     def start(self) -> None:
         """Start beating on a daemon thread."""

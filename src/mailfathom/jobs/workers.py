@@ -1,8 +1,10 @@
 """``mf.workers``: who is working — every registered worker, alive or dead.
 
 A worker registers when it starts and refreshes its row with every heartbeat
-(a third of its lease). One whose heartbeat is older than its lease is dead:
-it was killed or lost the database, and its jobs are claimable again. A worker
+(a third of its lease). One whose heartbeat is older than its lease plus the
+clock-skew margin is dead: it was killed or lost the database, and its jobs are
+claimable again (the margin keeps a viewer whose clock runs ahead from calling
+a live worker dead). A worker
 that stops cleanly removes its row; dead rows are forgotten after a day.
 """
 
@@ -12,7 +14,7 @@ import builtins
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from mailfathom.clock import Clock
+from mailfathom.clock import DEFAULT_CLOCK_SKEW, Clock
 from mailfathom.errors import InvalidInput
 from mailfathom.store.base import Store, WorkerRow
 
@@ -38,10 +40,18 @@ class WorkerInfo:
     alive: bool
 
     @classmethod
-    def from_row(cls, row: WorkerRow, *, now: datetime, dead_after: timedelta | None) -> WorkerInfo:
-        """Build from a stored row; dead when silent longer than ``dead_after`` (its lease)."""
+    def from_row(
+        cls,
+        row: WorkerRow,
+        *,
+        now: datetime,
+        dead_after: timedelta | None,
+        clock_skew: timedelta = DEFAULT_CLOCK_SKEW,
+    ) -> WorkerInfo:
+        """Build from a stored row; dead when silent longer than ``dead_after`` (by
+        default its lease plus ``clock_skew``: when its jobs become claimable again)."""
         lease = timedelta(seconds=row["lease_seconds"])
-        limit = dead_after if dead_after is not None else lease
+        limit = dead_after if dead_after is not None else lease + clock_skew
         return cls(
             id=row["id"],
             host=row["host"],
@@ -59,15 +69,19 @@ class WorkerInfo:
 class Workers:
     """The operator's view of the worker registry."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(
+        self, store: Store, clock: Clock, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW
+    ) -> None:
         self._store = store
         self._clock = clock
+        self._clock_skew = clock_skew
 
     def list(self, *, dead_after: timedelta | float | None = None) -> builtins.list[WorkerInfo]:
         """Every registered worker, oldest first, dead ones included (``alive`` False).
 
         A worker is dead when its last heartbeat is older than ``dead_after``
-        (default: its own lease, after which its jobs return to the queue).
+        (default: its own lease plus the ``clock_skew`` margin, after which its jobs
+        return to the queue).
         """
         if dead_after is not None and not isinstance(dead_after, timedelta):
             if isinstance(dead_after, bool) or not isinstance(dead_after, (int, float)):
@@ -77,6 +91,6 @@ class Workers:
             raise InvalidInput("dead_after must be positive")
         now = self._clock.now()
         return [
-            WorkerInfo.from_row(row, now=now, dead_after=dead_after)
+            WorkerInfo.from_row(row, now=now, dead_after=dead_after, clock_skew=self._clock_skew)
             for row in self._store.list_workers()
         ]

@@ -6,8 +6,10 @@ Internal. ``open_store(url)`` picks the store from the database URL:
 
 from __future__ import annotations
 
+from datetime import timedelta
 from urllib.parse import urlsplit
 
+from mailfathom.clock import DEFAULT_CLOCK_SKEW
 from mailfathom.errors import ConfigurationError
 from mailfathom.store.base import Store
 from mailfathom.store.sql_store import SqlStore
@@ -15,8 +17,10 @@ from mailfathom.store.sql_store import SqlStore
 __all__ = ["Store", "open_store", "redact_url"]
 
 
-def open_store(url: str) -> SqlStore:
-    """The store for ``url``; a URL of any other scheme is refused with the ones we take."""
+def open_store(url: str, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> SqlStore:
+    """The store for ``url``; a URL of any other scheme is refused with the ones we take.
+
+    ``clock_skew`` is how long after its end a lease still counts as live."""
     scheme = urlsplit(url).scheme if "://" in url else ""
     if scheme == "sqlite":
         from mailfathom.store.sqlite import SQLiteDatabase
@@ -27,11 +31,11 @@ def open_store(url: str) -> SqlStore:
                 f"database_url {url!r} has no file path: write sqlite:///relative/path.db "
                 "or sqlite:////absolute/path.db"
             )
-        return SqlStore(SQLiteDatabase(path))
+        return SqlStore(SQLiteDatabase(path), clock_skew=clock_skew)
     if scheme in ("postgresql", "postgres"):
         from mailfathom.store.postgres import PostgresDatabase
 
-        return SqlStore(PostgresDatabase(url))
+        return SqlStore(PostgresDatabase(url), clock_skew=clock_skew)
     raise ConfigurationError(
         f"database_url {redact_url(url)!r} is not supported: use sqlite:///path/to.db "
         "or postgresql://user@host/dbname"

@@ -252,13 +252,15 @@ class Store(Protocol):
         ...
 
     def reap_expired(self, *, now: datetime) -> int:
-        """Return jobs whose lease expired to the queue (or dead-letter them); count them."""
+        """Return jobs whose lease expired (``clock_skew`` or more before ``now``) to the
+        queue, or dead-letter them; count them."""
         ...
 
     def extend_leases(
         self, *, owner: str, held: Sequence[tuple[int, int]], lease_until: datetime
     ) -> set[int]:
-        """Renew the leases on ``(job id, attempt)`` pairs; return the ids still held."""
+        """Renew the leases on ``(job id, attempt)`` pairs, never to an earlier expiry than
+        they have; return the ids still held."""
         ...
 
     def record_outcomes(
@@ -352,8 +354,9 @@ class Store(Protocol):
         held: Sequence[tuple[int, int]] = (),
         lease_until: datetime | None = None,
     ) -> set[int]:
-        """Register ``worker`` or refresh its heartbeat, and renew the leases on ``held``
-        ``(job id, attempt)`` pairs until ``lease_until``, in one transaction.
+        """Renew the leases on ``held`` ``(job id, attempt)`` pairs until ``lease_until``,
+        then register ``worker`` or refresh its heartbeat (never dated before its start),
+        in a second transaction so that a registry failure never stops the renewal.
 
         Returns the ids of ``held`` still leased to the worker.
         """

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from mailfathom.clock import DEFAULT_CLOCK_SKEW
 from mailfathom.store.database import Cursor, Database
 from mailfathom.store.group_commit import GroupCommit
 from mailfathom.store.outbox_base import (
@@ -41,8 +42,10 @@ _EMAIL_TIMES = (
 class SqlOutboxStore:
     """An :class:`~mailfathom.store.outbox_base.OutboxStore` over any :class:`Database`."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> None:
         self.db = database
+        #: A delivery's lease is live until ``clock_skew`` after its end (see mailfathom.clock).
+        self.clock_skew = clock_skew
         self._q = database.queries
         # On SQLite, where one connection writes at a time anyway, a delivery thread's
         # writes share their commit with the other threads' (one disk flush for all);
@@ -53,6 +56,10 @@ class SqlOutboxStore:
         self._grouped = GroupCommit(database.transaction) if database.dialect == "sqlite" else None
 
     # -- conversion --------------------------------------------------------------------
+
+    def _cutoff(self, now: datetime) -> Any:
+        """Leases that ended after this instant may still be live somewhere."""
+        return self.db.time_param(now - self.clock_skew)
 
     def _email(self, row: Any) -> EmailRow:
         email: dict[str, Any] = dict(row)
@@ -200,7 +207,7 @@ class SqlOutboxStore:
         self, *, now: datetime, limit: int, after_id: int | None = None
     ) -> list[EmailRow]:
         """TransmissionBegun records that no live delivery is working on, oldest first."""
-        params = {"now": self.db.time_param(now), "limit": limit, "after_id": after_id}
+        params = {"lease_cutoff": self._cutoff(now), "limit": limit, "after_id": after_id}
         with self.db.reading() as cur:
             cur.execute(self._q["unknown_emails"], params)
             return [self._email(row) for row in cur.fetchall()]
@@ -208,7 +215,7 @@ class SqlOutboxStore:
     def count_unknown_emails(self, *, now: datetime) -> int:
         """How many unknown outcomes there are, exactly."""
         with self.db.reading() as cur:
-            cur.execute(self._q["count_unknown_emails"], {"now": self.db.time_param(now)})
+            cur.execute(self._q["count_unknown_emails"], {"lease_cutoff": self._cutoff(now)})
             return int(cur.fetchone()["n"])
 
     def count_emails(self) -> dict[str, int]:
@@ -384,16 +391,18 @@ class SqlOutboxStore:
     ) -> tuple[EmailRow | None, EmailRow | None, bool]:
         """Recorded → Cancelled, audited; refused while a delivery holds a live lease."""
         stamp = self.db.time_param(now)
+        cutoff = self._cutoff(now)
         with self.db.transaction() as cur:
             cur.execute(self._q["get_email"], {"id": email_id})
             before = cur.fetchone()
             if before is None:
                 return None, None, False
             text = f"cancelled by {actor}" + (f": {reason}" if reason else "")
-            cur.execute(self._q["cancel_email"], {"id": email_id, "now": stamp, "reason": text})
+            params = {"id": email_id, "now": stamp, "reason": text, "lease_cutoff": cutoff}
+            cur.execute(self._q["cancel_email"], params)
             after = cur.fetchone()
             if after is None:
-                return None, self._email(before), self._delivering(cur, email_id, stamp)
+                return None, self._email(before), self._delivering(cur, email_id, cutoff)
             self._audit(
                 cur, (before, after), stamp=stamp, actor=actor, action="cancel", reason=reason
             )
@@ -410,6 +419,7 @@ class SqlOutboxStore:
     ) -> tuple[EmailRow | None, EmailRow | None, bool]:
         """TransmissionBegun → the operator's stage, with the delivery job settled to match."""
         stamp = self.db.time_param(now)
+        cutoff = self._cutoff(now)
         with self.db.transaction() as cur:
             cur.execute(self._q["get_email"], {"id": email_id})
             before = cur.fetchone()
@@ -418,11 +428,17 @@ class SqlOutboxStore:
             text = f"{decision.action} by {actor}" + (f": {reason}" if reason else "")
             cur.execute(
                 self._q["resolve_email"],
-                {"id": email_id, "now": stamp, "to_stage": decision.to_stage, "reason": text},
+                {
+                    "id": email_id,
+                    "now": stamp,
+                    "to_stage": decision.to_stage,
+                    "reason": text,
+                    "lease_cutoff": cutoff,
+                },
             )
             after = cur.fetchone()
             if after is None:
-                return None, self._email(before), self._delivering(cur, email_id, stamp)
+                return None, self._email(before), self._delivering(cur, email_id, cutoff)
             moves = (before, after)
             self._audit(cur, moves, stamp=stamp, actor=actor, action=decision.action, reason=reason)
             moved = self._settle_job(
@@ -479,8 +495,8 @@ class SqlOutboxStore:
             )
         return email
 
-    def _delivering(self, cur: Cursor, email_id: int, stamp: Any) -> bool:
-        cur.execute(self._q["delivery_in_progress"], {"id": email_id, "now": stamp})
+    def _delivering(self, cur: Cursor, email_id: int, cutoff: Any) -> bool:
+        cur.execute(self._q["delivery_in_progress"], {"id": email_id, "lease_cutoff": cutoff})
         return cur.fetchone() is not None
 
     def _audit(

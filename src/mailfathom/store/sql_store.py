@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from mailfathom.clock import DEFAULT_CLOCK_SKEW
 from mailfathom.errors import StoreError
 from mailfathom.store.base import (
     AttemptRow,
@@ -36,9 +37,11 @@ class SqlStore(WorkerStore):
     """A :class:`Store` over any :class:`Database` (the worker registry and schedules
     come from :class:`WorkerStore`)."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> None:
         self.db = database
         self.dialect = database.dialect
+        #: A lease is expired only once ``lease_expires_at + clock_skew <= now``.
+        self.clock_skew = clock_skew
         self._q = database.queries
         self._queue_claims: dict[int, str] = {}  # claim_jobs_in_queues by queue count
 
@@ -229,7 +232,7 @@ class SqlStore(WorkerStore):
             params["queues"] = self.db.list_param(named)
             params.update({f"queue_{n}": queue for n, queue in enumerate(named)})
         if reap:
-            self._reap(cur, params["now"])
+            self._reap(cur, now)
         cur.execute(query, params)
         claimed = [self._job(row) for row in cur.fetchall()]
         claimed.sort(key=_claim_order)
@@ -251,10 +254,14 @@ class SqlStore(WorkerStore):
     def reap_expired(self, *, now: datetime) -> int:
         """Return expired leases to the queue or the dead letters; how many there were."""
         with self.db.transaction() as cur:
-            return self._reap(cur, self.db.time_param(now))
+            return self._reap(cur, now)
 
-    def _reap(self, cur: Cursor, now: Any) -> int:
-        cur.execute(self._q["reap_expired_leases"], {"now": now})
+    def _reap(self, cur: Cursor, moment: datetime) -> int:
+        """Reap leases that ended at least ``clock_skew`` before ``moment``: a reaper whose
+        clock runs ahead of the claimer's (by up to the margin) takes no healthy job."""
+        now = self.db.time_param(moment)
+        cutoff = self.db.time_param(moment - self.clock_skew)
+        cur.execute(self._q["reap_expired_leases"], {"now": now, "lease_cutoff": cutoff})
         expired = cur.fetchall()
         for row in expired:
             cur.execute(

@@ -51,10 +51,12 @@ SELECT * FROM mf_jobs WHERE id = %(id)s;
 
 -- name: reap_expired_leases
 -- Jobs whose worker vanished: the lost attempt counts; out of attempts means dead-lettered.
+-- Expired means it ended at least the clock-skew margin ago (lease_cutoff is now minus
+-- clock_skew), so a reaper whose clock runs ahead of the claimer's takes no healthy job.
 -- Rows another transaction holds (being finished, or reaped by another worker) are skipped.
 WITH expired AS MATERIALIZED (
     SELECT id FROM mf_jobs
-    WHERE state = 'Claimed' AND lease_expires_at <= %(now)s
+    WHERE state = 'Claimed' AND lease_expires_at <= %(lease_cutoff)s
     FOR UPDATE SKIP LOCKED
 )
 UPDATE mf_jobs
@@ -114,7 +116,8 @@ WHERE mf_jobs.id = due.id
 RETURNING mf_jobs.*;
 
 -- name: extend_leases
--- Renews the leases %(owner)s still holds; returns the ids it still holds. A row locked
+-- Renews the leases %(owner)s still holds; returns the ids it still holds. A lease only
+-- grows: a renewal from a clock stepped backwards never shortens it. A row locked
 -- by another transaction is being finished or reaped right now: it is skipped (not
 -- renewed, not returned) rather than waited for, so a heartbeat never deadlocks with
 -- the same worker's batch of outcomes.
@@ -125,7 +128,7 @@ WITH mine AS MATERIALIZED (
                              FROM jsonb_array_elements(%(held)s::jsonb) AS e)
     FOR UPDATE SKIP LOCKED
 )
-UPDATE mf_jobs SET lease_expires_at = %(lease_until)s
+UPDATE mf_jobs SET lease_expires_at = GREATEST(lease_expires_at, %(lease_until)s)
 FROM mine
 WHERE mf_jobs.id = mine.id
 RETURNING mf_jobs.id;

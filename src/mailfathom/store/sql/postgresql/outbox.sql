@@ -110,7 +110,7 @@ SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subjec
 FROM mf_outbox AS o
 WHERE o.stage = 'TransmissionBegun'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
-                  AND j.lease_expires_at > %(now)s)
+                  AND j.lease_expires_at > %(lease_cutoff)s)
   AND (%(after_id)s::bigint IS NULL OR o.id > %(after_id)s::bigint)
 ORDER BY o.id
 LIMIT %(limit)s;
@@ -121,7 +121,7 @@ SELECT count(*) AS n
 FROM mf_outbox AS o
 WHERE o.stage = 'TransmissionBegun'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
-                  AND j.lease_expires_at > %(now)s);
+                  AND j.lease_expires_at > %(lease_cutoff)s);
 
 -- name: count_emails
 SELECT stage, count(*) AS n FROM mf_outbox GROUP BY stage;
@@ -129,7 +129,7 @@ SELECT stage, count(*) AS n FROM mf_outbox GROUP BY stage;
 -- name: delivery_in_progress
 -- Whether a worker holds a live lease on the record's delivery job.
 SELECT 1 AS live FROM mf_outbox AS o JOIN mf_jobs AS j ON j.id = o.job_id
-WHERE o.id = %(id)s AND j.state = 'Claimed' AND j.lease_expires_at > %(now)s;
+WHERE o.id = %(id)s AND j.state = 'Claimed' AND j.lease_expires_at > %(lease_cutoff)s;
 
 -- name: begin_attempt
 -- A delivery attempt starts (before any SMTP command): only a Recorded record, counted.
@@ -189,7 +189,7 @@ WHERE email_id = %(parent_id)s AND position IN (
 UPDATE mf_outbox SET stage = 'Cancelled', finished_at = %(now)s, reason = %(reason)s
 WHERE id = %(id)s AND stage = 'Recorded' AND body_transmissions = 0
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = mf_outbox.job_id
-                  AND j.state = 'Claimed' AND j.lease_expires_at > %(now)s)
+                  AND j.state = 'Claimed' AND j.lease_expires_at > %(lease_cutoff)s)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
           body_transmissions, finished_at, reply_code, reply_text, reason;
@@ -207,7 +207,7 @@ WHERE id = %(id)s
   AND (stage = 'TransmissionBegun'
        OR (stage = 'Recorded' AND body_transmissions > 0 AND %(to_stage)s::text = 'Refused'))
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = mf_outbox.job_id
-                  AND j.state = 'Claimed' AND j.lease_expires_at > %(now)s)
+                  AND j.state = 'Claimed' AND j.lease_expires_at > %(lease_cutoff)s)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
           body_transmissions, finished_at, reply_code, reply_text, reason;

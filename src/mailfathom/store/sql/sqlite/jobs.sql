@@ -22,6 +22,8 @@ SELECT * FROM mf_jobs WHERE id = :id;
 
 -- name: reap_expired_leases
 -- Jobs whose worker vanished: the lost attempt counts; out of attempts means dead-lettered.
+-- Expired means it ended at least the clock-skew margin ago (lease_cutoff is now minus
+-- clock_skew), so a reaper whose clock runs ahead of the claimer's takes no healthy job.
 UPDATE mf_jobs
 SET state = CASE WHEN attempts - attempt_base >= max_attempts THEN 'DeadLettered' ELSE 'Pending' END,
     available_at = :now,
@@ -30,7 +32,7 @@ SET state = CASE WHEN attempts - attempt_base >= max_attempts THEN 'DeadLettered
     failure_reason = 'lease expired: worker ' || lease_owner || ' stopped renewing it',
     lease_owner = NULL,
     lease_expires_at = NULL
-WHERE state = 'Claimed' AND lease_expires_at <= :now
+WHERE state = 'Claimed' AND lease_expires_at <= :lease_cutoff
 RETURNING id, attempts, state, claimed_by, claimed_at, failure_reason;
 
 -- name: claim_jobs
@@ -76,7 +78,8 @@ SELECT * FROM (
 
 -- name: extend_leases
 -- Renews the leases :owner still holds; returns the ids it still holds.
-UPDATE mf_jobs SET lease_expires_at = :lease_until
+-- A lease only grows: a renewal from a clock stepped backwards never shortens it.
+UPDATE mf_jobs SET lease_expires_at = max(lease_expires_at, :lease_until)
 WHERE state = 'Claimed' AND lease_owner = :owner
   AND (id, attempts) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:held))
 RETURNING id;

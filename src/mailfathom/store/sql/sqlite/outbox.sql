@@ -71,7 +71,7 @@ SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subjec
 FROM mf_outbox AS o
 WHERE o.stage = 'TransmissionBegun'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
-                  AND j.lease_expires_at > :now)
+                  AND j.lease_expires_at > :lease_cutoff)
   AND (:after_id IS NULL OR o.id > :after_id)
 ORDER BY o.id
 LIMIT :limit;
@@ -82,7 +82,7 @@ SELECT count(*) AS n
 FROM mf_outbox AS o
 WHERE o.stage = 'TransmissionBegun'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
-                  AND j.lease_expires_at > :now);
+                  AND j.lease_expires_at > :lease_cutoff);
 
 -- name: count_emails
 SELECT stage, count(*) AS n FROM mf_outbox GROUP BY stage;
@@ -90,7 +90,7 @@ SELECT stage, count(*) AS n FROM mf_outbox GROUP BY stage;
 -- name: delivery_in_progress
 -- Whether a worker holds a live lease on the record's delivery job.
 SELECT 1 AS live FROM mf_outbox AS o JOIN mf_jobs AS j ON j.id = o.job_id
-WHERE o.id = :id AND j.state = 'Claimed' AND j.lease_expires_at > :now;
+WHERE o.id = :id AND j.state = 'Claimed' AND j.lease_expires_at > :lease_cutoff;
 
 -- name: begin_attempt
 -- A delivery attempt starts (before any SMTP command): only a Recorded record, counted.
@@ -149,7 +149,7 @@ WHERE email_id = :parent_id AND position IN (SELECT value FROM json_each(:positi
 UPDATE mf_outbox SET stage = 'Cancelled', finished_at = :now, reason = :reason
 WHERE id = :id AND stage = 'Recorded' AND body_transmissions = 0
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = mf_outbox.job_id
-                  AND j.state = 'Claimed' AND j.lease_expires_at > :now)
+                  AND j.state = 'Claimed' AND j.lease_expires_at > :lease_cutoff)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
           body_transmissions, finished_at, reply_code, reply_text, reason;
@@ -167,7 +167,7 @@ WHERE id = :id
   AND (stage = 'TransmissionBegun'
        OR (stage = 'Recorded' AND body_transmissions > 0 AND :to_stage = 'Refused'))
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = mf_outbox.job_id
-                  AND j.state = 'Claimed' AND j.lease_expires_at > :now)
+                  AND j.state = 'Claimed' AND j.lease_expires_at > :lease_cutoff)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
           body_transmissions, finished_at, reply_code, reply_text, reason;

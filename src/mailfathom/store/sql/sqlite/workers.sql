@@ -2,10 +2,14 @@
 
 -- name: upsert_worker
 -- Registers a worker, or refreshes its heartbeat when it is registered already.
+-- The heartbeat is never written before started_at (the CHECK): a clock stepped back
+-- since the worker started records started_at until it has caught up again.
 INSERT INTO mf_workers (id, host, pid, queues, kinds, concurrency, lease_seconds, started_at,
                         last_heartbeat_at)
-VALUES (:id, :host, :pid, :queues, :kinds, :concurrency, :lease_seconds, :started_at, :now)
-ON CONFLICT (id) DO UPDATE SET last_heartbeat_at = excluded.last_heartbeat_at;
+VALUES (:id, :host, :pid, :queues, :kinds, :concurrency, :lease_seconds, :started_at,
+        max(:now, :started_at))
+ON CONFLICT (id) DO UPDATE
+SET last_heartbeat_at = max(excluded.last_heartbeat_at, mf_workers.started_at);
 
 -- name: delete_worker
 DELETE FROM mf_workers WHERE id = :id;
