@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from mailfathom import FakeClock, MailFathom, PayloadError
 from mailfathom.jobs.payload import MAX_DEPTH, MAX_INT_DIGITS
 from mailfathom.jobs.schedules import Scheduler
+from mailfathom.store.migrate import load_migrations
 
 TRICKY: dict[str, Any] = {
     "z": 1e16,
@@ -231,3 +232,19 @@ def test_each_refusal_says_what_to_do(mf: MailFathom, payload: Any, advice: str)
     with pytest.raises(PayloadError, match=re.escape(advice)):
         mf.enqueue("k", payload)
     assert total(mf) == 0
+
+
+def test_the_migration_keeps_existing_payloads_and_makes_new_ones_exact(
+    database_url: str, clock: FakeClock
+) -> None:
+    with MailFathom(database_url, clock=clock) as app:
+        dialect = app.store.dialect
+        app.store.db.apply_migrations([m for m in load_migrations(dialect) if m[0] < 6])
+        old = app.enqueue("k", {"b": 1, "a": ["x", None]})
+        app.schedule("s", cron="* * * * *", kind="k", payload={"n": 2})
+        assert app.schedules.sync() == ["s"]
+        assert "0006_exact_payloads.sql" in app.migrate()
+        assert app.jobs.get(old.id).payload == {"b": 1, "a": ["x", None]}
+        assert app.schedules.get("s").payload == {"n": 2}
+        new = app.enqueue("k", TRICKY)
+        assert same(app.jobs.get(new.id).payload, TRICKY)
