@@ -82,7 +82,7 @@ def encode(payload: Mapping[str, Any] | None, *, max_bytes: int) -> str:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
         _refuse_text(payload, _has_surrogate, _SURROGATE)
-        raise  # pragma: no cover - _refuse_text found it
+        raise PayloadError(_SURROGATE.replace("{where}", "payload", 1)) from None
     if size > max_bytes:
         raise PayloadError(
             f"payload is {size} bytes, over the {max_bytes}-byte limit: store "
@@ -115,14 +115,14 @@ def _check_object(value: dict[Any, Any], depth: int) -> None:
 def _check_array(value: list[Any], depth: int) -> None:
     if depth > MAX_DEPTH:
         raise _Refused(_TOO_DEEP)
-    for index, item in enumerate(value):
+    for item in value:
         kind = type(item)
         if kind in _FLAT or (kind is int and -_INT_BOUND < item < _INT_BOUND):
             continue
         try:
             _check_value(item, depth)
-        except _Refused as refused:
-            refused.path.append(index)
+        except _Refused as refused:  # the first place holding this very object failed
+            refused.path.append(next(i for i, each in enumerate(value) if each is item))
             raise
 
 
