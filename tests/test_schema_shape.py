@@ -25,7 +25,7 @@ JOBS_COLUMNS = {
     "id": (False, "INTEGER", "bigint"),
     "kind": (False, "TEXT", "text"),
     "queue": (False, "TEXT", "text"),
-    "payload": (False, "TEXT", "jsonb"),
+    "payload": (False, "TEXT", "json"),
     "priority": (False, "INTEGER", "integer"),
     "state": (False, "TEXT", "text"),
     "idempotency_key": (True, "TEXT", "text"),

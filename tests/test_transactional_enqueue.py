@@ -88,7 +88,7 @@ def _install_boom(conn: Any) -> None:
     else:
         conn.execute(
             "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-            "IF NEW.payload ? 'boom' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$"
+            "IF NEW.payload::jsonb ? 'boom' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$"
         )
         conn.execute(
             "CREATE TRIGGER boom BEFORE INSERT ON mf_jobs FOR EACH ROW EXECUTE FUNCTION boom()"

@@ -6,7 +6,6 @@ Internal; the public face is :class:`mailfathom.MailFathom`. Every operation rea
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Mapping, Sequence
@@ -15,9 +14,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from mailfathom.clock import Clock, utc
-from mailfathom.errors import InvalidInput, PayloadError
+from mailfathom.errors import InvalidInput
 from mailfathom.jobs.failures import PermanentFailure, TransientFailure
 from mailfathom.jobs.model import EnqueuedJob, Job
+from mailfathom.jobs.payload import encode as payload_text
 from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Registry, check_name
 from mailfathom.jobs.retry import Backoff
 from mailfathom.jobs.state import AttemptOutcome, FailureClass
@@ -119,34 +119,9 @@ class JobQueue:
         return [EnqueuedJob.from_enqueue(row, created) for row, created in rows]
 
     def encode_payload(self, payload: Mapping[str, Any] | None) -> str:
-        """Compact JSON text of a payload object, or a clear :class:`PayloadError`."""
-        if payload is None:
-            payload = {}
-        if not isinstance(payload, Mapping):
-            raise PayloadError(
-                f"a payload must be a dict of keyword arguments, not {type(payload).__name__}"
-            )
-        if not all(isinstance(key, str) for key in payload):
-            raise PayloadError("payload keys must be strings (they become keyword arguments)")
-        try:
-            text = json.dumps(payload, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise PayloadError(
-                f"payload is not JSON: {exc}; pass only dicts, lists, strings, finite numbers, "
-                "booleans and None"
-            ) from exc
-        if "\\u0000" in text and _has_nul(payload):  # PostgreSQL cannot store NUL: refuse on both
-            raise PayloadError(
-                "payload contains a NUL (\\u0000) character, which the database cannot store: "
-                "remove it or encode the data (for example as base64)"
-            )
-        size = len(text.encode("utf-8"))
-        if size > self.max_payload_bytes:
-            raise PayloadError(
-                f"payload is {size} bytes, over the {self.max_payload_bytes}-byte limit: store "
-                "large data elsewhere and pass its id, or raise max_payload_bytes"
-            )
-        return text
+        """JSON text that reads back exactly as ``payload``, or a clear :class:`PayloadError`
+        naming the path (the rules are in :mod:`mailfathom.jobs.payload`)."""
+        return payload_text(payload, max_bytes=self.max_payload_bytes)
 
     # -- claim and finish --------------------------------------------------------------
 
@@ -243,17 +218,6 @@ def _check_priority(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidInput(f"priority must be a 32-bit integer, not {value!r}")
     return value
-
-
-def _has_nul(value: object) -> bool:
-    """True when a NUL character is in any string (key or value) inside ``value``."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, Mapping):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(_has_nul(item) for item in value)
-    return False
 
 
 def _available_at(

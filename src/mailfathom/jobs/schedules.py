@@ -16,7 +16,6 @@ Cron expressions are croniter's: five fields, or six with seconds last
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,7 +50,7 @@ REFRESH_SECONDS = 5.0
 
 @dataclass(frozen=True, slots=True)
 class ScheduleSpec:
-    """A schedule as declared with ``mf.schedule(...)``; ``payload`` is canonical JSON text."""
+    """A schedule as declared with ``mf.schedule(...)``; ``payload`` is its encoded JSON text."""
 
     name: str
     cron: str
@@ -78,10 +77,9 @@ def build_spec(
         check_name("queue", job_queue, longest=100)
     check_cron(cron)
     zone(timezone)
-    text = queue.encode_payload(payload)  # validates: a small JSON object
-    canonical = json.dumps(json.loads(text), separators=(",", ":"), sort_keys=True)
+    text = queue.encode_payload(payload)  # the job payload rules; the same text each time
     return ScheduleSpec(
-        name=name, cron=cron, timezone=timezone, kind=kind, queue=job_queue, payload=canonical
+        name=name, cron=cron, timezone=timezone, kind=kind, queue=job_queue, payload=text
     )
 
 

@@ -298,7 +298,7 @@ class PostgresDatabase:
         return moment.astimezone(UTC)
 
     def json_value(self, stored: Any) -> dict[str, Any]:
-        """jsonb comes back already parsed."""
+        """json comes back parsed by psycopg with ``json.loads``, from the exact text stored."""
         value: dict[str, Any] = stored if isinstance(stored, dict) else json.loads(stored)
         return value
 

@@ -5,7 +5,7 @@
 -- Creates the job unless its idempotency key exists; returns nothing when it does.
 INSERT INTO mf_jobs (kind, queue, payload, priority, state, idempotency_key, available_at,
                      max_attempts, created_at)
-VALUES (%(kind)s, %(queue)s, %(payload)s::jsonb, %(priority)s, 'Pending', %(idempotency_key)s, %(available_at)s,
+VALUES (%(kind)s, %(queue)s, %(payload)s::json, %(priority)s, 'Pending', %(idempotency_key)s, %(available_at)s,
         %(max_attempts)s, %(now)s)
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING *;
@@ -15,11 +15,12 @@ RETURNING *;
 -- in input order (so FIFO holds within a batch); rows are inserted in key order (so
 -- concurrent batches sharing keys wait for each other instead of deadlocking); an
 -- existing key inserts nothing. Returns each inserted row with its 1-based input position.
+-- json, not jsonb: each payload is taken as the exact text written (jsonb would rewrite it).
 WITH input AS MATERIALIZED (
     SELECT nextval('mf_jobs_id_seq') AS id, t.*
     FROM ROWS FROM (
-        jsonb_to_recordset(%(jobs)s::jsonb)
-            AS (kind text, queue text, payload jsonb, priority integer, idempotency_key text,
+        json_to_recordset(%(jobs)s::json)
+            AS (kind text, queue text, payload json, priority integer, idempotency_key text,
                 available_at timestamptz, max_attempts integer)
     ) WITH ORDINALITY
         AS t (kind, queue, payload, priority, idempotency_key, available_at, max_attempts,
@@ -216,13 +217,14 @@ AND state = 'Pending' AND available_at IS NULL
 -- alone, like SQLite's LIKE), against the failure reason, the idempotency key
 -- and the payload's object keys and string and number values (not jsonb's text
 -- rendering, which spaces and reorders). SQLite's filter_text matches the same.
+-- The payload is stored as json (its exact text); the search reads it as jsonb.
 AND (lower(failure_reason COLLATE "C") LIKE lower(%(text)s COLLATE "C")
      OR lower(idempotency_key COLLATE "C") LIKE lower(%(text)s COLLATE "C")
-     OR EXISTS (SELECT 1 FROM jsonb_path_query(mf_jobs.payload, 'strict $.**') AS node(v)
+     OR EXISTS (SELECT 1 FROM jsonb_path_query(mf_jobs.payload::jsonb, 'strict $.**') AS node(v)
                 WHERE jsonb_typeof(node.v) IN ('string', 'number')
                   AND lower((node.v #>> '{}') COLLATE "C") LIKE lower(%(text)s COLLATE "C"))
      OR EXISTS (SELECT 1 FROM jsonb_path_query(
-                    mf_jobs.payload, 'strict $.** ? (@.type() == "object").keyvalue().key'
+                    mf_jobs.payload::jsonb, 'strict $.** ? (@.type() == "object").keyvalue().key'
                 ) AS key(k)
                 WHERE lower((key.k #>> '{}') COLLATE "C") LIKE lower(%(text)s COLLATE "C")))
 

@@ -3,9 +3,10 @@
 -- name: upsert_schedule
 -- Declares a schedule. An unchanged definition writes nothing; a new cron or time zone
 -- starts afresh (ticks before %(now)s never run). Paused state and last_tick are kept.
+-- The payload is json, its exact text: a change is a change of that text.
 INSERT INTO mf_schedules (name, cron, timezone, kind, queue, payload, paused, not_before,
                           created_at, updated_at)
-VALUES (%(name)s, %(cron)s, %(timezone)s, %(kind)s, %(queue)s, %(payload)s::jsonb, FALSE,
+VALUES (%(name)s, %(cron)s, %(timezone)s, %(kind)s, %(queue)s, %(payload)s::json, FALSE,
         %(now)s, %(now)s, %(now)s)
 ON CONFLICT (name) DO UPDATE
 SET cron = excluded.cron, timezone = excluded.timezone, kind = excluded.kind,
@@ -15,7 +16,7 @@ SET cron = excluded.cron, timezone = excluded.timezone, kind = excluded.kind,
                       THEN excluded.not_before ELSE mf_schedules.not_before END
 WHERE mf_schedules.cron <> excluded.cron OR mf_schedules.timezone <> excluded.timezone
    OR mf_schedules.kind <> excluded.kind OR mf_schedules.queue <> excluded.queue
-   OR mf_schedules.payload <> excluded.payload
+   OR mf_schedules.payload::text <> excluded.payload::text
 RETURNING name;
 
 -- name: list_schedules

@@ -1,0 +1,3 @@
+-- Payloads keep the exact JSON text the application wrote. SQLite's payload columns are
+-- TEXT already, stored as given, so nothing changes here; the file keeps the two
+-- dialects' migration numbers in step (PostgreSQL's 0006 turns jsonb into json).
