@@ -26,9 +26,8 @@ def load_migrations(dialect: str) -> list[tuple[int, str, str]]:
             found.append((int(match.group(1)), entry.name, entry.read_text(encoding="utf-8")))
     found.sort()
     versions = [version for version, _, _ in found]
-    # Numbers are reserved per change, so one may be unused: each must be unique, from 1.
-    if len(set(versions)) != len(versions) or (versions and versions[0] < 1):
-        raise RuntimeError(f"{dialect} migrations must have unique numbers from 1: {versions}")
+    if versions != list(range(1, len(versions) + 1)):
+        raise RuntimeError(f"{dialect} migrations must be numbered 1..n without gaps: {versions}")
     return found
 
 
