@@ -153,19 +153,25 @@ def latest_tick(cron: str, timezone: str, now: datetime) -> datetime:
 
 def _match_from(cron: str, wall: datetime) -> datetime:
     """The first wall-clock time at or after ``wall`` that ``cron`` matches (naive)."""
-    return _croniter(cron, wall - SECOND).get_next(datetime)
+    try:
+        found: datetime = croniter(cron, wall - SECOND).get_next(datetime)
+    except CroniterError as exc:
+        raise _unreadable(cron, exc) from exc
+    return found
 
 
 def _match_until(cron: str, wall: datetime) -> datetime:
     """The last wall-clock time at or before ``wall`` that ``cron`` matches (naive)."""
-    return _croniter(cron, wall + SECOND).get_prev(datetime)
-
-
-def _croniter(cron: str, start: datetime) -> croniter:
     try:
-        return croniter(cron, start)
+        found: datetime = croniter(cron, wall + SECOND).get_prev(datetime)
     except CroniterError as exc:
-        raise InvalidInput(f"cron {cron!r} cannot be read: {exc}") from exc
+        raise _unreadable(cron, exc) from exc
+    return found
+
+
+def _unreadable(cron: str, exc: CroniterError) -> InvalidInput:
+    """For a stored expression that no longer passes :func:`check_cron`."""
+    return InvalidInput(f"cron {cron!r} has no tick to find ({exc}): declare a valid one")
 
 
 def _whole(moment: datetime) -> datetime:
