@@ -27,7 +27,11 @@ _FALSE = frozenset({"0", "false", "no", "off"})
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Every setting, its default, and the trade-off it makes."""
+    """Every setting, its default, and the trade-off it makes.
+
+    Checked when made, however that happens (``Settings(...)``, ``dataclasses.replace``,
+    :meth:`load`): a bad value raises :class:`ConfigurationError` naming the setting.
+    """
 
     #: Where the queue lives: ``sqlite:///path.db`` (one machine) or ``postgresql://…``.
     database_url: str = DEFAULT_DATABASE_URL
