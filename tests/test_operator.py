@@ -147,26 +147,26 @@ class Blocker:
 
     def __init__(self, database_url: str, job_id: int) -> None:
         self._sqlite: sqlite3.Connection | None = None
-        self._url = database_url
         self._pg: psycopg.Connection[tuple[object, ...]] | None = None
+        self._watch: psycopg.Connection[tuple[object, ...]] | None = None
         if database_url.startswith("sqlite:///"):
             self._sqlite = sqlite3.connect(database_url.removeprefix("sqlite:///"))
             self._sqlite.execute("BEGIN IMMEDIATE")
         else:
             self._pg = psycopg.connect(database_url)
             self._pg.execute("SELECT id FROM mf_jobs WHERE id = %s FOR UPDATE", (job_id,))
+            self._watch = psycopg.connect(database_url, autocommit=True)
 
     def waiting(self) -> int:
         """How many sessions wait, directly or in a queue, behind this one (PostgreSQL)."""
-        assert self._pg is not None
-        with psycopg.connect(self._url, autocommit=True) as conn:
-            row = conn.execute(
-                "WITH RECURSIVE behind(pid) AS ("
-                " SELECT pid FROM pg_stat_activity WHERE %(me)s = ANY(pg_blocking_pids(pid))"
-                " UNION SELECT a.pid FROM pg_stat_activity a JOIN behind"
-                " ON behind.pid = ANY(pg_blocking_pids(a.pid))) SELECT count(*) FROM behind",
-                {"me": self._pg.info.backend_pid},
-            ).fetchone()
+        assert self._pg is not None and self._watch is not None
+        row = self._watch.execute(
+            "WITH RECURSIVE behind(pid) AS ("
+            " SELECT pid FROM pg_stat_activity WHERE %(me)s = ANY(pg_blocking_pids(pid))"
+            " UNION SELECT a.pid FROM pg_stat_activity a JOIN behind"
+            " ON behind.pid = ANY(pg_blocking_pids(a.pid))) SELECT count(*) FROM behind",
+            {"me": self._pg.info.backend_pid},
+        ).fetchone()
         assert row is not None
         return int(str(row[0]))
 
@@ -175,9 +175,10 @@ class Blocker:
         if self._sqlite is not None:
             self._sqlite.rollback()
             self._sqlite.close()
-        if self._pg is not None:
+        if self._pg is not None and self._watch is not None:
             self._pg.rollback()
             self._pg.close()
+            self._watch.close()
 
 
 def test_the_loser_of_two_racing_operators_is_told_the_state_the_job_is_in_now(
@@ -186,7 +187,9 @@ def test_the_loser_of_two_racing_operators_is_told_the_state_the_job_is_in_now(
     """Two consoles (two apps, two connection pools) act on one dead letter at once:
     one requeues it, the other drops it. One wins; the other is refused, and its error
     names the state the winner left the job in — not DeadLettered, the state it read
-    before its guarded UPDATE found the job gone from under it."""
+    before its guarded UPDATE found the job gone from under it. On PostgreSQL both wait
+    behind a third connection holding the row, so both read it before either moves it;
+    SQLite reads and writes under one write lock, so there the race cannot arise."""
     dead = _job_in(mf, JobState.DEAD_LETTERED)
     with MailFathom(database_url, clock=clock) as other:
         blocker = Blocker(database_url, dead.id)
