@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +89,49 @@ def test_password_is_redacted_in_errors() -> None:
     with pytest.raises(ConfigurationError) as raised:
         MailFathom("mysql://user:secret@localhost/db")
     assert "secret" not in str(raised.value)
+
+
+SETTINGS_REFUSED = [
+    ("lease", 0.01, "lease must be at least 1 second"),
+    ("lease", float("nan"), "lease must be a positive number of seconds"),
+    ("shutdown_timeout", 0, "shutdown_timeout must be a positive number of seconds"),
+    ("max_payload_bytes", -5, "max_payload_bytes must be a positive integer"),
+    ("concurrency", 0, "concurrency must be a positive integer"),
+    ("concurrency", True, "concurrency must be a positive integer"),
+    ("web_port", 70_000, "web_port must be at most 65535"),
+    ("delivery_queue", "mail\n", "delivery_queue 'mail\\\\n' is not usable"),
+    ("delivery_max_attempts", 10_001, "delivery_max_attempts must be an integer from 1 to"),
+    ("database_url", "nonsense", "database_url 'nonsense' is not a URL"),
+    ("smtp_url", 42, "smtp_url must be"),
+    ("web_host", "", "web_host must be"),
+    ("web_token", 7, "web_token must be"),
+    ("dkim_domain", "example.com", "DKIM signing needs"),
+    ("clock_skew", -1, "clock_skew must be a number of seconds from 0 to"),
+    ("clock_skew", 7200, "clock_skew must be a number of seconds from 0 to"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "message"), SETTINGS_REFUSED, ids=str)
+def test_settings_are_validated_however_they_are_made(
+    database_url: str, name: str, value: object, message: str
+) -> None:
+    """``Settings(...)`` and ``dataclasses.replace`` check as ``Settings.load`` does, so
+    ``MailFathom(settings=...)`` cannot start with a value ``load`` would refuse."""
+    changes: dict[str, Any] = {name: value}
+    with pytest.raises(ConfigurationError, match=message):
+        Settings(**{"database_url": database_url, **changes})
+    good = Settings(database_url=database_url)
+    with pytest.raises(ConfigurationError, match=message):
+        replace(good, **changes)
+    with MailFathom(settings=good) as mf:
+        assert mf.settings is good
+
+
+def test_the_settings_that_are_checked_are_the_settings_there_are() -> None:
+    """Each setting is checked by at least one case above (a new one needs its own)."""
+    assert {name for name, _, _ in SETTINGS_REFUSED} | {"web_secure_cookies"} >= {
+        f.name
+        for f in fields(Settings)
+        if f.name not in {"smtp_timeout", "smtp_data_timeout", "max_message_bytes"}
+        and not f.name.startswith("dkim_")
+    }

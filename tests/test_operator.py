@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
 from datetime import timedelta
 
+import psycopg
 import pytest
 
 from mailfathom import (
@@ -135,3 +139,93 @@ def test_list_filters_and_paginates(mf: MailFathom) -> None:
     counts = mf.jobs.counts()
     assert counts[JobState.PENDING] == 8 and counts[JobState.DEAD_LETTERED] == 1
     assert set(counts) == set(JobState)
+
+
+class Blocker:
+    """A third connection that holds the job's row (PostgreSQL) or the database's write
+    lock (SQLite) so that two operators' actions start together and wait behind it."""
+
+    def __init__(self, database_url: str, job_id: int) -> None:
+        self._sqlite: sqlite3.Connection | None = None
+        self._pg: psycopg.Connection[tuple[object, ...]] | None = None
+        self._watch: psycopg.Connection[tuple[object, ...]] | None = None
+        if database_url.startswith("sqlite:///"):
+            self._sqlite = sqlite3.connect(database_url.removeprefix("sqlite:///"))
+            self._sqlite.execute("BEGIN IMMEDIATE")
+        else:
+            self._pg = psycopg.connect(database_url)
+            self._pg.execute("SELECT id FROM mf_jobs WHERE id = %s FOR UPDATE", (job_id,))
+            self._watch = psycopg.connect(database_url, autocommit=True)
+
+    def waiting(self) -> int:
+        """How many sessions wait, directly or in a queue, behind this one (PostgreSQL)."""
+        assert self._pg is not None and self._watch is not None
+        row = self._watch.execute(
+            "WITH RECURSIVE behind(pid) AS ("
+            " SELECT pid FROM pg_stat_activity WHERE %(me)s = ANY(pg_blocking_pids(pid))"
+            " UNION SELECT a.pid FROM pg_stat_activity a JOIN behind"
+            " ON behind.pid = ANY(pg_blocking_pids(a.pid))) SELECT count(*) FROM behind",
+            {"me": self._pg.info.backend_pid},
+        ).fetchone()
+        assert row is not None
+        return int(str(row[0]))
+
+    def release(self) -> None:
+        """Let the waiting sessions go, changing nothing."""
+        if self._sqlite is not None:
+            self._sqlite.rollback()
+            self._sqlite.close()
+        if self._pg is not None and self._watch is not None:
+            self._pg.rollback()
+            self._pg.close()
+            self._watch.close()
+
+
+def test_the_loser_of_two_racing_operators_is_told_the_state_the_job_is_in_now(
+    mf: MailFathom, database_url: str, clock: FakeClock
+) -> None:
+    """Two consoles (two apps, two connection pools) act on one dead letter at once:
+    one requeues it, the other drops it. One wins; the other is refused, and its error
+    names the state the winner left the job in — not DeadLettered, the state it read
+    before its guarded UPDATE found the job gone from under it. On PostgreSQL both wait
+    behind a third connection holding the row, so both read it before either moves it;
+    SQLite reads and writes under one write lock, so there the race cannot arise."""
+    dead = _job_in(mf, JobState.DEAD_LETTERED)
+    with MailFathom(database_url, clock=clock) as other:
+        blocker = Blocker(database_url, dead.id)
+        started = [threading.Event(), threading.Event()]
+        results: dict[str, Job | IllegalTransition] = {}
+
+        def act(app: MailFathom, action: str, index: int) -> None:
+            started[index].set()
+            try:
+                results[action] = getattr(app.jobs, action)(dead.id, actor=action)
+            except IllegalTransition as exc:
+                results[action] = exc
+
+        threads = [
+            threading.Thread(target=act, args=(mf, "requeue", 0)),
+            threading.Thread(target=act, args=(other, "drop", 1)),
+        ]
+        try:
+            for thread in threads:
+                thread.start()
+            assert all(event.wait(10) for event in started)
+            if database_url.startswith("postgresql"):
+                # Both have read the job as DeadLettered and wait to UPDATE it.
+                deadline = time.monotonic() + 10
+                while blocker.waiting() < 2:
+                    assert time.monotonic() < deadline, "the two actions never queued up"
+        finally:
+            blocker.release()
+            for thread in threads:
+                thread.join(10)
+    winners = [a for a, r in results.items() if isinstance(r, Job)]
+    losers = {a: r for a, r in results.items() if isinstance(r, IllegalTransition)}
+    assert len(winners) == 1 and len(losers) == 1, results
+    now = mf.jobs.get(dead.id).state
+    assert now is {"requeue": JobState.PENDING, "drop": JobState.DROPPED}[winners[0]]
+    (error,) = losers.values()
+    assert error.current == now.value
+    assert f"it is {now.value}," in str(error)
+    assert [e.action for e in mf.jobs.events(dead.id)] == winners

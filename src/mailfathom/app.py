@@ -242,7 +242,8 @@ class MailFathom:
     ) -> None:
         """Declare a recurring schedule: enqueue ``kind`` with ``payload`` at each ``cron`` tick.
 
-        ``cron`` is read in ``timezone`` (five fields, or six with seconds last).
+        ``cron`` is read in ``timezone`` (five fields, or six with seconds last);
+        across daylight-saving changes it runs as cron runs it (docs/worker.md).
         Validated now; written to the database when a worker starts (or by
         ``mf.schedules.sync()``). Each tick is enqueued once across every worker,
         with the idempotency key ``schedule:<name>:<tick, ISO UTC>``; after downtime

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -12,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mailfathom.clock import check_clock_skew
-from mailfathom.errors import ConfigurationError
+from mailfathom.errors import ConfigurationError, InvalidInput
+from mailfathom.validate import check_max_attempts
 
 if TYPE_CHECKING:
     from mailfathom.delivery.dkim import DkimSigner
@@ -26,7 +28,11 @@ _FALSE = frozenset({"0", "false", "no", "off"})
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Every setting, its default, and the trade-off it makes."""
+    """Every setting, its default, and the trade-off it makes.
+
+    Checked when made, however that happens (``Settings(...)``, ``dataclasses.replace``,
+    :meth:`load`): a bad value raises :class:`ConfigurationError` naming the setting.
+    """
 
     #: Where the queue lives: ``sqlite:///path.db`` (one machine) or ``postgresql://…``.
     database_url: str = DEFAULT_DATABASE_URL
@@ -113,25 +119,25 @@ class Settings:
         unknown_args = sorted(set(arguments or {}) - known)
         if unknown_args:
             raise ConfigurationError(f"unknown settings {unknown_args}: use {sorted(known)}")
-        return replace(cls(), **values).validated()
+        return replace(cls(), **values)
 
-    def validated(self) -> Settings:
-        """This object, after checking every value; a bad one raises ConfigurationError."""
+    def __post_init__(self) -> None:
+        """Check every value however the settings are made (``Settings(...)``,
+        ``dataclasses.replace``, :meth:`load`); a bad one raises ConfigurationError."""
+        self._validate_types()
         if not isinstance(self.database_url, str) or "://" not in self.database_url:
             raise ConfigurationError(
                 f"database_url {self.database_url!r} is not a URL: use sqlite:///path/to.db "
                 "or postgresql://user@host/db (MAILFATHOM_DATABASE_URL)"
             )
-        for name in (
-            "max_payload_bytes",
-            "concurrency",
-            "web_port",
-            "delivery_max_attempts",
-            "max_message_bytes",
-        ):
+        for name in ("max_payload_bytes", "concurrency", "web_port", "max_message_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"{name} must be a positive integer, not {value!r}")
+        try:
+            check_max_attempts(self.delivery_max_attempts, name="delivery_max_attempts")
+        except InvalidInput as exc:
+            raise ConfigurationError(str(exc)) from None
         if not isinstance(self.web_secure_cookies, bool):
             raise ConfigurationError(
                 f"web_secure_cookies must be true or false, not {self.web_secure_cookies!r}"
@@ -140,13 +146,34 @@ class Settings:
             raise ConfigurationError(f"web_port must be at most 65535, not {self.web_port}")
         for name in ("lease", "shutdown_timeout", "smtp_timeout", "smtp_data_timeout"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ConfigurationError(f"{name} must be a positive number of seconds")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise ConfigurationError(
+                    f"{name} must be a positive number of seconds, not {value!r}"
+                )
         if self.lease < 1:
-            raise ConfigurationError("lease must be at least 1 second")
+            raise ConfigurationError(f"lease must be at least 1 second, not {self.lease!r}")
         check_clock_skew(self.clock_skew)
         self._validate_delivery()
+
+    def validated(self) -> Settings:
+        """This object: every value was checked when it was made."""
         return self
+
+    def _validate_types(self) -> None:
+        """The text settings are text (``web_host`` non-empty); the optional ones may be None."""
+        if not isinstance(self.web_host, str) or not self.web_host:
+            raise ConfigurationError(
+                f"web_host must be a host name or address such as 127.0.0.1, not {self.web_host!r}"
+            )
+        for name in ("smtp_url", "web_token", "dkim_domain", "dkim_selector", "dkim_key_file"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ConfigurationError(f"{name} must be text or unset, not {value!r}")
 
     def _validate_delivery(self) -> None:
         from mailfathom.delivery.dkim import DkimSigner

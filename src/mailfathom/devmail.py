@@ -36,7 +36,7 @@ from mailfathom.errors import ConfigurationError, NotFound
 
 __all__ = ["CaptureServer", "Inbox", "InboxMessage"]
 
-_KEY = re.compile(r"^[A-Za-z0-9._,:=-]{1,200}$")
+_KEY = re.compile(r"[A-Za-z0-9._,:=-]{1,200}")  # fullmatch: "$" would pass a trailing LF
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +89,7 @@ class Inbox:
 
     def get(self, key: str) -> InboxMessage:
         """The message stored under ``key``; :class:`NotFound` if there is none."""
-        if not _KEY.match(key):
+        if not _KEY.fullmatch(key):
             raise NotFound(f"no captured message has key {key!r}: open one from the inbox list")
         try:
             return self._read(key)

@@ -9,13 +9,28 @@ Internal. One place for the wording and the limits, so ``mf.jobs``, ``mf.queue``
 from __future__ import annotations
 
 import math
+from datetime import datetime, timedelta
 
+from mailfathom.clock import utc
 from mailfathom.errors import InvalidInput
 
-__all__ = ["KEY_LONGEST", "check_actor", "check_id", "check_key", "check_limit", "check_seconds"]
+__all__ = [
+    "KEY_LONGEST",
+    "MAX_ATTEMPTS",
+    "available_at",
+    "check_actor",
+    "check_id",
+    "check_key",
+    "check_limit",
+    "check_max_attempts",
+    "check_seconds",
+]
 
 #: The longest idempotency key accepted, in characters.
 KEY_LONGEST = 512
+#: The most attempts a job may have: one limit for kinds (checked when registered), the
+#: delivery setting and ``enqueue(max_attempts=...)``.
+MAX_ATTEMPTS = 10_000
 
 
 def check_key(key: object) -> str | None:
@@ -62,3 +77,56 @@ def check_seconds(name: str, value: object, *, positive: bool) -> None:
         raise InvalidInput(f"{name} must be a number of seconds, not {value!r}")
     if value < 0 or (positive and value == 0):
         raise InvalidInput(f"{name} must be {'positive' if positive else 'zero or more'} seconds")
+
+
+def check_max_attempts(value: object, *, name: str = "max_attempts") -> int:
+    """A number of attempts: an integer from 1 to :data:`MAX_ATTEMPTS`."""
+    return check_limit(value, name=name, high=MAX_ATTEMPTS)
+
+
+def available_at(
+    now: datetime, *, delay: timedelta | float | None, run_at: datetime | None, hold: bool
+) -> datetime | None:
+    """When a new job becomes due: ``now``, ``now + delay``, ``run_at`` (UTC), or None
+    when held. A time outside the years 1-9999 in UTC is refused, naming the end it misses."""
+    given = [name for name, value in (("delay", delay), ("run_at", run_at)) if value is not None]
+    if hold and given:
+        raise InvalidInput(f"hold=True cannot be combined with {given[0]}: a held job has no time")
+    if len(given) > 1:
+        raise InvalidInput("give either delay or run_at, not both")
+    if hold:
+        return None
+    if run_at is not None:
+        return _run_at(run_at)
+    if delay is not None:
+        return _after(now, delay)
+    return now
+
+
+def _run_at(run_at: object) -> datetime:
+    if not isinstance(run_at, datetime):
+        raise InvalidInput(f"run_at must be a datetime, not {type(run_at).__name__}")
+    try:
+        return utc(run_at)
+    except OverflowError:
+        offset = run_at.utcoffset() or timedelta(0)
+        end = "before the year 1" if offset > timedelta(0) else "past the year 9999"
+        raise InvalidInput(
+            f"run_at {run_at.isoformat()} is {end} in UTC: give a time from "
+            "0001-01-01 to 9999-12-31 UTC (a time already past runs at once)"
+        ) from None
+
+
+def _after(now: datetime, delay: object) -> datetime:
+    if isinstance(delay, bool) or not isinstance(delay, (timedelta, int, float)):
+        raise InvalidInput(f"delay must be a timedelta or seconds, not {delay!r}")
+    if isinstance(delay, float) and not math.isfinite(delay):
+        raise InvalidInput(f"delay must be a finite number of seconds, not {delay!r}")
+    if (delay < timedelta(0)) if isinstance(delay, timedelta) else (delay < 0):
+        raise InvalidInput(f"delay must be zero or positive, not {delay!r}")
+    try:
+        return now + (delay if isinstance(delay, timedelta) else timedelta(seconds=delay))
+    except OverflowError:
+        raise InvalidInput(
+            f"delay is too far in the future: {delay!r} goes past the year 9999"
+        ) from None

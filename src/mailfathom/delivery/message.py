@@ -36,7 +36,7 @@ __all__ = ["FrozenMessage", "check_address", "freeze"]
 MAX_RECIPIENTS = 1000
 _LONGEST_LINE = 998  # octets, without the CRLF (RFC 5321 §4.5.3.1.6)
 _ADDRESS_HEADERS = ("From", "Sender", "Reply-To", "To", "Cc", "Bcc")
-_FIELD_NAME = re.compile(rb"^[!-9;-~]+$")
+_FIELD_NAME = re.compile(rb"[!-9;-~]+")  # fullmatch: "$" would pass a trailing LF
 _FOLD = re.compile(r"\r?\n(?=[ \t])")
 _ANY_EOL = re.compile(rb"\r\n|\r|\n")
 _SMTP_7BIT = policy.SMTP.clone(cte_type="7bit")
@@ -257,7 +257,7 @@ def _header_lines(head: bytes) -> list[bytes]:
         if line[:1] in (b" ", b"\t") and number > 1:
             continue
         name, colon, _ = line.partition(b":")
-        if not colon or not _FIELD_NAME.match(name):
+        if not colon or not _FIELD_NAME.fullmatch(name):
             raise InvalidMessage(
                 f"line {number} of the message header is not a header field ({line[:60]!r}): "
                 "header fields are 'Name: value', and a blank line separates the body"
@@ -283,7 +283,7 @@ def _drop_field(lines: list[bytes], name: bytes) -> list[bytes]:
 
 
 def _check_field(name: str, value: str) -> None:
-    if not _FIELD_NAME.match(name.encode("ascii", "replace")):
+    if not _FIELD_NAME.fullmatch(name.encode("ascii", "replace")):
         raise InvalidMessage(f"header field name {name!r} is not printable ASCII without ':'")
     unfolded = _FOLD.sub("", value)
     if "\r" in unfolded or "\n" in unfolded:

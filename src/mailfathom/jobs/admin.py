@@ -16,7 +16,7 @@ from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
 from mailfathom.jobs.model import Attempt, Job, JobEvent
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.state import JobState
-from mailfathom.store.base import JobFilter, OperatorAction, Store
+from mailfathom.store.base import JobFilter, JobRow, OperatorAction, Store
 from mailfathom.validate import check_actor, check_id, check_limit
 
 __all__ = ["Jobs", "Throughput"]
@@ -24,6 +24,8 @@ __all__ = ["Jobs", "Throughput"]
 REQUEUE = OperatorAction("requeue", "requeue_job", ("DeadLettered",), "Pending")
 DROP = OperatorAction("drop", "drop_job", ("DeadLettered",), "Dropped")
 RELEASE = OperatorAction("release", "release_job", ("Pending",), "Pending")
+#: How often an action is tried when the job keeps racing back into a state it starts from.
+_TRIES = 3
 
 
 @dataclass(slots=True)
@@ -163,26 +165,49 @@ class Jobs:
 
     def _move(self, job_id: int, move: OperatorAction, actor: str, reason: str | None) -> Job:
         check_actor(actor, reason)
-        moved, current = self._store.operator_move(
-            check_id(job_id), move, actor=actor, reason=reason, now=self._clock.now()
-        )
-        if moved is not None:
-            return Job.from_row(moved)
-        if current is None:
-            raise NotFound(f"no job has id {job_id}: list jobs to find the one you mean")
-        state = current["state"]
-        if move is RELEASE and state == "Pending":
-            raise IllegalTransition(
-                f"job {job_id} is not held (it is Pending and due at "
-                f"{current['available_at']}): only a held job can be released; nothing changed"
+        check_id(job_id)
+        for _ in range(_TRIES):
+            moved, current = self._store.operator_move(
+                job_id, move, actor=actor, reason=reason, now=self._clock.now()
             )
+            if moved is not None:
+                return Job.from_row(moved)
+            # The row was read before the guarded UPDATE that matched nothing: another
+            # operator may have moved the job in between (PostgreSQL reads committed
+            # rows). Read it again, so the error names the state it is in now.
+            if current is not None:
+                current = self._store.get_job(job_id)
+            if current is None:
+                raise NotFound(f"no job has id {job_id}: list jobs to find the one you mean")
+            if not _can_start(move, current):
+                raise _refusal(job_id, move, current)
         raise IllegalTransition(
-            f"cannot {move.action} job {job_id}: it is {state}, and only "
-            f"{' or '.join(move.from_states)} jobs can be {_past(move.action)}; nothing changed",
-            current=state,
-            target=move.to_state,
-            allowed_from=move.from_states,
+            f"cannot {move.action} job {job_id}: other actions keep moving it; nothing changed, "
+            "try again"
         )
+
+
+def _refusal(job_id: int, move: OperatorAction, current: JobRow) -> IllegalTransition:
+    state = current["state"]
+    if move is RELEASE and state == "Pending":
+        return IllegalTransition(
+            f"job {job_id} is not held (it is Pending and due at "
+            f"{current['available_at']}): only a held job can be released; nothing changed"
+        )
+    return IllegalTransition(
+        f"cannot {move.action} job {job_id}: it is {state}, and only "
+        f"{' or '.join(move.from_states)} jobs can be {_past(move.action)}; nothing changed",
+        current=state,
+        target=move.to_state,
+        allowed_from=move.from_states,
+    )
+
+
+def _can_start(move: OperatorAction, job: JobRow) -> bool:
+    """Whether ``move`` may start from the job as read (it raced back into a source state)."""
+    if job["state"] not in move.from_states:
+        return False
+    return move is not RELEASE or job["available_at"] is None
 
 
 def _past(action: str) -> str:

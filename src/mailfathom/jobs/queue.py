@@ -6,14 +6,13 @@ Internal; the public face is :class:`mailfathom.MailFathom`. Every operation rea
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from mailfathom.clock import Clock, utc
+from mailfathom.clock import Clock
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.failures import PermanentFailure, TransientFailure
 from mailfathom.jobs.model import EnqueuedJob, Job
@@ -22,7 +21,7 @@ from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Regist
 from mailfathom.jobs.retry import Backoff
 from mailfathom.jobs.state import AttemptOutcome, FailureClass
 from mailfathom.store.base import FailedAttempt, NewJob, Store
-from mailfathom.validate import check_key, check_limit
+from mailfathom.validate import available_at, check_key, check_max_attempts
 
 __all__ = ["Finished", "JobQueue", "describe_error"]
 
@@ -92,8 +91,8 @@ class JobQueue:
         check_name("queue", queue, longest=100)
         if max_attempts is None:
             max_attempts = registered.max_attempts if registered else DEFAULT_MAX_ATTEMPTS
-        attempts = check_limit(max_attempts, name="max_attempts")
-        available_at = _available_at(now, delay=delay, run_at=run_at, hold=hold)
+        attempts = check_max_attempts(max_attempts)
+        due = available_at(now, delay=delay, run_at=run_at, hold=hold)
         priority = _check_priority(priority)
         keys = list(idempotency_keys) if idempotency_keys is not None else [None] * len(payloads)
         seen: set[str] = set()
@@ -111,7 +110,7 @@ class JobQueue:
                     payload=self.encode_payload(payload),
                     priority=priority,
                     idempotency_key=key,
-                    available_at=available_at,
+                    available_at=due,
                     max_attempts=attempts,
                 )
             )
@@ -220,37 +219,3 @@ def _check_priority(value: object) -> int:
     return value
 
 
-def _available_at(
-    now: datetime, *, delay: timedelta | float | None, run_at: datetime | None, hold: bool
-) -> datetime | None:
-    given = [name for name, value in (("delay", delay), ("run_at", run_at)) if value is not None]
-    if hold and given:
-        raise InvalidInput(f"hold=True cannot be combined with {given[0]}: a held job has no time")
-    if len(given) > 1:
-        raise InvalidInput("give either delay or run_at, not both")
-    if hold:
-        return None
-    if run_at is not None:
-        if not isinstance(run_at, datetime):
-            raise InvalidInput(f"run_at must be a datetime, not {type(run_at).__name__}")
-        try:
-            return utc(run_at)
-        except OverflowError:
-            raise InvalidInput(
-                f"run_at {run_at.isoformat()} is past the year 9999 in UTC"
-            ) from None
-    if delay is not None:
-        if isinstance(delay, bool) or not isinstance(delay, (timedelta, int, float)):
-            raise InvalidInput(f"delay must be a timedelta or seconds, not {delay!r}")
-        if isinstance(delay, float) and not math.isfinite(delay):
-            raise InvalidInput(f"delay must be a finite number of seconds, not {delay!r}")
-        try:
-            step = delay if isinstance(delay, timedelta) else timedelta(seconds=delay)
-            if step < timedelta(0):
-                raise InvalidInput(f"delay must be zero or positive, not {delay!r}")
-            return now + step
-        except OverflowError:
-            raise InvalidInput(
-                f"delay is too far in the future: {delay!r} goes past the year 9999"
-            ) from None
-    return now

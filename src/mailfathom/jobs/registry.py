@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.retry import Backoff
+from mailfathom.validate import check_max_attempts
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -23,7 +24,9 @@ __all__ = [
 
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 20
-_NAME = re.compile(r"^[A-Za-z0-9_.:\-/]+$")
+#: What a kind, queue or schedule name is made of; matched against the whole name
+#: (``fullmatch``: a ``$`` would also let a trailing newline through).
+_NAME = re.compile(r"[A-Za-z0-9_.:\-/]+")
 
 Isolation = Literal["thread", "process"]
 Handler = Callable[..., Any]
@@ -31,7 +34,12 @@ Handler = Callable[..., Any]
 
 def check_name(what: str, value: object, *, longest: int) -> str:
     """``value`` if it is a usable kind or queue name, else a clear error."""
-    if not isinstance(value, str) or not value or len(value) > longest or not _NAME.match(value):
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > longest
+        or not _NAME.fullmatch(value)
+    ):
         raise InvalidInput(
             f"{what} {value!r} is not usable: use 1-{longest} characters from letters, digits "
             "and . _ : - /"
@@ -97,8 +105,7 @@ def build_kind(
     """Validate a kind's policy and build it; every bad value gets a clear error."""
     check_name("job kind", name, longest=200)
     check_name("queue", queue, longest=100)
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise InvalidInput(f"max_attempts must be a positive integer, not {max_attempts!r}")
+    check_max_attempts(max_attempts)  # the limit every enqueue checks, so none is refused
     if timeout is not None and not isinstance(timeout, timedelta):
         timeout = timedelta(seconds=timeout)
     if timeout is not None and timeout <= timedelta(0):

@@ -10,8 +10,9 @@ latest due tick is considered, so after downtime one job runs, not a burst.
 Ticks at or before ``not_before`` (the schedule's creation, its last change of
 cron or time zone, or its resumption) never run.
 
-Cron expressions are croniter's: five fields, or six with seconds last
-(``* * * * * */10`` is every ten seconds).
+Cron expressions are five fields, or six with seconds last (``* * * * * */10`` is
+every ten seconds); :mod:`mailfathom.jobs.cron` reads them and works out their
+ticks across daylight-saving changes the way cron does.
 """
 
 from __future__ import annotations
@@ -19,15 +20,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from functools import lru_cache
+from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from croniter import croniter
 
 from mailfathom.clock import Clock
 from mailfathom.errors import InvalidInput
+from mailfathom.jobs.cron import check_cron, latest_tick, next_tick, zone
 from mailfathom.jobs.queue import JobQueue
 from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, check_name
 from mailfathom.store.base import ScheduleDefinition, ScheduleRow
@@ -81,49 +79,6 @@ def build_spec(
     return ScheduleSpec(
         name=name, cron=cron, timezone=timezone, kind=kind, queue=job_queue, payload=text
     )
-
-
-def check_cron(cron: object) -> str:
-    """``cron`` if croniter accepts it, else a clear error."""
-    if not isinstance(cron, str) or not cron.strip() or len(cron) > 200:
-        raise InvalidInput(f"cron must be a cron expression like '0 3 * * *', not {cron!r}")
-    if not croniter.is_valid(cron):
-        raise InvalidInput(
-            f"cron {cron!r} is not a valid cron expression: use five fields (minute hour "
-            "day-of-month month day-of-week, e.g. '0 3 * * *'), or six with seconds last"
-        )
-    return cron
-
-
-def zone(name: object) -> ZoneInfo:
-    """The IANA time zone called ``name``, or a clear error."""
-    if not isinstance(name, str) or not name:
-        raise InvalidInput(f"timezone must be an IANA name like 'Europe/Paris', not {name!r}")
-    try:
-        return _zone(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise InvalidInput(
-            f"timezone {name!r} is not a known IANA time zone: use a name like 'UTC' or "
-            "'Europe/Paris'"
-        ) from exc
-
-
-@lru_cache(maxsize=128)
-def _zone(name: str) -> ZoneInfo:
-    return ZoneInfo(name)
-
-
-def latest_tick(cron: str, timezone: str, now: datetime) -> datetime:
-    """The latest instant at or before ``now`` that ``cron`` matches in ``timezone`` (UTC)."""
-    local = (now.replace(microsecond=0) + timedelta(seconds=1)).astimezone(zone(timezone))
-    tick: datetime = croniter(cron, local).get_prev(datetime)
-    return tick.astimezone(UTC)
-
-
-def next_tick(cron: str, timezone: str, now: datetime) -> datetime:
-    """The first instant after ``now`` that ``cron`` matches in ``timezone`` (UTC)."""
-    tick: datetime = croniter(cron, now.astimezone(zone(timezone))).get_next(datetime)
-    return tick.astimezone(UTC)
 
 
 def tick_key(name: str, tick: datetime) -> str:

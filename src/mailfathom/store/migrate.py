@@ -13,7 +13,7 @@ from importlib import resources
 
 __all__ = ["load_migrations", "split_statements"]
 
-_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 
 
 def load_migrations(dialect: str) -> list[tuple[int, str, str]]:
@@ -21,7 +21,7 @@ def load_migrations(dialect: str) -> list[tuple[int, str, str]]:
     folder = resources.files("mailfathom.store") / "sql" / dialect / "migrations"
     found: list[tuple[int, str, str]] = []
     for entry in folder.iterdir():
-        match = _FILE.match(entry.name)
+        match = _FILE.fullmatch(entry.name)
         if match:
             found.append((int(match.group(1)), entry.name, entry.read_text(encoding="utf-8")))
     found.sort()
