@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from mailfathom.jobs.model import Job
+from mailfathom.jobs.pacing import Load
 
 __all__ = ["Recorded", "TestSignal", "WorkerSignals"]
 
@@ -119,6 +120,9 @@ class WorkerSignals:
     - ``lease_lost``: the heartbeat found these ``(id, attempt)`` leases gone.
     - ``released``: jobs claimed ahead that never started went back to Pending
       (late, or the worker stopped), no attempt spent.
+    - ``loop_waits``: the main loop decided what to claim and record and is about to
+      sleep; the value is the :class:`~mailfathom.jobs.pacing.Load` it holds. A test
+      that must show something does *not* happen waits for this instead of sleeping.
     - ``stopped``: ``run()`` is about to return; the value is how many attempts ran.
     """
 
@@ -140,6 +144,7 @@ class WorkerSignals:
         default_factory=lambda: TestSignal("lease_lost")
     )
     released: TestSignal[list[Job]] = field(default_factory=lambda: TestSignal("released"))
+    loop_waits: TestSignal[Load] = field(default_factory=lambda: TestSignal("loop_waits"))
     stopped: TestSignal[int] = field(default_factory=lambda: TestSignal("stopped"))
 
     def init(self) -> WorkerSignals:

@@ -292,7 +292,9 @@ class Worker:
                 self._recorder.flush()
             if burst and claimed == 0 and self._idle():
                 return
-            self._wake.wait(self._wait_time(time.monotonic()))
+            wait = self._wait_time(time.monotonic())
+            self.signals.loop_waits.signal(self._load())
+            self._wake.wait(wait)
 
     def _load(self) -> Load:
         with self._lock:
@@ -396,6 +398,11 @@ class Worker:
         not_before = self._outage.retry_at if self._outage.blocked(now) else None
         return self._pacer.wait_time(now, self._load(), not_before=not_before, wake_by=wake_by)
 
+    @property
+    def unrecorded(self) -> int:
+        """How many finished attempts wait for their outcome to be recorded (diagnostics)."""
+        return len(self._done.waiting())
+
     def _idle(self) -> bool:
         with self._lock:
             return not self._running and not self._ready and self._done.empty()
@@ -439,7 +446,17 @@ class Worker:
                 result.outcome.value,
             )
         else:
-            log_attempt(running, result, self.id)
+            try:
+                log_attempt(running, result, self.id)
+            except Exception as exc:  # a result that cannot be printed must not stop us
+                logger.warning(
+                    "job_id=%d kind=%s attempt=%d outcome=%s (its log line failed: %s)",
+                    job.id,
+                    job.kind,
+                    job.attempts,
+                    result.outcome.value,
+                    type(exc).__name__,
+                )
         if not self._wake.is_set():  # setting it takes a lock: skip it when already set
             self._wake.set()
 
