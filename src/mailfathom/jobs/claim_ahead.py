@@ -81,7 +81,7 @@ class ReadyJobs:
     def late(self, now: float) -> list[Job]:
         """Forget and return the jobs claimed ``LATE_AFTER`` seconds or more before ``now``."""
         gone: list[Job] = []
-        while self._jobs and now - self._jobs[0][1] >= LATE_AFTER:
+        while self._jobs and self._jobs[0][1] + LATE_AFTER <= now:
             gone.append(self._jobs.popleft()[0])
         if gone:
             self._stalled = True

@@ -56,7 +56,7 @@ class ClaimPacer:
         """Slots plus how many to claim ahead of them (none once stopping)."""
         return self.concurrency + (0 if stopping else self._ready.extra())
 
-    def wanted(self, now: float, load: Load, *, burst: bool, stopping: bool = False) -> int:
+    def wanted(self, now: float, load: Load, *, burst: bool = False, stopping: bool = False) -> int:
         """How many jobs to claim now (0: do not claim now)."""
         if stopping:
             return 0
