@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -120,6 +122,29 @@ class OutcomeRecorder:
         if jobs:
             self._signals.claimed.signal(jobs)
         return jobs
+
+    def drain(self, give_up_after: float, wake: threading.Event) -> None:
+        """Before the worker leaves: record what finished, retrying while the database
+        fails for up to ``give_up_after`` seconds (``wake`` cuts a pause short), then
+        name the jobs left unrecorded (they run again after their leases expire)."""
+        give_up = time.monotonic() + give_up_after
+        while True:
+            self.flush()
+            left = self.unrecorded.waiting()
+            if not left:
+                return
+            now = time.monotonic()
+            if now >= give_up:
+                logger.error(
+                    "worker=%s leaving with %d unrecorded outcome(s) (the database still "
+                    "fails): jobs %s run again after their leases expire",
+                    self._owner,
+                    len(left),
+                    ", ".join(str(r.job.id) for r in left),
+                )
+                return
+            wake.clear()
+            wake.wait(min(max(self._outage.retry_at - now, 0.05), give_up - now))
 
     # -- turning results into rows -----------------------------------------------------
 

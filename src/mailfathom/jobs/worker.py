@@ -58,6 +58,7 @@ from mailfathom.jobs.runner import Runner, Running, log_attempt
 from mailfathom.jobs.schedules import Scheduler, ScheduleSpec
 from mailfathom.jobs.signals import HardStop, StopSignals
 from mailfathom.jobs.testsignal import WorkerSignals
+from mailfathom.jobs.watcher import MAX_BACKOFF, Watcher
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.validate import check_seconds
 
@@ -66,8 +67,6 @@ __all__ = ["Worker"]
 logger = logging.getLogger("mailfathom.worker")
 
 _PRUNE_AFTER = timedelta(days=1)  # registry rows of workers silent this long are deleted
-_MAX_BACKOFF = 5.0  # s: longest pause between retries while the database fails
-_WATCH_SLICE = 0.25  # s: the watcher checks this often whether the worker stops
 
 
 class Worker:
@@ -127,11 +126,10 @@ class Worker:
 
         self._runner: Runner | None = None
         self._heartbeat: Heartbeat | None = None
-        self._watcher: threading.Thread | None = None
-        self._watch_stop = threading.Event()
+        self._watcher: Watcher | None = None
         self._next_schedule_pass = 0.0
         self._outage = Outage(
-            self.id, limit=min(_MAX_BACKOFF, max(self.lease.total_seconds() / 2, 0.5))
+            self.id, limit=min(MAX_BACKOFF, max(self.lease.total_seconds() / 2, 0.5))
         )
         self._recorder = OutcomeRecorder(queue, self.id, outage=self._outage, signals=self.signals)
         self._done = self._recorder.unrecorded
@@ -153,7 +151,7 @@ class Worker:
             try:
                 if self._start(burst):
                     self._work(burst)
-                    self._record_remaining()
+                    self._recorder.drain(max(self.lease.total_seconds(), 5.0), self._wake)
                 graceful = True
             finally:
                 self._close(graceful)
@@ -229,8 +227,11 @@ class Worker:
             on_done=self._finished,
         )
         if not burst:
-            self._watcher = threading.Thread(
-                target=self._watch, name=f"mailfathom-watch-{self.id}", daemon=True
+            self._watcher = Watcher(
+                self._store,
+                name=f"mailfathom-watch-{self.id}",
+                poll_interval=self.poll_interval,
+                on_wake=self._woken,
             )
             self._watcher.start()
         logger.info(
@@ -244,7 +245,8 @@ class Worker:
         return True
 
     def _close(self, graceful: bool) -> None:
-        self._watch_stop.set()
+        if self._watcher is not None:
+            self._watcher.stop(wait=False)
         if self._runner is not None:
             self._runner.kill_children()
             self._runner.close(wait=1.0 if graceful else 0.0)
@@ -255,8 +257,8 @@ class Worker:
                     self._store.deregister_worker(self.id)
                 except StoreError as exc:
                     logger.warning("worker=%s could not deregister (%s)", self.id, exc)
-        if self._watcher is not None and graceful:
-            self._watcher.join(_WATCH_SLICE + 1)
+        if self._watcher is not None:
+            self._watcher.stop(wait=graceful)
 
     # -- the main loop -----------------------------------------------------------------
 
@@ -551,46 +553,12 @@ class Worker:
                 self.shutdown_timeout,
             )
 
-    # -- recording outcomes ------------------------------------------------------------
-
-    def _record_remaining(self) -> None:
-        """Before leaving, record what finished; retry while the database fails, for a while."""
-        give_up = time.monotonic() + max(self.lease.total_seconds(), 5.0)
-        while True:
-            self._recorder.flush()
-            left = self._done.waiting()
-            if not left:
-                return
-            now = time.monotonic()
-            if now >= give_up:
-                logger.error(
-                    "worker=%s leaving with %d unrecorded outcome(s) (the database still "
-                    "fails): jobs %s run again after their leases expire",
-                    self.id,
-                    len(left),
-                    ", ".join(str(r.job.id) for r in left),
-                )
-                return
-            self._wake.clear()
-            self._wake.wait(min(max(self._outage.retry_at - now, 0.05), give_up - now))
-
     # -- wake-ups and signals ----------------------------------------------------------
 
-    def _watch(self) -> None:
-        """Wake the main loop when jobs may have arrived (runs on its own thread)."""
-        pause = 0.5
-        while not self._watch_stop.is_set():
-            try:
-                woke = self._store.wait_for_jobs(min(self.poll_interval, _WATCH_SLICE))
-            except StoreError as exc:
-                logger.debug("waiting for jobs failed (%s); retrying in %.1fs", exc, pause)
-                self._watch_stop.wait(pause)
-                pause = min(pause * 2, _MAX_BACKOFF)
-                continue
-            pause = 0.5
-            if woke:
-                self._pacer.woken = True
-                self._wake.set()
+    def _woken(self) -> None:
+        """Jobs may have arrived (called by the watcher's thread)."""
+        self._pacer.woken = True
+        self._wake.set()
 
     def _first_signal(self, signum: int) -> None:
         logger.warning(
