@@ -211,7 +211,7 @@ class OutcomeRecorder:
             if result.job.id not in lost:
                 _log_fallback(result, reason)
                 self._signals.fallback_recorded.signal((result.job, reason))
-        if batch:
+        if batch and self._signals.batch_recorded.on:
             self._signals.batch_recorded.signal(
                 Recorded(
                     recorded=tuple(

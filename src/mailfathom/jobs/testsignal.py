@@ -50,6 +50,11 @@ class TestSignal(Generic[T]):
         """Turn the signal on (tests only); values signalled before this are not kept."""
         self._values = queue.SimpleQueue()
 
+    @property
+    def on(self) -> bool:
+        """Whether a test turned this signal on (check it before building a costly value)."""
+        return self._values is not None
+
     def signal(self, value: T) -> None:
         """The event happened, with ``value``; does nothing unless :meth:`init` was called."""
         values = self._values

@@ -42,7 +42,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from mailfathom.errors import InvalidInput, StoreError
 from mailfathom.jobs.claim_ahead import ReadyJobs
@@ -52,11 +52,12 @@ from mailfathom.jobs.model import Job
 from mailfathom.jobs.outcomes import Outage
 from mailfathom.jobs.pacing import ClaimPacer, Load
 from mailfathom.jobs.queue import Finished, JobQueue
-from mailfathom.jobs.recorder import Claim, OutcomeRecorder
+from mailfathom.jobs.recorder import Claim, OutcomeRecorder, safe_text
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.runner import Runner, Running, log_attempt
 from mailfathom.jobs.schedules import Scheduler, ScheduleSpec
 from mailfathom.jobs.signals import HardStop, StopSignals
+from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.jobs.testsignal import WorkerSignals
 from mailfathom.jobs.watcher import MAX_BACKOFF, Watcher
 from mailfathom.store.base import WorkerRegistration
@@ -294,8 +295,9 @@ class Worker:
                 self._recorder.flush()
             if burst and claimed == 0 and self._idle():
                 return
-            wait = self._wait_time(time.monotonic())
-            self.signals.loop_waits.signal(self._load())
+            load = self._load()
+            wait = self._wait_time(time.monotonic(), load)
+            self.signals.loop_waits.signal(load)
             self._wake.wait(wait)
 
     def _load(self) -> Load:
@@ -385,7 +387,7 @@ class Worker:
         )
         self.signals.released.signal(back)
 
-    def _wait_time(self, now: float) -> float:
+    def _wait_time(self, now: float, load: Load) -> float:
         wake_by = self._next_schedule_pass
         with self._lock:
             deadlines = [
@@ -398,7 +400,7 @@ class Worker:
             if instant is not None:
                 wake_by = min(wake_by, instant)
         not_before = self._outage.retry_at if self._outage.blocked(now) else None
-        return self._pacer.wait_time(now, self._load(), not_before=not_before, wake_by=wake_by)
+        return self._pacer.wait_time(now, load, not_before=not_before, wake_by=wake_by)
 
     @property
     def unrecorded(self) -> int:
@@ -413,11 +415,21 @@ class Worker:
 
     def _begin(self, job: Job) -> None:
         assert self._runner is not None
-        running = self._runner.prepare(job)
+        try:
+            running = self._runner.prepare(job)
+        except Exception as exc:  # a bug of ours: the job fails, the loop goes on
+            self._done.add(_not_started(job, exc, self._clock.now()))
+            return
         with self._lock:
             self._running[job.id] = running
         self.signals.started.signal(job)
-        self._runner.start(running)
+        try:
+            self._runner.start(running)
+        except Exception as exc:
+            with self._lock:
+                started = self._running.pop(job.id, None) is running
+            if started:  # not ended meanwhile: its outcome is this failure
+                self._done.add(_not_started(job, exc, running.started_at))
 
     def _finished(self, running: Running, result: Finished | None) -> None:
         """Called by the runner, on any thread, when an attempt ends (None: it was stopped)."""
@@ -568,3 +580,13 @@ class Worker:
             self.shutdown_timeout,
         )
         self.stop()
+
+
+def _not_started(job: Job, error: Exception, now: datetime) -> Finished:
+    return Finished(
+        job,
+        AttemptOutcome.FAILED,
+        error=error,
+        message=f"the worker could not start it: {safe_text(error)}",
+        started_at=now,
+    )
