@@ -155,6 +155,17 @@ def test_a_job_claimed_and_never_started_goes_back_unspent(
     assert (again.id, again.attempts, again.attempts_left) == (job.id, 1, 0)
 
 
+def test_a_release_wakes_idle_workers(mf: MailFathom) -> None:
+    """They wait on the store's wake-up, not for their next poll."""
+    job = mf.enqueue("k")
+    mf.queue.claim("w1", 1, LEASE)
+    mf.store.wait_for_jobs(0.01)  # listening, and every earlier wake-up consumed
+    while mf.store.wait_for_jobs(0.01):
+        pass
+    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)]) == {job.id}
+    assert mf.store.wait_for_jobs(10)
+
+
 def test_a_job_released_after_its_lease_moved_on_stays_with_its_new_owner(
     mf: MailFathom, clock: FakeClock
 ) -> None:
