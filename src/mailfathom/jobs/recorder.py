@@ -229,7 +229,8 @@ class OutcomeRecorder:
         When nothing at all can be written (the first outcome, then its fallback, fail
         with StoreError) the database is down: everything not yet recorded is put back.
         """
-        logger.warning(
+        logger.log(
+            logging.DEBUG if isinstance(error, StoreError) else logging.WARNING,
             "worker=%s recording %d outcome(s) in one transaction failed (%s); recording "
             "them one by one",
             self._owner,
