@@ -16,7 +16,8 @@ The worker is a composition of small parts, each testable alone:
 :class:`~mailfathom.jobs.pacing.ClaimPacer` (when and how much to claim),
 :class:`~mailfathom.jobs.claim_ahead.ReadyJobs` (jobs claimed ahead),
 :class:`~mailfathom.jobs.recorder.OutcomeRecorder` (recording outcomes, one by one
-when a batch fails, backing off during outages), the runner and the heartbeat.
+when a batch fails, backing off during outages), the
+:class:`~mailfathom.jobs.watcher.Watcher`, the runner and the heartbeat.
 Its :class:`~mailfathom.jobs.testsignal.WorkerSignals` (``worker.signals``) let
 tests wait on what it does.
 
