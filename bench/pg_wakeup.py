@@ -26,8 +26,6 @@ from typing import Any
 
 from bench.pg_common import conditions, quantile_ms, schema_url, scratch_schema
 from mailfathom import MailFathom
-from mailfathom.jobs.queue import Finished
-from mailfathom.jobs.state import AttemptOutcome
 
 
 def waiter(url: str, ready: Any, results: Any, expected: int) -> None:
@@ -44,7 +42,8 @@ def waiter(url: str, ready: Any, results: Any, expected: int) -> None:
             claimed = time.monotonic()
             for job in jobs:
                 results.put((job.payload["began"], woken, claimed))
-            app.queue.finish("waiter", [Finished(job, AttemptOutcome.SUCCEEDED) for job in jobs])
+            done = [(job.id, job.attempts) for job in jobs]
+            app.store.record_outcomes(owner="waiter", now=app.clock.now(), succeeded=done)
             seen += len(jobs)
 
 

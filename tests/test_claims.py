@@ -1,4 +1,10 @@
-"""Claims and leases: order, batch size, queues, renewal, expiry, lost attempts, poison jobs."""
+"""Claims and leases: order, batch size, queues, renewal, expiry, lost attempts, poison jobs,
+and handing back jobs claimed and never started.
+
+Leases are renewed and outcomes recorded with the calls a worker makes: its
+:class:`~mailfathom.jobs.heartbeat.Heartbeat` beats and its
+:class:`~mailfathom.jobs.recorder.OutcomeRecorder` flushes.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,45 @@ from pathlib import Path
 
 from mailfathom import AttemptOutcome, FailureClass, FakeClock, JobState, MailFathom
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
+from mailfathom.jobs.heartbeat import Heartbeat
+from mailfathom.jobs.model import Job
+from mailfathom.jobs.outcomes import Outage
 from mailfathom.jobs.queue import Finished
+from mailfathom.jobs.recorder import OutcomeRecorder
+from mailfathom.jobs.testsignal import Recorded, WorkerSignals
+from mailfathom.store.base import WorkerRegistration
 from mailfathom.store.sql_store import SqlStore
 
 LEASE = timedelta(seconds=30)
+
+
+def renew(mf: MailFathom, owner: str, jobs: list[Job]) -> set[tuple[int, int]]:
+    """One heartbeat of worker ``owner`` holding ``jobs``; returns the leases it lost."""
+    lost: set[tuple[int, int]] = set()
+    registration = WorkerRegistration(
+        id=owner,
+        host="test",
+        pid=1,
+        queues=None,
+        kinds=("k",),
+        concurrency=1,
+        lease_seconds=LEASE.total_seconds(),
+        started_at=mf.clock.now(),
+    )
+    Heartbeat(
+        mf.store, mf.clock, registration, lease=LEASE, held=lambda: jobs, on_lost=lost.update
+    ).beat()
+    return lost
+
+
+def succeed(mf: MailFathom, owner: str, job: Job) -> Recorded:
+    """Record that ``job``'s attempt succeeded, as worker ``owner`` does; returns the batch."""
+    signals = WorkerSignals().init()
+    recorder = OutcomeRecorder(mf.queue, owner, outage=Outage(owner, limit=0.5), signals=signals)
+    recorder.unrecorded.add(Finished(job, AttemptOutcome.SUCCEEDED))
+    recorder.flush()
+    assert recorder.unrecorded.empty()
+    return signals.batch_recorded.wait()
 
 
 def test_claim_order_is_priority_then_due_time_then_id(mf: MailFathom, clock: FakeClock) -> None:
@@ -57,7 +98,7 @@ def test_renewed_lease_keeps_the_job(mf: MailFathom, clock: FakeClock) -> None:
     (job,) = mf.queue.claim("w1", 1, LEASE)
     for _ in range(5):
         clock.advance(20)
-        assert mf.queue.extend("w1", [job], LEASE) == {job.id}
+        assert renew(mf, "w1", [job]) == set()
     assert mf.queue.claim("w2", 1, LEASE) == []
     assert mf.jobs.get(job.id).lease_expires_at == clock.now() + LEASE
 
@@ -75,10 +116,10 @@ def test_expired_lease_is_claimable_by_anyone_and_the_lost_attempt_counts(
     assert lost.attempt == 1 and lost.worker == "w1"
     assert lost.failure_class is FailureClass.TRANSIENT
     # The old owner can neither renew nor complete: its lease is gone.
-    assert mf.queue.extend("w1", [job], LEASE) == set()
-    assert mf.queue.finish("w1", [Finished(job, AttemptOutcome.SUCCEEDED)]) == {job.id}
+    assert renew(mf, "w1", [job]) == {(job.id, 1)}
+    assert succeed(mf, "w1", job).lost == {job.id}
     assert mf.jobs.get(job.id).state is JobState.CLAIMED
-    assert mf.queue.finish("w2", [Finished(again, AttemptOutcome.SUCCEEDED)]) == set()
+    assert succeed(mf, "w2", again) == Recorded(recorded=((job.id, 2),), lost=frozenset())
     assert mf.jobs.get(job.id).state is JobState.SUCCEEDED
 
 
@@ -87,9 +128,57 @@ def test_same_owner_cannot_complete_an_attempt_it_lost(mf: MailFathom, clock: Fa
     (first,) = mf.queue.claim("w", 1, LEASE)
     clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
     (second,) = mf.queue.claim("w", 1, LEASE)
-    assert mf.queue.finish("w", [Finished(first, AttemptOutcome.SUCCEEDED)]) == {first.id}
+    assert renew(mf, "w", [first]) == {(first.id, 1)}
+    assert succeed(mf, "w", first).lost == {first.id}
     assert mf.jobs.get(first.id).state is JobState.CLAIMED
-    assert mf.queue.finish("w", [Finished(second, AttemptOutcome.SUCCEEDED)]) == set()
+    assert succeed(mf, "w", second).lost == frozenset()
+    assert mf.jobs.get(first.id).state is JobState.SUCCEEDED
+
+
+def test_a_job_claimed_and_never_started_goes_back_unspent(
+    mf: MailFathom, clock: FakeClock
+) -> None:
+    """What a worker does with jobs it claimed ahead and could not start in time."""
+    job = mf.enqueue("k", max_attempts=1)
+    (claimed,) = mf.queue.claim("w1", 1, LEASE)
+    assert claimed.attempts == 1
+    assert mf.store.release_unstarted(owner="w2", held=[(job.id, 1)]) == set()  # not its lease
+    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 2)]) == set()  # not this attempt
+    assert mf.jobs.get(job.id).state is JobState.CLAIMED
+    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)]) == {job.id}
+    back = mf.jobs.get(job.id)
+    assert back.state is JobState.PENDING and back.attempts == 0
+    assert (back.lease_owner, back.lease_expires_at) == (None, None)
+    assert back.available_at == job.available_at  # due as before: first in line again
+    assert mf.jobs.attempts(job.id) == []
+    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)]) == set()  # once only
+    (again,) = mf.queue.claim("w2", 1, LEASE)  # at once, its one attempt still unspent
+    assert (again.id, again.attempts, again.attempts_left) == (job.id, 1, 0)
+
+
+def test_a_release_wakes_idle_workers(mf: MailFathom) -> None:
+    """They wait on the store's wake-up, not for their next poll."""
+    job = mf.enqueue("k")
+    mf.queue.claim("w1", 1, LEASE)
+    mf.store.wait_for_jobs(0.01)  # listening, and every earlier wake-up consumed
+    while mf.store.wait_for_jobs(0.01):
+        pass
+    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)]) == {job.id}
+    assert mf.store.wait_for_jobs(10)
+
+
+def test_a_job_released_after_its_lease_moved_on_stays_with_its_new_owner(
+    mf: MailFathom, clock: FakeClock
+) -> None:
+    job = mf.enqueue("k")
+    mf.queue.claim("w1", 1, LEASE)
+    clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
+    (again,) = mf.queue.claim("w2", 1, LEASE)  # reaped, then claimed by w2
+    assert again.id == job.id
+    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)]) == set()
+    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 2)]) == set()
+    taken = mf.jobs.get(job.id)
+    assert (taken.state, taken.lease_owner, taken.attempts) == (JobState.CLAIMED, "w2", 2)
 
 
 def test_poison_job_dead_letters_after_max_attempts_lost_leases(

@@ -17,8 +17,6 @@ from mailfathom import (
     MailFathom,
     OutgoingEmailStage,
 )
-from mailfathom.jobs.queue import Finished
-from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.store.outbox_store import SqlOutboxStore
 
 LEASE = timedelta(seconds=30)
@@ -113,8 +111,11 @@ def test_send_again_replaces_a_delivery_job_whose_lease_expired(
     assert email.job_id is not None and email.job_id != job.id
     assert mf.jobs.get(email.job_id).state is JobState.PENDING
     # w1 comes back, renews its lease and records its success: the new job still delivers
-    assert mf.queue.extend("w1", [job], LEASE) == {job.id}
-    assert mf.queue.finish("w1", [Finished(job=job, outcome=AttemptOutcome.SUCCEEDED)]) == set()
+    held = [(job.id, job.attempts)]
+    assert mf.store.extend_leases(owner="w1", held=held, lease_until=clock.now() + LEASE) == {
+        job.id
+    }
+    assert mf.store.record_outcomes(owner="w1", now=clock.now(), succeeded=held) == set()
     assert mf.outbox.get(recorded.id).stage is OutgoingEmailStage.RECORDED
     assert [j.id for j in mf.queue.claim("w2", 10, LEASE)] == [email.job_id]
     store = SqlOutboxStore(mf.store.db)

@@ -18,8 +18,6 @@ from typing import Any
 import pytest
 
 from mailfathom import FakeClock, JobState, MailFathom
-from mailfathom.jobs.queue import Finished
-from mailfathom.jobs.state import AttemptOutcome
 
 LEASE = timedelta(seconds=30)
 
@@ -62,7 +60,8 @@ def _claim_queues(url: str, owner: str, barrier: Any, results: Any) -> None:
             idle = 0
             claimed.extend(job.id for job in jobs)
             time.sleep(0.002)  # as if running them: lets the other claimers take turns
-            app.queue.finish(owner, [Finished(j, AttemptOutcome.SUCCEEDED) for j in jobs])
+            done = [(j.id, j.attempts) for j in jobs]
+            app.store.record_outcomes(owner=owner, now=app.clock.now(), succeeded=done)
     results.put(claimed)
 
 

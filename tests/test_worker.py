@@ -2,7 +2,8 @@
 shutdown, the attempt log and the registry.
 
 Workers that must run while the test acts run on a thread (so they install no
-signal handlers); ``Worker.stop()`` is what the first SIGTERM does.
+signal handlers); ``Worker.stop()`` is what the first SIGTERM does. Tests wait on
+the worker's test signals (``worker.signals``), never on sleeps.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -32,24 +33,18 @@ from mailfathom.store.base import WorkerRegistration
 
 
 @contextmanager
-def running(worker: Worker, *, burst: bool = False) -> Iterator[list[int]]:
-    """Run ``worker`` on a thread for the ``with`` block; stop it and wait at the end."""
-    result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(worker.run(burst=burst)))
+def running(worker: Worker, *, burst: bool = False) -> Iterator[Worker]:
+    """Run ``worker`` (its test signals on) on a thread for the ``with`` block; stop it
+    and wait at the end."""
+    worker.signals.init()
+    thread = threading.Thread(target=lambda: worker.run(burst=burst))
     thread.start()
     try:
-        yield result
+        yield worker
     finally:
         worker.stop()
         thread.join(30)
         assert not thread.is_alive(), "the worker did not stop"
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.01)
 
 
 def test_claims_never_exceed_free_capacity_while_run_times_are_unknown(mf: MailFathom) -> None:
@@ -62,14 +57,17 @@ def test_claims_never_exceed_free_capacity_while_run_times_are_unknown(mf: MailF
         assert gate.wait(10)
 
     mf.enqueue_many("k", [{} for _ in range(5)])
-    with running(mf.worker(concurrency=3), burst=True) as result:
-        wait_until(lambda: len(started) == 3)
-        time.sleep(0.1)  # room for a wrong extra claim to show
+    with running(mf.worker(concurrency=3), burst=True) as worker:
+        # Two passes of the loop with every slot busy: a wrong extra claim would be made
+        # in the second at the latest.
+        for _ in range(2):
+            worker.signals.loop_waits.wait_for(lambda load: load.running == 3)
+        assert len(started) == 3
         counts = mf.jobs.counts()
         assert (counts[JobState.CLAIMED], counts[JobState.PENDING]) == (3, 2)
         gate.set()
-        wait_until(lambda: bool(result))
-    assert result == [5]
+        ran = worker.signals.stopped.wait()
+    assert ran == 5
     assert mf.jobs.counts()[JobState.SUCCEEDED] == 5
 
 
@@ -100,7 +98,7 @@ def test_long_jobs_are_never_claimed_ahead(mf: MailFathom) -> None:
     assert max(leased) == 2
 
 
-def test_jobs_claimed_ahead_run_before_a_stopping_worker_exits(mf: MailFathom) -> None:
+def test_jobs_claimed_ahead_go_back_unspent_when_a_worker_stops(mf: MailFathom) -> None:
     worker = mf.worker(concurrency=2)
     ran: list[int] = []
 
@@ -111,11 +109,11 @@ def test_jobs_claimed_ahead_run_before_a_stopping_worker_exits(mf: MailFathom) -
             worker.stop()
 
     mf.enqueue_many("k", [{} for _ in range(300)])
-    with running(worker) as result:
-        wait_until(lambda: bool(result))
+    with running(worker):
+        result = worker.signals.stopped.wait()
     counts = mf.jobs.counts()
     assert counts[JobState.CLAIMED] == 0, "a job claimed ahead was left holding its lease"
-    assert counts[JobState.SUCCEEDED] == len(ran) == result[0]
+    assert counts[JobState.SUCCEEDED] == len(ran) == result
     assert counts[JobState.PENDING] == 300 - len(ran)
     assert all(job.attempts == 0 for job in mf.jobs.list(JobState.PENDING, limit=500))
 
@@ -190,10 +188,10 @@ def test_an_overrunning_thread_keeps_its_lease_until_it_returns(database_url: st
         job = app.enqueue("k")
         # Leases of 2 s, renewed every 0.67 s: a scheduling stall on a busy
         # machine must last 1.3 s before the rival can take the job.
-        with running(app.worker(lease=2.0), burst=True) as result:
-            wait_until(lambda: calls == [1])
+        with running(app.worker(lease=2.0), burst=True) as worker:
+            worker.signals.started.wait()
             with running(rival.worker(lease=2.0, poll_interval=0.05)):
-                wait_until(lambda: bool(result), timeout=30)
+                worker.signals.stopped.wait(timeout=30)
         assert calls == [1], "the job ran twice"
         (attempt,) = app.jobs.attempts(job.id)
         assert attempt.outcome is AttemptOutcome.EXECUTION_TIMEOUT
@@ -215,11 +213,11 @@ def test_the_heartbeat_keeps_a_job_five_leases_long(database_url: str) -> None:
             calls.append(-ctx.attempt)
 
         job = app.enqueue("k")
-        with running(app.worker(lease=2.0), burst=True) as result:
-            wait_until(lambda: calls == [1])
+        with running(app.worker(lease=2.0), burst=True) as worker:
+            worker.signals.started.wait()
             with running(rival.worker(lease=2.0, poll_interval=0.05)):
-                wait_until(lambda: bool(result), timeout=30)
-        assert result == [1]
+                result = worker.signals.stopped.wait(timeout=30)
+        assert result == 1
         assert calls == [1], "the job ran twice"
         done = app.jobs.get(job.id)
         assert done.state is JobState.SUCCEEDED and done.attempts == 1
@@ -242,11 +240,12 @@ def test_a_lost_lease_stops_an_async_handler_and_drops_its_outcome(
             raise
 
     job = mf.enqueue("k")
-    with running(mf.worker(lease=0.3), burst=True) as result:
+    with running(mf.worker(lease=0.3), burst=True) as worker:
         assert started.wait(10)
         with mf.store.db.transaction() as cur:  # another worker took it over
             cur.execute("UPDATE mf_jobs SET lease_owner = 'thief', claimed_by = 'thief'")
-        wait_until(lambda: bool(result))
+        assert worker.signals.lease_lost.wait() == {(job.id, 1)}
+        worker.signals.stopped.wait()
     assert cancelled == [True]
     taken = mf.jobs.get(job.id)
     assert taken.state is JobState.CLAIMED and taken.lease_owner == "thief"
@@ -263,11 +262,11 @@ def test_stop_waits_for_running_jobs_to_finish(mf: MailFathom) -> None:
 
     job = mf.enqueue("k")
     worker = mf.worker(shutdown_timeout=10)
-    with running(worker) as result:
+    with running(worker):
         assert started.wait(10)
         worker.stop()
-        wait_until(lambda: bool(result))
-    assert result == [1]
+        result = worker.signals.stopped.wait()
+    assert result == 1
     assert mf.jobs.get(job.id).state is JobState.SUCCEEDED
     assert mf.workers.list() == []  # a clean stop leaves the registry
 
@@ -297,11 +296,11 @@ def test_shutdown_timeout_releases_what_still_runs_at_once(
     sync_job = mf.enqueue("sync")
     async_job = mf.enqueue("async")
     worker = mf.worker(shutdown_timeout=0.2)
-    with running(worker) as result:
+    with running(worker):
         assert began.acquire(timeout=10) and began.acquire(timeout=10)
         stopped = time.monotonic()
         worker.stop()
-        wait_until(lambda: bool(result))
+        worker.signals.stopped.wait()
         assert time.monotonic() - stopped < 5
     for job in (sync_job, async_job):
         released = mf.jobs.get(job.id)
@@ -314,8 +313,9 @@ def test_shutdown_timeout_releases_what_still_runs_at_once(
     claimed = mf.queue.claim("another", 10, timedelta(seconds=30))
     assert {j.id for j in claimed} == {sync_job.id, async_job.id}
     gate.set()  # the abandoned thread returns: its outcome must change nothing
-    wait_until(lambda: "sync" in ended)
-    time.sleep(0.05)
+    assert worker.signals.outcome_discarded.wait().id == sync_job.id
+    assert ended == ["async cancelled", "sync"]
+    assert worker.unrecorded == 0, "the outcome of an attempt given up was kept"
     assert mf.jobs.get(sync_job.id).lease_owner == "another"
     assert len(mf.jobs.attempts(sync_job.id)) == 1
 

@@ -31,7 +31,7 @@ def test_sigkill_mid_job_another_worker_finishes_it_after_the_lease(
     job = app.enqueue("test.sleep_once", {"marker": str(marker), "seconds": 60})
     first = start_worker(database_url, log, "--lease", "1")
     try:
-        wait_for(marker.exists, 30, "the first attempt to start", log)
+        wait_for(marker.exists, 30, "the first attempt to start", log, first)
         (victim,) = app.workers.list()
         assert victim.pid == first.pid
         first.kill()
@@ -45,6 +45,7 @@ def test_sigkill_mid_job_another_worker_finishes_it_after_the_lease(
             30,
             "another worker to complete the job",
             log,
+            second,
         )
         workers = {w.pid: w for w in app.workers.list()}
         assert not workers[first.pid].alive  # the killed worker shows dead
@@ -67,7 +68,7 @@ def test_sigterm_releases_a_slow_job_for_immediate_claim(
     job = app.enqueue("test.sleep", {"marker": str(marker), "seconds": 60})
     worker = start_worker(database_url, log, "--lease", "60", "--shutdown-timeout", "0.5")
     try:
-        wait_for(marker.exists, 30, "the job to start", log)
+        wait_for(marker.exists, 30, "the job to start", log, worker)
         signalled = time.monotonic()
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(20) == 0
@@ -78,6 +79,8 @@ def test_sigterm_releases_a_slow_job_for_immediate_claim(
     assert released.state is JobState.PENDING and released.lease_owner is None
     (attempt,) = app.jobs.attempts(job.id)
     assert attempt.outcome is AttemptOutcome.SHUTDOWN_TIMEOUT
+    # Due at the instant it was released, not after a backoff: whatever the timing below.
+    assert released.available_at == attempt.finished_at
     # Claimable at once, although the 60 s lease it had is far from over.
     (again,) = app.queue.claim("another", 1, timedelta(seconds=30))
     assert (again.id, again.attempts) == (job.id, 2)
@@ -92,9 +95,9 @@ def test_a_second_signal_exits_at_once(app: MailFathom, database_url: str, tmp_p
     job = app.enqueue("test.sleep", {"marker": str(marker), "seconds": 60})
     worker = start_worker(database_url, log, "--shutdown-timeout", "60")
     try:
-        wait_for(marker.exists, 30, "the job to start", log)
+        wait_for(marker.exists, 30, "the job to start", log, worker)
         worker.send_signal(signal.SIGINT)
-        wait_for(lambda: "SIGINT received" in log.read_text(), 10, "the first signal", log)
+        wait_for(lambda: "SIGINT received" in log.read_text(), 10, "the first signal", log, worker)
         signalled = time.monotonic()
         worker.send_signal(signal.SIGINT)
         assert worker.wait(10) == 128 + signal.SIGINT
@@ -114,7 +117,7 @@ def test_an_isolated_child_does_not_outlive_a_killed_worker(tmp_path: Path) -> N
         app.enqueue("test.hang_isolated", {"marker": str(marker)})
     worker = start_worker(url, log)
     try:
-        wait_for(marker.exists, 30, "the child to start", log)
+        wait_for(marker.exists, 30, "the child to start", log, worker)
         child = int(marker.read_text())
         worker.kill()
         worker.wait(10)

@@ -38,14 +38,29 @@ def start_worker(
         return subprocess.Popen(command, env=environ, cwd=TESTS, stdout=out, stderr=out)
 
 
-def wait_for(check: Callable[[], bool], timeout: float, what: str, log: Path | None = None) -> None:
-    """Poll ``check`` until it holds; fail with the worker's log when it never does."""
+def wait_for(
+    check: Callable[[], bool],
+    timeout: float,
+    what: str,
+    log: Path | None = None,
+    process: subprocess.Popen[bytes] | None = None,
+) -> None:
+    """Wait until ``check`` holds (a file another process writes, a row it commits);
+    fail with the worker's log when it never does, or at once when ``process`` exits."""
     deadline = time.monotonic() + timeout
     while not check():
+        status = process.poll() if process is not None else None
+        if status is not None and not check():
+            raise AssertionError(
+                f"the worker exited with {status} before {what}\n--- worker log ---\n{_read(log)}"
+            )
         if time.monotonic() > deadline:
-            output = log.read_text(errors="replace") if log is not None and log.exists() else ""
-            raise AssertionError(f"timed out waiting for {what}\n--- worker log ---\n{output}")
+            raise AssertionError(f"timed out waiting for {what}\n--- worker log ---\n{_read(log)}")
         time.sleep(0.02)
+
+
+def _read(log: Path | None) -> str:
+    return log.read_text(errors="replace") if log is not None and log.exists() else ""
 
 
 def stop(process: subprocess.Popen[bytes], timeout: float = 20) -> int:

@@ -1,7 +1,7 @@
 """Finished attempts whose outcome is not recorded yet, and how a worker rides out outages.
 
-Internal, for :mod:`mailfathom.jobs.worker`. :class:`Unrecorded` holds results from
-the moment a handler ends until the store has them: the worker records them in
+Internal, for :mod:`mailfathom.jobs.recorder`. :class:`Unrecorded` holds results from
+the moment a handler ends until the store has them: the recorder takes them in
 batches, puts a batch back when the database fails, and the heartbeat keeps
 renewing their leases meanwhile, so no outcome the worker could still record
 is lost. :class:`Outage` is the worker's back-off while the database fails.
@@ -55,7 +55,7 @@ class Unrecorded:
         """Every waiting result, now being recorded."""
         with self._lock:
             batch, self._waiting = self._waiting, []
-            self._recording = batch
+            self._recording = list(batch)
         return batch
 
     def put_back(self, batch: list[Finished]) -> None:
@@ -64,12 +64,12 @@ class Unrecorded:
             self._waiting = batch + self._waiting
             if self._waiting:
                 self._since = time.monotonic()
-            self._recording = []
+            self._recording = _without(self._recording, batch)
 
     def recorded(self, batch: list[Finished], lost: set[int]) -> None:
         """The store has ``batch``; it refused the ids in ``lost`` (their lease had moved on)."""
         with self._lock:
-            self._recording = []
+            self._recording = _without(self._recording, batch)
         for result in batch:
             if result.job.id in lost:
                 logger.warning(
@@ -81,6 +81,11 @@ class Unrecorded:
                     result.outcome.value,
                 )
 
+    def settle(self) -> None:
+        """The batch being recorded is dealt with, whatever became of each result."""
+        with self._lock:
+            self._recording = []
+
     def jobs(self) -> list[Job]:
         """The jobs whose leases must be kept until their outcome is recorded."""
         with self._lock:
@@ -90,6 +95,13 @@ class Unrecorded:
         """A copy of the waiting results."""
         with self._lock:
             return list(self._waiting)
+
+
+def _without(recording: list[Finished], batch: list[Finished]) -> list[Finished]:
+    if len(batch) >= len(recording):
+        return []  # the whole batch (the hot path)
+    gone = {id(result) for result in batch}
+    return [result for result in recording if id(result) not in gone]
 
 
 class Outage:
@@ -107,6 +119,10 @@ class Outage:
     def blocked(self, now: float) -> bool:
         """True while the worker should leave the database alone."""
         return now < self.retry_at
+
+    def blocked_now(self) -> bool:
+        """:meth:`blocked` at this moment."""
+        return time.monotonic() < self.retry_at
 
     def failed(self, doing: str, exc: StoreError) -> None:
         """A database call failed while ``doing`` something: log it and back off."""

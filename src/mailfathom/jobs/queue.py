@@ -141,25 +141,6 @@ class JobQueue:
         )
         return [Job.from_row(row) for row in rows]
 
-    def extend(self, owner: str, jobs: Sequence[Job], lease: timedelta) -> set[int]:
-        """Renew the leases on ``jobs``; returns the ids still held."""
-        held = [(job.id, job.attempts) for job in jobs]
-        return self.store.extend_leases(
-            owner=owner, held=held, lease_until=self.clock.now() + lease
-        )
-
-    def finish(self, owner: str, results: Sequence[Finished]) -> set[int]:
-        """Record a batch of finished attempts; returns the ids whose lease was lost."""
-        now = self.clock.now()
-        succeeded = []
-        failed = []
-        for result in results:
-            if result.outcome is AttemptOutcome.SUCCEEDED:
-                succeeded.append((result.job.id, result.job.attempts))
-            else:
-                failed.append(self.failure(result, now))
-        return self.store.record_outcomes(owner=owner, now=now, succeeded=succeeded, failed=failed)
-
     def failure(self, result: Finished, now: datetime) -> FailedAttempt:
         """Classify a failed attempt and decide: retry at some instant, or dead-letter."""
         job, error = result.job, result.error

@@ -12,8 +12,22 @@ a watcher thread wakes the loop when jobs arrive (PostgreSQL ``NOTIFY``; SQLite'
 ``data_version``); every worker also runs the
 :class:`~mailfathom.jobs.schedules.Scheduler`.
 
-Stopping: the first SIGTERM/SIGINT (or :meth:`Worker.stop`) stops claiming and
-waits up to ``shutdown_timeout`` for running jobs; what still runs then is
+The worker is a composition of small parts, each testable alone:
+:class:`~mailfathom.jobs.pacing.ClaimPacer` (when and how much to claim),
+:class:`~mailfathom.jobs.claim_ahead.ReadyJobs` (jobs claimed ahead),
+:class:`~mailfathom.jobs.recorder.OutcomeRecorder` (recording outcomes, one by one
+when a batch fails, backing off during outages), the
+:class:`~mailfathom.jobs.watcher.Watcher`, the runner and the heartbeat.
+Its :class:`~mailfathom.jobs.testsignal.WorkerSignals` (``worker.signals``) let
+tests wait on what it does.
+
+A job claimed ahead that has not started soon after its claim (a long job holds
+the slot it waited for) is released: Pending again at once, its attempt not
+counted, for an idle worker to take.
+
+Stopping: the first SIGTERM/SIGINT (or :meth:`Worker.stop`) stops claiming,
+releases the jobs claimed ahead that never started (no outcome, no attempt spent)
+and waits up to ``shutdown_timeout`` for running jobs; what still runs then is
 recorded as ``ShutdownTimeout`` and released at once (claimable immediately).
 A second signal exits at once. When the database fails, the worker logs it,
 backs off and retries, keeping every outcome it could not record yet.
@@ -21,7 +35,6 @@ backs off and retries, keeping every outcome it could not record yet.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import signal
@@ -37,14 +50,18 @@ from mailfathom.jobs.claim_ahead import ReadyJobs
 from mailfathom.jobs.execute import shutdown_timed_out
 from mailfathom.jobs.heartbeat import Heartbeat
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.outcomes import Outage, Unrecorded
+from mailfathom.jobs.outcomes import Outage
+from mailfathom.jobs.pacing import ClaimPacer, Load
 from mailfathom.jobs.queue import Finished, JobQueue
+from mailfathom.jobs.recorder import Claim, OutcomeRecorder, safe_text
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.runner import Runner, Running, log_attempt
 from mailfathom.jobs.schedules import Scheduler, ScheduleSpec
 from mailfathom.jobs.signals import HardStop, StopSignals
 from mailfathom.jobs.state import AttemptOutcome
-from mailfathom.store.base import FailedAttempt, WorkerRegistration
+from mailfathom.jobs.testsignal import WorkerSignals
+from mailfathom.jobs.watcher import MAX_BACKOFF, Watcher
+from mailfathom.store.base import WorkerRegistration
 from mailfathom.validate import check_seconds
 
 __all__ = ["Worker"]
@@ -52,13 +69,6 @@ __all__ = ["Worker"]
 logger = logging.getLogger("mailfathom.worker")
 
 _PRUNE_AFTER = timedelta(days=1)  # registry rows of workers silent this long are deleted
-#: s between two claims that also return expired leases to the queue: a lease runs for
-#: tens of seconds, so reaping on every claim (several a millisecond under load) buys
-#: nothing and costs a statement each time.
-_REAP_INTERVAL = 1.0
-_CLAIM_COOLDOWN = 0.01  # s: under load, claim at least this far apart unless half is free
-_MAX_BACKOFF = 5.0  # s: longest pause between retries while the database fails
-_WATCH_SLICE = 0.25  # s: the watcher checks this often whether the worker stops
 
 
 class Worker:
@@ -103,11 +113,14 @@ class Worker:
         self._schedules = list(schedules)
         self._scheduler = Scheduler(queue, self._clock)
 
+        #: Test signals (off unless a test calls ``worker.signals.init()``).
+        self.signals = WorkerSignals()
+
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._running: dict[int, Running] = {}
         self._ready = ReadyJobs(concurrency)  # claimed ahead, not started (under _lock)
-        self._done = Unrecorded()
+        self._pacer = ClaimPacer(concurrency, self.poll_interval, self._ready)
         self._ran = 0
         self._stopping = False
         self._signals = StopSignals(self._first_signal)
@@ -115,16 +128,13 @@ class Worker:
 
         self._runner: Runner | None = None
         self._heartbeat: Heartbeat | None = None
-        self._watcher: threading.Thread | None = None
-        self._watch_stop = threading.Event()
-        self._db_woke = False
-        self._last_claim = float("-inf")
-        self._last_claim_full = False
+        self._watcher: Watcher | None = None
         self._next_schedule_pass = 0.0
-        self._next_reap = 0.0  # the first claim reaps
         self._outage = Outage(
-            self.id, limit=min(_MAX_BACKOFF, max(self.lease.total_seconds() / 2, 0.5))
+            self.id, limit=min(MAX_BACKOFF, max(self.lease.total_seconds() / 2, 0.5))
         )
+        self._recorder = OutcomeRecorder(queue, self.id, outage=self._outage, signals=self.signals)
+        self._done = self._recorder.unrecorded
 
     # -- public ------------------------------------------------------------------------
 
@@ -143,7 +153,7 @@ class Worker:
             try:
                 if self._start(burst):
                     self._work(burst)
-                    self._record_remaining()
+                    self._recorder.drain(max(self.lease.total_seconds(), 5.0), self._wake)
                 graceful = True
             finally:
                 self._close(graceful)
@@ -162,6 +172,7 @@ class Worker:
         finally:
             self._signals.restore()
         logger.info("worker=%s stopped after %d attempt(s)", self.id, self._ran)
+        self.signals.stopped.signal(self._ran)
         return self._ran
 
     def stop(self) -> None:
@@ -218,8 +229,11 @@ class Worker:
             on_done=self._finished,
         )
         if not burst:
-            self._watcher = threading.Thread(
-                target=self._watch, name=f"mailfathom-watch-{self.id}", daemon=True
+            self._watcher = Watcher(
+                self._store,
+                name=f"mailfathom-watch-{self.id}",
+                poll_interval=self.poll_interval,
+                on_wake=self._woken,
             )
             self._watcher.start()
         logger.info(
@@ -233,7 +247,8 @@ class Worker:
         return True
 
     def _close(self, graceful: bool) -> None:
-        self._watch_stop.set()
+        if self._watcher is not None:
+            self._watcher.stop(wait=False)
         if self._runner is not None:
             self._runner.kill_children()
             self._runner.close(wait=1.0 if graceful else 0.0)
@@ -244,8 +259,8 @@ class Worker:
                     self._store.deregister_worker(self.id)
                 except StoreError as exc:
                     logger.warning("worker=%s could not deregister (%s)", self.id, exc)
-        if self._watcher is not None and graceful:
-            self._watcher.join(_WATCH_SLICE + 1)
+        if self._watcher is not None:
+            self._watcher.stop(wait=graceful)
 
     # -- the main loop -----------------------------------------------------------------
 
@@ -256,9 +271,9 @@ class Worker:
             now = time.monotonic()
             self._warn_overruns(now)
             if self._stopping:
-                self._flush()
                 if shutdown_at is None:
                     shutdown_at = now + self.shutdown_timeout
+                    self._release_unstarted(self._take_ready(), "the worker is stopping")
                     logger.info(
                         "worker=%s stopping: no new claims; waiting up to %gs for %d running "
                         "job(s) (signal again to exit at once)",
@@ -266,21 +281,35 @@ class Worker:
                         self.shutdown_timeout,
                         len(self._running),
                     )
-                self._start_ready()  # claimed ahead: expected to start within moments
-                if not self._running and not self._ready:
+                self._recorder.flush()
+                if not self._running:
                     return
                 if now >= shutdown_at:
                     self._release_running()
                     return
                 self._wake.wait(min(shutdown_at - now, self.poll_interval))
                 continue
+            self._release_late(now)
             self._start_ready()
             claimed = self._schedule_and_claim(now, burst)
-            if self._should_flush(time.monotonic()):
-                self._flush()
+            if self._pacer.should_flush(time.monotonic(), self._load()):
+                self._recorder.flush()
             if burst and claimed == 0 and self._idle():
                 return
-            self._wake.wait(self._wait_time(time.monotonic(), burst))
+            load = self._load()
+            wait = self._wait_time(time.monotonic(), load)
+            self.signals.loop_waits.signal(load)
+            self._wake.wait(wait)
+
+    def _load(self) -> Load:
+        with self._lock:
+            running, ready = len(self._running), len(self._ready)
+        return Load(
+            running=running,
+            ready=ready,
+            unrecorded=len(self._done),
+            unrecorded_age=self._done.age(time.monotonic()),
+        )
 
     def _schedule_and_claim(self, now: float, burst: bool) -> int | None:
         """Run the scheduler when due, then claim for the free slots, recording what
@@ -295,56 +324,21 @@ class Worker:
                 return None
             # a burst fires what is due when it starts, then only drains
             self._next_schedule_pass = float("inf") if burst else time.monotonic() + wait
-            self._db_woke = self._db_woke or created > 0
-        capacity = self.concurrency + self._ahead()
-        with self._lock:
-            wanted = capacity - len(self._running) - len(self._ready)
-        if wanted <= 0 or not self._claim_wanted(now, wanted, capacity, burst):
+            self._pacer.woken = self._pacer.woken or created > 0
+        wanted = self._pacer.wanted(now, self._load(), burst=burst)
+        if wanted <= 0:
             return None
-        self._db_woke = False
-        batch = self._done.take()
-        moment = self._clock.now()
-        reap = now >= self._next_reap
-        try:
-            if batch:
-                succeeded, failed = self._outcomes(batch, moment)
-                lost, rows = self._store.record_and_claim(
-                    owner=self.id,
-                    now=moment,
-                    succeeded=succeeded,
-                    failed=failed,
-                    limit=wanted,
-                    lease_until=moment + self.lease,
-                    queues=self.queues,
-                    reap=reap,
-                )
-                jobs = [Job.from_row(row) for row in rows]
-            else:
-                jobs = self._queue.claim(self.id, wanted, self.lease, self.queues, reap=reap)
-                lost = set()
-        except StoreError as exc:
-            self._done.put_back(batch)
-            self._outage.failed("claiming", exc)
+        reap = self._pacer.reap_due(now)
+        jobs = self._recorder.record_and_claim(
+            Claim(limit=wanted, lease=self.lease, queues=self.queues, reap=reap)
+        )
+        if jobs is None:
             return None
-        self._outage.ok()
-        if reap:
-            self._next_reap = now + _REAP_INTERVAL
-        self._done.recorded(batch, lost)
-        self._last_claim = now
-        self._last_claim_full = len(jobs) == wanted
+        self._pacer.claimed(now, wanted, len(jobs), reaped=reap)
         with self._lock:
-            self._ready.add(jobs)
+            self._ready.add(jobs, time.monotonic())
         self._start_ready()
         return len(jobs)
-
-    def _claim_wanted(self, now: float, wanted: int, capacity: int, burst: bool) -> bool:
-        if self._last_claim_full:  # more is probably due: batch the claims a little
-            return wanted * 2 >= capacity or now - self._last_claim >= _CLAIM_COOLDOWN
-        return burst or self._db_woke or now - self._last_claim >= self.poll_interval
-
-    def _ahead(self) -> int:
-        """How many jobs to claim beyond the slots (none once stopping)."""
-        return 0 if self._stopping else self._ready.extra()
 
     def _start_ready(self) -> None:
         """Start jobs claimed ahead while slots are free, oldest claim first."""
@@ -355,37 +349,64 @@ class Worker:
                 job = self._ready.next()
             self._begin(job)
 
-    def _should_flush(self, now: float) -> bool:
-        """Record outcomes on their own when no claim carries them soon enough."""
-        if not self._done:
-            return False
-        if not self._last_claim_full:
-            return True  # the queue looked empty: record now, nothing to batch with
-        capacity = self.concurrency + self._ahead()  # what the next claim will carry
-        return len(self._done) * 2 >= capacity or self._done.age(now) >= _CLAIM_COOLDOWN
+    def _take_ready(self) -> list[Job]:
+        with self._lock:
+            return self._ready.take_all()
 
-    def _wait_time(self, now: float, burst: bool) -> float:
-        since = now - self._last_claim
-        if len(self._running) >= self.concurrency:
-            wait = self.poll_interval  # a completion wakes the loop
-        elif self._last_claim_full:
-            wait = _CLAIM_COOLDOWN - since
-        else:
-            wait = self.poll_interval - since
-        if self._done:
-            wait = min(wait, _CLAIM_COOLDOWN)
-        if self._outage.blocked(now):
-            wait = max(wait, self._outage.retry_at - now)
-        wait = min(wait, self._next_schedule_pass - now)
+    def _release_late(self, now: float) -> None:
+        """Jobs claimed ahead that have not started by now go back to the queue."""
+        with self._lock:
+            late = self._ready.late(now)
+        if late:
+            self._release_unstarted(late, "a long job holds the slot it waited for")
+
+    def _release_unstarted(self, jobs: list[Job], why: str) -> None:
+        """Give back jobs claimed ahead that never started: Pending, no attempt spent.
+
+        When the database fails they are kept (and started later) instead.
+        """
+        if not jobs:
+            return
+        try:
+            released = self._store.release_unstarted(
+                owner=self.id, held=[(job.id, job.attempts) for job in jobs]
+            )
+        except StoreError as exc:
+            if not self._stopping:
+                with self._lock:
+                    self._ready.add(jobs, time.monotonic())
+            self._outage.failed("releasing jobs claimed ahead", exc)
+            return
+        back = [job for job in jobs if job.id in released]
+        logger.info(
+            "worker=%s released %d job(s) claimed ahead that had not started (%s): %s",
+            self.id,
+            len(back),
+            why,
+            ", ".join(str(job.id) for job in back) or "-",
+            extra={"mailfathom": {"worker": self.id, "action": "release_unstarted"}},
+        )
+        self.signals.released.signal(back)
+
+    def _wait_time(self, now: float, load: Load) -> float:
+        wake_by = self._next_schedule_pass
         with self._lock:
             deadlines = [
                 r.deadline
                 for r in self._running.values()
                 if r.mode == "thread" and r.deadline is not None and not r.overran
             ]
-        if deadlines:
-            wait = min(wait, min(deadlines) - now)
-        return min(max(wait, 0.001), self.poll_interval)
+            late_at = self._ready.late_at()
+        for instant in (*deadlines, late_at):
+            if instant is not None:
+                wake_by = min(wake_by, instant)
+        not_before = self._outage.retry_at if self._outage.blocked(now) else None
+        return self._pacer.wait_time(now, load, not_before=not_before, wake_by=wake_by)
+
+    @property
+    def unrecorded(self) -> int:
+        """How many finished attempts wait for their outcome to be recorded (diagnostics)."""
+        return len(self._done.waiting())
 
     def _idle(self) -> bool:
         with self._lock:
@@ -395,10 +416,21 @@ class Worker:
 
     def _begin(self, job: Job) -> None:
         assert self._runner is not None
-        running = self._runner.prepare(job)
+        try:
+            running = self._runner.prepare(job)
+        except Exception as exc:  # a bug of ours: the job fails, the loop goes on
+            self._done.add(_not_started(job, exc, self._clock.now()))
+            return
         with self._lock:
             self._running[job.id] = running
-        self._runner.start(running)
+        self.signals.started.signal(job)
+        try:
+            self._runner.start(running)
+        except Exception as exc:
+            with self._lock:
+                started = self._running.pop(job.id, None) is running
+            if started:  # not ended meanwhile: its outcome is this failure
+                self._done.add(_not_started(job, exc, running.started_at))
 
     def _finished(self, running: Running, result: Finished | None) -> None:
         """Called by the runner, on any thread, when an attempt ends (None: it was stopped)."""
@@ -419,6 +451,7 @@ class Worker:
                 job.attempts,
             )
         elif running.abandoned:
+            self.signals.outcome_discarded.signal(job)
             logger.warning(
                 "job_id=%d kind=%s attempt=%d ended (%s) after this worker released it: "
                 "outcome discarded",
@@ -428,7 +461,17 @@ class Worker:
                 result.outcome.value,
             )
         else:
-            log_attempt(running, result, self.id)
+            try:
+                log_attempt(running, result, self.id)
+            except Exception as exc:  # a result that cannot be printed must not stop us
+                logger.warning(
+                    "job_id=%d kind=%s attempt=%d outcome=%s (its log line failed: %s)",
+                    job.id,
+                    job.kind,
+                    job.attempts,
+                    result.outcome.value,
+                    type(exc).__name__,
+                )
         if not self._wake.is_set():  # setting it takes a lock: skip it when already set
             self._wake.set()
 
@@ -441,6 +484,7 @@ class Worker:
 
     def _lost(self, lost: set[tuple[int, int]]) -> None:
         """The heartbeat found these leases gone: stop what can be stopped."""
+        self.signals.lease_lost.signal(lost)
         with self._lock:
             victims = [
                 r
@@ -500,12 +544,6 @@ class Worker:
         with self._lock:
             victims = list(self._running.values())
             self._running.clear()
-            for job in self._ready.take_all():
-                self._done.add(
-                    shutdown_timed_out(
-                        job, None, self.shutdown_timeout, "it was claimed ahead and never started"
-                    )
-                )
             for running in victims:
                 running.abandoned = True
                 how = {
@@ -528,79 +566,12 @@ class Worker:
                 self.shutdown_timeout,
             )
 
-    # -- recording outcomes ------------------------------------------------------------
-
-    def _flush(self) -> None:
-        """Record every finished attempt in one transaction; keep them when that fails."""
-        if self._outage.blocked(time.monotonic()):
-            return
-        batch = self._done.take()
-        if not batch:
-            return
-        now = self._clock.now()
-        succeeded, failed = self._outcomes(batch, now)
-        try:
-            lost = self._store.record_outcomes(
-                owner=self.id, now=now, succeeded=succeeded, failed=failed
-            )
-        except StoreError as exc:
-            self._done.put_back(batch)
-            self._outage.failed("recording outcomes", exc)
-            return
-        self._outage.ok()
-        self._done.recorded(batch, lost)
-
-    def _outcomes(
-        self, batch: list[Finished], now: datetime
-    ) -> tuple[list[tuple[int, int]], list[FailedAttempt]]:
-        succeeded = [(r.job.id, r.job.attempts) for r in batch if r.outcome is _SUCCEEDED]
-        failed = [self._failure(r, now) for r in batch if r.outcome is not _SUCCEEDED]
-        return succeeded, failed
-
-    def _failure(self, result: Finished, now: datetime) -> FailedAttempt:
-        failure = self._queue.failure(result, now)
-        if result.outcome is AttemptOutcome.SHUTDOWN_TIMEOUT and failure.retry_at is not None:
-            return dataclasses.replace(failure, retry_at=now)  # claimable at once
-        return failure
-
-    def _record_remaining(self) -> None:
-        """Before leaving, record what finished; retry while the database fails, for a while."""
-        give_up = time.monotonic() + max(self.lease.total_seconds(), 5.0)
-        while True:
-            self._flush()
-            left = self._done.waiting()
-            if not left:
-                return
-            now = time.monotonic()
-            if now >= give_up:
-                logger.error(
-                    "worker=%s leaving with %d unrecorded outcome(s) (the database still "
-                    "fails): jobs %s run again after their leases expire",
-                    self.id,
-                    len(left),
-                    ", ".join(str(r.job.id) for r in left),
-                )
-                return
-            self._wake.clear()
-            self._wake.wait(min(max(self._outage.retry_at - now, 0.05), give_up - now))
-
     # -- wake-ups and signals ----------------------------------------------------------
 
-    def _watch(self) -> None:
-        """Wake the main loop when jobs may have arrived (runs on its own thread)."""
-        pause = 0.5
-        while not self._watch_stop.is_set():
-            try:
-                woke = self._store.wait_for_jobs(min(self.poll_interval, _WATCH_SLICE))
-            except StoreError as exc:
-                logger.debug("waiting for jobs failed (%s); retrying in %.1fs", exc, pause)
-                self._watch_stop.wait(pause)
-                pause = min(pause * 2, _MAX_BACKOFF)
-                continue
-            pause = 0.5
-            if woke:
-                self._db_woke = True
-                self._wake.set()
+    def _woken(self) -> None:
+        """Jobs may have arrived (called by the watcher's thread)."""
+        self._pacer.woken = True
+        self._wake.set()
 
     def _first_signal(self, signum: int) -> None:
         logger.warning(
@@ -612,4 +583,11 @@ class Worker:
         self.stop()
 
 
-_SUCCEEDED = AttemptOutcome.SUCCEEDED
+def _not_started(job: Job, error: Exception, now: datetime) -> Finished:
+    return Finished(
+        job,
+        AttemptOutcome.FAILED,
+        error=error,
+        message=f"the worker could not start it: {safe_text(error)}",
+        started_at=now,
+    )

@@ -263,6 +263,12 @@ class Store(Protocol):
         they have; return the ids still held."""
         ...
 
+    def release_unstarted(self, *, owner: str, held: Sequence[tuple[int, int]]) -> set[int]:
+        """Give back ``(job id, attempt)`` leases of jobs ``owner`` claimed and never
+        started: Pending again at once, the claim's attempt not counted, no attempt
+        recorded. Returns the ids released (a lease that moved on is left alone)."""
+        ...
+
     def record_outcomes(
         self,
         *,

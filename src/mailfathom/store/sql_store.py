@@ -298,6 +298,23 @@ class SqlStore(WorkerStore):
             )
             return {row["id"] for row in cur.fetchall()}
 
+    def release_unstarted(self, *, owner: str, held: Sequence[tuple[int, int]]) -> set[int]:
+        """Jobs claimed by ``owner`` that never started go back to Pending, their attempt
+        uncounted; returns the ids released. Idle workers are woken (``NOTIFY`` on
+        PostgreSQL; SQLite's watchers see the commit)."""
+        if not held:
+            return set()
+        with self.db.transaction() as cur:
+            cur.execute(
+                self._q["release_unstarted"],
+                {"owner": owner, "held": self.db.list_param([list(pair) for pair in held])},
+            )
+            released = {row["id"] for row in cur.fetchall()}
+            notify = self._q.get("notify_jobs")
+            if released and notify is not None:
+                cur.execute(notify)
+            return released
+
     # -- outcomes ----------------------------------------------------------------------
 
     def record_outcomes(

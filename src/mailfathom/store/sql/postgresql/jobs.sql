@@ -134,6 +134,20 @@ FROM mine
 WHERE mf_jobs.id = mine.id
 RETURNING mf_jobs.id;
 
+-- name: release_unstarted
+-- Jobs %(owner)s claimed (ahead of its free slots) and never started: Pending again, due
+-- as before, the claim's attempt taken back. Matched on (id, attempt) and the lease owner,
+-- so a lease that moved on is left alone.
+UPDATE mf_jobs
+SET state = 'Pending', attempts = attempts - 1, lease_owner = NULL, lease_expires_at = NULL
+WHERE state = 'Claimed' AND lease_owner = %(owner)s
+  AND (id, attempts) IN (SELECT (e ->> 0)::bigint, (e ->> 1)::integer FROM jsonb_array_elements(%(held)s::jsonb) AS e)
+RETURNING id;
+
+-- name: notify_jobs
+-- Wakes the workers listening on this schema (jobs became claimable without an insert).
+SELECT pg_notify('mailfathom_jobs', current_schema());
+
 -- name: complete_jobs
 -- Marks succeeded every (id, attempt) in %(held)s that %(owner)s still holds.
 UPDATE mf_jobs

@@ -84,6 +84,16 @@ WHERE state = 'Claimed' AND lease_owner = :owner
   AND (id, attempts) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:held))
 RETURNING id;
 
+-- name: release_unstarted
+-- Jobs :owner claimed (ahead of its free slots) and never started: Pending again, due as
+-- before, the claim's attempt taken back. Matched on (id, attempt) and the lease owner,
+-- so a lease that moved on is left alone.
+UPDATE mf_jobs
+SET state = 'Pending', attempts = attempts - 1, lease_owner = NULL, lease_expires_at = NULL
+WHERE state = 'Claimed' AND lease_owner = :owner
+  AND (id, attempts) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:held))
+RETURNING id;
+
 -- name: complete_jobs
 -- Marks succeeded every (id, attempt) in :held that :owner still holds.
 UPDATE mf_jobs

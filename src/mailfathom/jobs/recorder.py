@@ -1,0 +1,327 @@
+"""Outcome recording: turns finished attempts into store writes, in batches, and never
+lets a failure to record escape into the worker's loop.
+
+Internal, one part of :class:`~mailfathom.jobs.worker.Worker`. Finished attempts
+wait in :class:`~mailfathom.jobs.outcomes.Unrecorded` (their leases renewed by the
+heartbeat) until :meth:`OutcomeRecorder.flush` records them on their own, or
+:meth:`OutcomeRecorder.record_and_claim` records them in the same transaction as
+the next claim. When that batch fails:
+
+- the database is down (the batch, then the first outcome alone and its fallback,
+  all raise :class:`~mailfathom.errors.StoreError`): the batch is put back and the
+  worker backs off (:class:`~mailfathom.jobs.outcomes.Outage`); nothing is lost;
+- anything else (a row the database refuses, an outcome that cannot even be turned
+  into a row, a bug): the outcomes are recorded one by one, so one job's outcome
+  failing never loses its siblings'. A job whose own outcome cannot be recorded gets
+  the *fallback* outcome — Failed, transient, with a reason naming what went wrong,
+  retried at once while it has attempts left — and if even that fails it is left to
+  its lease (the reaper returns it) and logged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from mailfathom.errors import StoreError
+from mailfathom.jobs.model import Job
+from mailfathom.jobs.outcomes import Outage, Unrecorded
+from mailfathom.jobs.queue import Finished, JobQueue
+from mailfathom.jobs.state import AttemptOutcome
+from mailfathom.jobs.testsignal import Recorded, WorkerSignals
+from mailfathom.store.base import FailedAttempt
+
+__all__ = ["Claim", "OutcomeRecorder", "safe_text"]
+
+logger = logging.getLogger("mailfathom.worker")
+
+_LONGEST_REASON = 2000  # characters of a fallback reason that are kept
+
+Pair = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A claim to make in the same transaction as the outcomes it carries."""
+
+    limit: int
+    lease: timedelta
+    queues: Sequence[str] | None
+    reap: bool
+
+
+class OutcomeRecorder:
+    """Records the finished attempts of worker ``owner``; see the module docstring."""
+
+    def __init__(
+        self, queue: JobQueue, owner: str, *, outage: Outage, signals: WorkerSignals
+    ) -> None:
+        self._queue = queue
+        self._store = queue.store
+        self._clock = queue.clock
+        self._owner = owner
+        self._outage = outage
+        self._signals = signals
+        #: Finished attempts not recorded yet (thread-safe).
+        self.unrecorded = Unrecorded()
+
+    # -- the two ways in ---------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Record every waiting outcome in one transaction (nothing when none waits or the
+        database is being left alone)."""
+        if not self.unrecorded or self._outage.blocked_now():
+            return
+        batch = self.unrecorded.take()
+        if not batch:
+            return
+        now = self._clock.now()
+        try:
+            succeeded, failed, fallbacks = self._rows(batch, now)
+            lost = self._store.record_outcomes(
+                owner=self._owner, now=now, succeeded=succeeded, failed=failed
+            )
+        except Exception as exc:  # whatever it is, the loop must go on
+            self._one_by_one(batch, now, exc, "recording outcomes")
+            return
+        self._outage.ok()
+        self._done(batch, lost, fallbacks)
+
+    def record_and_claim(self, claim: Claim) -> list[Job] | None:
+        """Record every waiting outcome and make ``claim``, in one transaction. Returns the
+        jobs claimed, or None when nothing could be claimed this time (the database
+        failed, or the outcomes had to be recorded one by one)."""
+        batch = self.unrecorded.take()
+        now = self._clock.now()
+        try:
+            succeeded, failed, fallbacks = self._rows(batch, now)
+            lost, rows = self._store.record_and_claim(
+                owner=self._owner,
+                now=now,
+                succeeded=succeeded,
+                failed=failed,
+                limit=claim.limit,
+                lease_until=now + claim.lease,
+                queues=claim.queues,
+                reap=claim.reap,
+            )
+            jobs = [Job.from_row(row) for row in rows]
+        except Exception as exc:  # whatever it is, the loop must go on
+            if batch:
+                self._one_by_one(batch, now, exc, "claiming")
+            else:
+                self._outage.failed("claiming", _as_store_error(exc))
+            return None
+        self._outage.ok()
+        self._done(batch, lost, fallbacks)
+        if jobs:
+            self._signals.claimed.signal(jobs)
+        return jobs
+
+    def drain(self, give_up_after: float, wake: threading.Event) -> None:
+        """Before the worker leaves: record what finished, retrying while the database
+        fails for up to ``give_up_after`` seconds (``wake`` cuts a pause short), then
+        name the jobs left unrecorded (they run again after their leases expire)."""
+        give_up = time.monotonic() + give_up_after
+        while True:
+            self.flush()
+            left = self.unrecorded.waiting()
+            if not left:
+                return
+            now = time.monotonic()
+            if now >= give_up:
+                logger.error(
+                    "worker=%s leaving with %d unrecorded outcome(s) (the database still "
+                    "fails): jobs %s run again after their leases expire",
+                    self._owner,
+                    len(left),
+                    ", ".join(str(r.job.id) for r in left),
+                )
+                return
+            wake.clear()
+            wake.wait(min(max(self._outage.retry_at - now, 0.05), give_up - now))
+
+    # -- turning results into rows -----------------------------------------------------
+
+    def failed_attempt(self, result: Finished, now: datetime) -> FailedAttempt:
+        """The row recording a failed attempt (the queue classifies it). A ShutdownTimeout
+        with attempts left is due at once: claimable immediately, not after its backoff."""
+        failure = self._queue.failure(result, now)
+        if result.outcome is AttemptOutcome.SHUTDOWN_TIMEOUT and failure.retry_at is not None:
+            return dataclasses.replace(failure, retry_at=now)
+        return failure
+
+    def fallback(self, result: Finished, now: datetime, reason: str) -> FailedAttempt:
+        """The outcome recorded when a job's own cannot be: Failed, transient, retried at
+        once while attempts are left (else dead-lettered), saying why."""
+        job = result.job
+        used = job.attempts - job.attempt_base
+        message = reason.replace("\x00", "\\x00")[:_LONGEST_REASON]
+        retry_at: datetime | None = now
+        if used >= job.max_attempts:
+            retry_at = None
+            message = f"attempts exhausted ({used} of {job.max_attempts}): {message}"
+        return FailedAttempt(
+            job_id=job.id,
+            attempt=job.attempts,
+            outcome=AttemptOutcome.FAILED.value,
+            failure_class="Transient",
+            error_type=None,
+            message=message,
+            traceback=None,
+            started_at=job.claimed_at,
+            retry_at=retry_at,
+        )
+
+    def _rows(
+        self, batch: list[Finished], now: datetime
+    ) -> tuple[list[Pair], list[FailedAttempt], list[tuple[Finished, str]]]:
+        """The store's arguments for ``batch``; an outcome that cannot be turned into a row
+        gets its fallback row at once (and is listed in the third item)."""
+        succeeded: list[Pair] = []
+        failed: list[FailedAttempt] = []
+        fallbacks: list[tuple[Finished, str]] = []
+        for result in batch:
+            if result.outcome is AttemptOutcome.SUCCEEDED:
+                succeeded.append((result.job.id, result.job.attempts))
+                continue
+            try:
+                failed.append(self.failed_attempt(result, now))
+            except Exception as exc:  # a poison outcome: record why instead
+                reason = _reason(result, "could not be turned into a row", exc)
+                failed.append(self.fallback(result, now, reason))
+                fallbacks.append((result, reason))
+        return succeeded, failed, fallbacks
+
+    # -- after a batch -----------------------------------------------------------------
+
+    def _done(
+        self,
+        batch: list[Finished],
+        lost: set[int],
+        fallbacks: list[tuple[Finished, str]],
+    ) -> None:
+        self.unrecorded.recorded(batch, lost)
+        for result, reason in fallbacks:
+            if result.job.id not in lost:
+                _log_fallback(result, reason)
+                self._signals.fallback_recorded.signal((result.job, reason))
+        if batch and self._signals.batch_recorded.on:
+            self._signals.batch_recorded.signal(
+                Recorded(
+                    recorded=tuple(
+                        (r.job.id, r.job.attempts) for r in batch if r.job.id not in lost
+                    ),
+                    lost=frozenset(lost),
+                )
+            )
+
+    def _one_by_one(
+        self, batch: list[Finished], now: datetime, error: BaseException, doing: str
+    ) -> None:
+        """The batch failed with ``error``: record each outcome in its own transaction.
+
+        When nothing at all can be written (the first outcome, then its fallback, fail
+        with StoreError) the database is down: everything not yet recorded is put back.
+        """
+        logger.log(
+            logging.DEBUG if isinstance(error, StoreError) else logging.WARNING,
+            "worker=%s recording %d outcome(s) in one transaction failed (%s); recording "
+            "them one by one",
+            self._owner,
+            len(batch),
+            safe_text(error),
+            extra={"mailfathom": {"worker": self._owner, "action": "record_one_by_one"}},
+        )
+        wrote = False
+        for position, result in enumerate(batch):
+            try:
+                lost = self._record_one(result, now)
+            except _Unprepared as exc:
+                reason = str(exc)
+            except Exception as exc:  # then its fallback
+                reason = _reason(result, "could not be recorded", exc)
+            else:
+                wrote = True
+                self._done([result], lost, [])
+                continue
+            try:
+                lost = self._store.record_outcomes(
+                    owner=self._owner, now=now, failed=[self.fallback(result, now, reason)]
+                )
+            except StoreError as exc:
+                if not wrote:  # nothing can be written: the database is down
+                    self.unrecorded.put_back(batch[position:])
+                    self._outage.failed(doing, exc)
+                    return
+                self._left_to_lease(result, f"{reason}; its fallback failed too: {exc}")
+                continue
+            except Exception as exc:  # a bug of ours: leave it to the lease
+                self._left_to_lease(result, f"{reason}; its fallback failed too: {safe_text(exc)}")
+                continue
+            wrote = True
+            self._done([result], lost, [(result, reason)])
+        self.unrecorded.settle()
+        self._outage.ok()
+
+    def _record_one(self, result: Finished, now: datetime) -> set[int]:
+        succeeded, failed, fallbacks = self._rows([result], now)
+        if fallbacks:
+            raise _Unprepared(fallbacks[0][1])
+        return self._store.record_outcomes(
+            owner=self._owner, now=now, succeeded=succeeded, failed=failed
+        )
+
+    def _left_to_lease(self, result: Finished, reason: str) -> None:
+        job = result.job
+        logger.error(
+            "job_id=%d kind=%s attempt=%d: %s; the job keeps its lease until it expires, "
+            "then runs again",
+            job.id,
+            job.kind,
+            job.attempts,
+            reason,
+            extra={"mailfathom": {"job_id": job.id, "action": "left_to_lease"}},
+        )
+        self._signals.left_to_lease.signal((job, reason))
+
+
+class _Unprepared(Exception):
+    """An outcome that could not be turned into a row (the message says why)."""
+
+
+def safe_text(error: BaseException) -> str:
+    """``Type: message`` of any exception, even one whose ``__str__`` raises."""
+    name = type(error).__name__
+    try:
+        text = str(error)
+    except Exception:  # an exception that cannot be printed
+        return f"{name} (its message could not be read)"
+    return f"{name}: {text}" if text else name
+
+
+def _reason(result: Finished, what: str, error: BaseException) -> str:
+    return f"its {result.outcome.value} outcome {what}: {safe_text(error)}"
+
+
+def _as_store_error(error: BaseException) -> StoreError:
+    if isinstance(error, StoreError):
+        return error
+    return StoreError(f"unexpected error: {safe_text(error)}")
+
+
+def _log_fallback(result: Finished, reason: str) -> None:
+    job = result.job
+    logger.error(
+        "job_id=%d kind=%s attempt=%d: %s; recorded as a transient failure instead",
+        job.id,
+        job.kind,
+        job.attempts,
+        reason,
+        extra={"mailfathom": {"job_id": job.id, "action": "fallback_outcome"}},
+    )
