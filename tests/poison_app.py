@@ -49,24 +49,24 @@ class Unprintable:
 class BadCause(Exception):
     """Its ``__cause__`` raises when read."""
 
-    @property  # type: ignore[override]
-    def __cause__(self) -> BaseException | None:
+    @property
+    def __cause__(self) -> BaseException | None:  # type: ignore[override]
         raise RuntimeError("no cause for you")
 
 
 class BadContext(Exception):
     """Its ``__context__`` raises when read."""
 
-    @property  # type: ignore[override]
-    def __context__(self) -> BaseException | None:
+    @property
+    def __context__(self) -> BaseException | None:  # type: ignore[override]
         raise RuntimeError("no context for you")
 
 
 class BadTraceback(Exception):
     """Its ``__traceback__`` is not a traceback."""
 
-    @property  # type: ignore[override]
-    def __traceback__(self) -> object:
+    @property
+    def __traceback__(self) -> object:  # type: ignore[override]
         return "not a traceback"
 
 
@@ -74,7 +74,7 @@ class BadNotes(Exception):
     """Its ``__notes__`` raises SystemExit when read."""
 
     @property
-    def __notes__(self) -> list[str]:
+    def __notes__(self) -> list[str]:  # type: ignore[override]
         raise SystemExit("no notes for you")
 
 
