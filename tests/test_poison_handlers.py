@@ -11,7 +11,7 @@ import asyncio
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -26,8 +26,8 @@ from mailfathom import (
     JobState,
     MailFathom,
 )
+from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished, describe_error
-from mailfathom.jobs.state import AttemptOutcome as Outcome
 from mailfathom.jobs.worker import Worker
 
 _WITHIN = 30.0  # s a burst worker may take before the test calls it hung
@@ -307,20 +307,30 @@ def test_a_kinds_permanent_exception_that_cannot_print_dead_letters(mf: MailFath
     )
 
 
+@pytest.fixture(scope="module")
+def claimed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MailFathom, Job]]:
+    """One claimed job on a SQLite app: failure() reads no store, so one store is enough."""
+    path = tmp_path_factory.mktemp("failure") / "jobs.db"
+    app = MailFathom(f"sqlite:///{path}", clock=FakeClock())
+    app.migrate()
+    app.job("k")(poison_app.fine)
+    app.enqueue("k")
+    (job,) = app.queue.claim("w", 1, timedelta(seconds=30))
+    yield app, job
+    app.close()
+
+
 @pytest.mark.parametrize("poison", sorted(EXPECTED))
 def test_describe_error_and_failure_never_raise(
-    mf: MailFathom, clock: FakeClock, poison: str
+    claimed: tuple[MailFathom, Job], poison: str
 ) -> None:
+    app, job = claimed
     error = poison_app.make(poison)
-    _, message = EXPECTED[poison]
+    error_type, message = EXPECTED[poison]
     if poison not in PERMANENT:
         assert describe_error(error) == message
-    mf.job("k")(poison_app.fine)
-    mf.enqueue("k")
-    (job,) = mf.queue.claim("w", 1, timedelta(seconds=30))
-    # a Finished with nothing precomputed, as a caller other than the runner may build it
-    failure = mf.queue.failure(
-        Finished(job=job, outcome=Outcome.FAILED, error=error, traceback=None), clock.now()
-    )
-    assert failure.message == message
-    assert failure.error_type == EXPECTED[poison][0]
+    # a Finished with nothing read yet, as a caller other than the runner may build it
+    unread = Finished(job=job, outcome=AttemptOutcome.FAILED, error=error)
+    failure = app.queue.failure(unread, app.clock.now())
+    assert (failure.error_type, failure.message) == (error_type, message)
+    assert failure.traceback is not None and "\x00" not in failure.traceback
