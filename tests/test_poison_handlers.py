@@ -363,3 +363,16 @@ def test_describe_error_and_failure_never_raise(
     failure = app.queue.failure(unread, app.clock.now())
     assert (failure.error_type, failure.message) == (error_type, message)
     assert failure.traceback is not None and "\x00" not in failure.traceback
+
+
+def test_failure_of_a_malformed_result_is_still_an_attempt(claimed: tuple[MailFathom, Job]) -> None:
+    app, job = claimed
+    odd = Finished(job=job, outcome="Failed", error=poison_app.make("str_raises"))  # type: ignore[arg-type]
+    failure = app.queue.failure(odd, app.clock.now())
+    assert (failure.outcome, failure.failure_class, failure.message) == (
+        "Failed",
+        "Transient",
+        "the failure could not be described (AttributeError while reading it); "
+        "see the worker's log",
+    )
+    assert failure.retry_at is not None and failure.retry_at >= app.clock.now()
