@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from mailfathom import FakeClock, MailFathom, StoreError
+from guard_probe import check, insert_row, refused_by
+from mailfathom import FakeClock, JobState, MailFathom, OutgoingEmailStage, StoreError
 from mailfathom.store.migrate import load_migrations
 
 
@@ -129,3 +131,169 @@ def test_only_the_queues_own_state_moves_are_possible(mf: MailFathom) -> None:
             "failure_class = 'Permanent', failure_reason = 'x'",
         )
     assert mf.jobs.get(job.id).state.value == "Pending"
+
+
+# -- each CHECK on its own: a row that breaks exactly one, refused by exactly that one ------
+
+_NOW = "2026-01-01T00:00:00+00:00"
+
+
+def _stamp(mf: MailFathom) -> object:
+    return mf.store.db.time_param(datetime.fromisoformat(_NOW))
+
+
+def _job_row(mf: MailFathom, **changes: object) -> dict[str, object]:
+    """A valid Pending job row, then ``changes`` (the string "now" stands for a time)."""
+    row: dict[str, object] = {
+        "kind": "k",
+        "queue": "default",
+        "payload": "{}",
+        "priority": 0,
+        "state": "Pending",
+        "available_at": "now",
+        "attempts": 1,
+        "attempt_base": 0,
+        "max_attempts": 3,
+        "created_at": "now",
+    }
+    row.update(changes)
+    return {name: _stamp(mf) if value == "now" else value for name, value in row.items()}
+
+
+# (case, the columns given, the CHECK that must refuse it: the columns it reads)
+JOB_CHECK_CASES: list[tuple[str, dict[str, object], tuple[str, ...]]] = [
+    ("kind_length", {"kind": ""}, ("kind",)),
+    ("queue_length", {"queue": ""}, ("queue",)),
+    ("payload_object", {"payload": "[1]"}, ("payload",)),
+    ("state_names", {"state": "Finished"}, ("state",)),
+    ("attempt_base_range", {"attempt_base": 2}, ("attempt_base", "attempts")),
+    ("max_attempts_positive", {"max_attempts": 0}, ("max_attempts",)),
+    ("failure_class_names", {"failure_class": "Sometimes"}, ("failure_class",)),
+    ("terminal_means_finished", {"finished_at": "now"}, ("finished_at", "state")),
+    (
+        "finished_means_terminal",
+        {"state": "Succeeded"},
+        ("finished_at", "state"),
+    ),
+    (
+        "claimed_means_a_lease",
+        {"state": "Claimed"},
+        ("lease_expires_at", "lease_owner", "state"),
+    ),
+    (
+        "a_lease_means_claimed",
+        {"lease_owner": "w", "lease_expires_at": "now"},
+        ("lease_expires_at", "lease_owner", "state"),
+    ),
+    ("lease_owner_and_expiry_together", {"lease_owner": "w"}, ("lease_expires_at", "lease_owner")),
+    (
+        "a_dead_letter_says_why",
+        {"state": "DeadLettered", "finished_at": "now", "failure_class": "Permanent"},
+        ("failure_class", "failure_reason", "state"),
+    ),
+    (
+        "a_dropped_job_says_why",
+        {"state": "Dropped", "finished_at": "now", "failure_reason": "x"},
+        ("failure_class", "failure_reason", "state"),
+    ),
+    (
+        "a_claimed_job_used_an_attempt",
+        {"state": "Claimed", "lease_owner": "w", "lease_expires_at": "now", "attempt_base": 1},
+        ("attempt_base", "attempts", "state"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("changes", "guard"),
+    [pytest.param(changes, guard, id=case) for case, changes, guard in JOB_CHECK_CASES],
+)
+def test_each_job_check_refuses_the_row_it_is_for(
+    mf: MailFathom, changes: dict[str, object], guard: tuple[str, ...]
+) -> None:
+    with mf.store.db.transaction() as cur:  # the same row without the change is fine
+        insert_row(cur, mf, "mf_jobs", _job_row(mf))
+    row = _job_row(mf, **changes)
+    fired = refused_by(mf, "mf_jobs", lambda cur: insert_row(cur, mf, "mf_jobs", row))
+    assert fired == check(*guard)
+    assert mf.jobs.counts()[JobState.PENDING] == 1
+
+
+def _email_row(mf: MailFathom, **changes: object) -> dict[str, object]:
+    """A valid Recorded outbox row, then ``changes`` ("now" stands for a time)."""
+    body = b"Subject: x\r\n\r\nhello\r\n"
+    row: dict[str, object] = {
+        "stage": "Recorded",
+        "message_id": "<a@example.com>",
+        "sender": "a@example.com",
+        "message": body,
+        "size": len(body),
+        "smtputf8": False,
+        "eightbit": False,
+        "attempts": 0,
+        "created_at": "now",
+    }
+    row.update(changes)
+    return {name: _stamp(mf) if value == "now" else value for name, value in row.items()}
+
+
+EMAIL_CHECK_CASES: list[tuple[str, dict[str, object], tuple[str, ...]]] = [
+    ("stage_names", {"stage": "Delivered"}, ("stage",)),
+    ("message_id_length", {"message_id": "<>"}, ("message_id",)),
+    ("size_is_the_length", {"size": 3}, ("message", "size")),
+    ("attempts_nonnegative", {"attempts": -1}, ("attempts",)),
+    ("reply_code_range", {"reply_code": 99}, ("reply_code",)),
+    (
+        "final_means_finished",
+        {"stage": "Sent", "transmission_begun_at": "now"},
+        ("finished_at", "stage"),
+    ),
+    ("finished_means_final", {"finished_at": "now"}, ("finished_at", "stage")),
+    (
+        "transmission_begun_has_its_instant",
+        {"stage": "TransmissionBegun"},
+        ("stage", "transmission_begun_at"),
+    ),
+    (
+        "sent_has_the_instant_of_its_transmission",
+        {"stage": "Sent", "finished_at": "now"},
+        ("stage", "transmission_begun_at"),
+    ),
+    (
+        "recorded_owes_a_fresh_start",
+        {"transmission_begun_at": "now"},
+        ("stage", "transmission_begun_at"),
+    ),
+    (
+        "cancelled_means_nothing_was_transmitted",
+        {"stage": "Cancelled", "finished_at": "now", "transmission_begun_at": "now"},
+        ("stage", "transmission_begun_at"),
+    ),
+    ("a_refusal_says_why", {"stage": "Refused", "finished_at": "now"}, ("reason", "stage")),
+]
+
+
+@pytest.mark.parametrize(
+    ("changes", "guard"),
+    [pytest.param(changes, guard, id=case) for case, changes, guard in EMAIL_CHECK_CASES],
+)
+def test_each_outbox_check_refuses_the_row_it_is_for(
+    mf: MailFathom, changes: dict[str, object], guard: tuple[str, ...]
+) -> None:
+    with mf.store.db.transaction() as cur:
+        insert_row(cur, mf, "mf_outbox", _email_row(mf))
+    row = _email_row(mf, **changes)
+    fired = refused_by(mf, "mf_outbox", lambda cur: insert_row(cur, mf, "mf_outbox", row))
+    assert fired == check(*guard)
+    assert mf.outbox.counts()[OutgoingEmailStage.RECORDED] == 1
+
+
+def test_sqlite_keeps_outbox_flags_to_zero_or_one(tmp_path: Path) -> None:
+    with MailFathom(f"sqlite:///{tmp_path / 'mf.db'}") as mf:
+        mf.migrate()
+        for flag in ("smtputf8", "eightbit"):
+            write = partial(insert_row, mf=mf, table="mf_outbox", row=_email_row(mf, **{flag: 2}))
+            assert refused_by(mf, "mf_outbox", write) == check(flag)
+        text = _email_row(mf, message="Subject: x\r\n\r\nhello\r\n")  # text, not bytes
+        fired = refused_by(mf, "mf_outbox", partial(insert_row, mf=mf, table="mf_outbox", row=text))
+        assert fired == check("message", "size")
