@@ -127,19 +127,19 @@ def test_the_reaper_dead_letters_a_lost_last_attempt(mf: MailFathom, clock: Fake
 
 
 def test_a_requeued_job_has_a_fresh_budget_for_the_reaper(mf: MailFathom, clock: FakeClock) -> None:
-    job = mf.enqueue("k", max_attempts=1)
-    mf.queue.claim("w", 1, LEASE, reap=False)
-    clock.advance(LEASE)
-    mf.store.reap_expired(now=clock.now())
-    assert mf.jobs.get(job.id).state is JobState.DEAD_LETTERED
+    job = mf.enqueue("k", max_attempts=2)
+
+    def lose_an_attempt() -> JobState:
+        (claimed,) = mf.queue.claim("w", 1, LEASE, reap=False)
+        clock.advance(LEASE)
+        assert mf.store.reap_expired(now=clock.now()) == 1
+        return mf.jobs.get(claimed.id).state
+
+    assert [lose_an_attempt(), lose_an_attempt()] == [JobState.PENDING, JobState.DEAD_LETTERED]
     mf.jobs.requeue(job.id, actor="ops")
-    (again,) = mf.queue.claim("w", 1, LEASE, reap=False)
-    assert again.attempts == 2
-    clock.advance(LEASE - timedelta(microseconds=1))
-    assert mf.store.reap_expired(now=clock.now()) == 0, "reaped before its lease expired"
-    clock.advance(timedelta(microseconds=1))
-    assert mf.store.reap_expired(now=clock.now()) == 1
-    assert mf.jobs.get(job.id).state is JobState.DEAD_LETTERED  # one attempt per budget
+    # attempts 3 and 4 are the new budget's first and last
+    assert [lose_an_attempt(), lose_an_attempt()] == [JobState.PENDING, JobState.DEAD_LETTERED]
+    assert mf.jobs.get(job.id).attempts == 4
 
 
 def test_a_claim_skips_jobs_another_transaction_holds(
