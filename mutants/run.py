@@ -164,7 +164,9 @@ def run_tests(tree: Path, selection: tuple[str, ...], timeout: float) -> tuple[s
         )
     except subprocess.TimeoutExpired:
         return "timeout", -1, f"no result within {timeout:.0f} s"
-    tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-6:])
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    failed = [line for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    tail = "\n".join(failed[:1] or lines[-6:])
     verdict = {0: "passed", 1: "failed"}.get(done.returncode, "error")
     return verdict, done.returncode, tail
 
@@ -203,7 +205,8 @@ def baseline(mutations: list[Mutation]) -> list[str]:
             started = time.monotonic()
             verdict, code, tail = run_tests(tree, selection, DEFAULT_TIMEOUT * 2)
             took = time.monotonic() - started
-            print(f"baseline {verdict} in {took:.0f} s: {' '.join(selection)}", flush=True)
+            shown = " ".join(selection) if len(selection) < 6 else f"{len(selection)} node ids"
+            print(f"baseline {verdict} in {took:.0f} s: {shown}", flush=True)
             if verdict != "passed":
                 problems.append(f"baseline {verdict} (exit {code}) for {selection}:\n{tail}")
     return problems
@@ -223,8 +226,7 @@ def run(mutations: list[Mutation]) -> list[tuple[Mutation, str, float, str]]:
         if verdict == "error":
             result = f"ERROR (pytest exit {code})"
         print(f"[{index}/{len(mutations)}] {result:<10} {took:5.0f} s  {mutation.name}", flush=True)
-        if result != "KILLED":
-            print("    " + tail.replace("\n", "\n    "), flush=True)
+        print("    " + tail[:300].replace("\n", "\n    "), flush=True)
         results.append((mutation, result, took, tail))
     return results
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 from guard_probe import check, insert_row, refused_by
 from mailfathom import FakeClock, JobState, MailFathom, OutgoingEmailStage, StoreError
 from mailfathom.store.migrate import load_migrations
+from mailfathom.store.sqlite import SQLiteDatabase
 
 
 def _raw(mf: MailFathom, sql: str) -> None:
@@ -297,3 +300,79 @@ def test_sqlite_keeps_outbox_flags_to_zero_or_one(tmp_path: Path) -> None:
         text = _email_row(mf, message="Subject: x\r\n\r\nhello\r\n")  # text, not bytes
         fired = refused_by(mf, "mf_outbox", partial(insert_row, mf=mf, table="mf_outbox", row=text))
         assert fired == check("message", "size")
+
+
+def test_sqlite_checks_each_version_under_the_write_lock(tmp_path: Path) -> None:
+    """Two migrators, interleaved deterministically through SQLite's statement trace:
+    the first stops at its check of version 1; the second goes as far as it can — to its
+    own check and the BEGIN IMMEDIATE after it, or, when the first holds the write lock,
+    to the BEGIN IMMEDIATE it will wait at — and stops there until the first has run its
+    check. Checked under the lock, the second can only find version 1 applied; checked
+    outside it, both find it missing and it is applied twice.
+
+    Two database objects in one process behave as two processes would: the second
+    reaches the file through a symlink, so the process's own writer lock (keyed by path)
+    does not serialise them and only SQLite's file lock does.
+    """
+    path, alias = tmp_path / "mf.db", tmp_path / "alias.db"
+    alias.symlink_to(path)
+    first, second = SQLiteDatabase(str(path)), SQLiteDatabase(str(alias))
+    with first.reading() as cur:  # the file exists, in WAL mode, before either opens it
+        cur.execute("SELECT 1")
+    first.close()
+    migrations = load_migrations("sqlite")
+    paused, first_checked, second_stopped = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+    results: dict[str, list[str] | BaseException] = {}
+
+    def checks_version_1(statement: str) -> bool:
+        return statement.startswith("SELECT 1 FROM mf_migrations WHERE version = 1")
+
+    def trace_first(statement: str) -> None:
+        if seen.get("first checking") and not first_checked.is_set():
+            first_checked.set()  # the check has run: this is the statement after it
+        if checks_version_1(statement) and "first checking" not in seen:
+            seen["first checking"] = True
+            seen["first holds the lock"] = first._connection().in_transaction
+            paused.set()
+            second_stopped.wait(30)
+
+    def trace_second(statement: str) -> None:
+        if second_stopped.is_set() or not paused.is_set():
+            return
+        if checks_version_1(statement):
+            seen["second checked"] = True
+        if statement == "BEGIN IMMEDIATE" and (
+            seen["first holds the lock"] or seen.get("second checked")
+        ):
+            second_stopped.set()
+            first_checked.wait(30)
+
+    def migrate(name: str, db: SQLiteDatabase, trace: Callable[[str], None]) -> None:
+        db._connection().set_trace_callback(trace)
+        try:
+            if name == "second":
+                assert paused.wait(30), "the first migrator never checked version 1"
+            results[name] = db.apply_migrations(migrations)
+        except BaseException as exc:
+            results[name] = exc
+
+    threads = [
+        threading.Thread(target=migrate, args=("first", first, trace_first)),
+        threading.Thread(target=migrate, args=("second", second, trace_second)),
+    ]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+            assert not thread.is_alive()
+    finally:
+        first.close()
+        second.close()
+    assert second_stopped.is_set() and first_checked.is_set(), "the interleaving never happened"
+    by_first, by_second = results["first"], results["second"]
+    assert not isinstance(by_first, BaseException), by_first
+    assert not isinstance(by_second, BaseException), by_second
+    assert sorted(by_first + by_second) == [name for _, name, _ in migrations]
+    assert seen["first holds the lock"], "the version check ran outside the write lock"
