@@ -234,7 +234,7 @@ def run(mutations: list[Mutation]) -> list[tuple[Mutation, str, float, str]]:
 def table(results: list[tuple[Mutation, str, float, str]]) -> str:
     """The results as a Markdown table (name, result, seconds, owner, guarantee, tests)."""
     lines = [
-        "| mutation | result | s | tests added by | guarantee | guarding tests |",
+        "| mutation | result | s | owner (re-point after merge) | guarantee | guarding tests |",
         "|---|---|---|---|---|---|",
     ]
     for mutation, result, took, _ in results:
