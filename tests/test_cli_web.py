@@ -114,7 +114,7 @@ def test_web_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
         timeout=60,
         check=False,
     )
-    assert short.returncode == 2 and "use at least 16" in short.stderr
+    assert short.returncode == 2 and "secrets.token_urlsafe(32)" in short.stderr
     port = subprocess.run(
         [sys.executable, "-m", "mailfathom.cli", "web", "--port", "70000"],
         env=env,
