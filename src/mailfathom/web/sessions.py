@@ -215,7 +215,9 @@ class SessionCookies:
         if not cookie:
             return {}
         try:
-            data = self.signer.unsign(cookie.encode(), max_age=ABSOLUTE_LIFETIME.total_seconds())
+            data = self.signer.unsign(
+                cookie.encode(), max_age=int(ABSOLUTE_LIFETIME.total_seconds())
+            )
             loaded = json.loads(b64decode(data))
         except (itsdangerous.BadSignature, ValueError):
             return {}
