@@ -98,9 +98,9 @@ def test_every_post_route_is_csrf_checked(client: Any, mf: MailFathom) -> None:
     for route in posts:
         assert getattr(route.endpoint, "checks_csrf", False), route.path
         path = (
-            route.path.replace("{job_id:int}", str(job_id))
+            route.path.replace("{job_id:id}", str(job_id))
             .replace("{action}", "drop")
-            .replace("{email_id:int}", "1")
+            .replace("{email_id:id}", "1")
             .replace("{name:path}", "reports/nightly")
         )
         missing = client.post(path, data={"reason": "x", "action": "drop", "id": str(job_id)})

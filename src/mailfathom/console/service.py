@@ -352,6 +352,9 @@ def parse_payload(text: str) -> dict[str, Any]:
             f"payload is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}): "
             'write an object such as {"report_id": 7}'
         ) from None
+    except (RecursionError, ValueError) as exc:  # nested too deeply; an int over 4300 digits
+        why = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InvalidInput(f"payload cannot be read ({why}): flatten it or shorten it") from None
     if not isinstance(value, dict):
         raise InvalidInput(
             f'payload must be a JSON object such as {{"report_id": 7}}, not {type(value).__name__}'

@@ -217,5 +217,3 @@ def _check_priority(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidInput(f"priority must be a 32-bit integer, not {value!r}")
     return value
-
-

@@ -49,13 +49,13 @@ def create_app(
     sessions = SessionStore(console.mf)
     throttle = Throttle(console.now)
     routes: list[BaseRoute] = [
+        *(extra_routes or []),  # the caller's, ahead of the API's catch-all
         *api.routes,
         Route("/api/{rest:path}", api.not_found, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
         *pages.routes,
         *inbox_pages.routes,
         *outbox_pages.routes,
         *schedule_pages.routes,
-        *(extra_routes or []),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(

@@ -8,14 +8,13 @@ POST that does it.
 
 from __future__ import annotations
 
-import json
-
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from mailfathom.console import ACTIONS, Console, JobQuery
+from mailfathom.console.serialize import pretty_json
 from mailfathom.console.service import parse_instant
 from mailfathom.errors import InvalidInput
 from mailfathom.web.chart import SERIES, throughput_chart
@@ -35,6 +34,7 @@ ATTENTION_LINKS = {
     "unknown_outcomes": "/outbox/unknown",
     "dead_workers": "/workers",
 }
+_PRIORITY_DIGITS = 10  # a 32-bit integer; longer text is refused before int() reads it
 _PAST = {"requeue": "requeued", "drop": "dropped", "release": "released (it runs now)"}
 
 
@@ -50,8 +50,9 @@ def _query(request: Request) -> JobQuery:
 def _positive(text: str | None, what: str) -> int | None:
     if text is None or text == "":
         return None
-    if not is_whole_number(text) or not 1 <= int(text) < 2**63:
-        raise InvalidInput(f"{what} must be a positive whole number, not {text!r}")
+    if not is_whole_number(text) or len(text) > 19 or not 1 <= int(text) < 2**63:
+        shown = text if len(text) <= 40 else text[:40] + "…"
+        raise InvalidInput(f"{what} must be a positive whole number below 2**63, not {shown!r}")
     return int(text)
 
 
@@ -108,7 +109,7 @@ def job_detail(request: Request) -> Response:
     job_id = _positive(str(request.path_params["job_id"]), "job id")
     assert job_id is not None
     detail = _console(request).job(job_id)
-    payload = json.dumps(detail.job.payload, indent=2, ensure_ascii=False, sort_keys=True)
+    payload = pretty_json(detail.job.payload)
     return page(request, "job.html", {"detail": detail, "job": detail.job, "payload": payload})
 
 
@@ -193,8 +194,10 @@ def create_job(request: Request, form: FormData) -> Response:
     values = form_values(form, "kind", "payload", "queue", "priority", "run_at")
     try:
         priority_text = (values["priority"] or "0").strip()
-        if not is_whole_number(priority_text.removeprefix("-")):
-            raise InvalidInput(f"priority must be a whole number, not {priority_text!r}")
+        digits = priority_text.removeprefix("-")
+        if not is_whole_number(digits) or len(digits) > _PRIORITY_DIGITS:
+            shown = priority_text if len(priority_text) <= 40 else priority_text[:40] + "…"
+            raise InvalidInput(f"priority must be a whole number (32-bit), not {shown!r}")
         run_at = (values["run_at"] or "").strip()
         job = console.create_job(
             (values["kind"] or "").strip(),
@@ -296,9 +299,9 @@ routes = [
     Route("/jobs/new", create_job, methods=["POST"], name="create_job"),
     Route("/jobs/bulk", bulk_confirm, name="bulk_confirm"),
     Route("/jobs/bulk", bulk_do, methods=["POST"], name="bulk_do"),
-    Route("/jobs/{job_id:int}", job_detail, name="job"),
-    Route("/jobs/{job_id:int}/{action}", confirm_action, name="confirm_action"),
-    Route("/jobs/{job_id:int}/{action}", do_action, methods=["POST"], name="do_action"),
+    Route("/jobs/{job_id:id}", job_detail, name="job"),
+    Route("/jobs/{job_id:id}/{action}", confirm_action, name="confirm_action"),
+    Route("/jobs/{job_id:id}/{action}", do_action, methods=["POST"], name="do_action"),
     Route("/audit", audit_log, name="audit"),
     Route("/login", login_form, name="login_form"),
     Route("/login", login, methods=["POST"], name="login"),

@@ -311,7 +311,9 @@ class ServerErrors:
         except Exception:
             if started:
                 raise
-            error_log.exception("the console failed on %s %s", scope.get("method"), scope["path"])
+            error_log.exception(
+                "the console failed on %s %s", scope.get("method"), scope["path"][:200]
+            )
             message = (
                 "the console failed unexpectedly: its log has the traceback; retry, or report it"
             )

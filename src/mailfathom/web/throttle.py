@@ -93,7 +93,7 @@ def log_refusal(connection: HTTPConnection, event: str, message: str, **details:
         "security_event": event,
         "client": client_address(connection),
         "method": connection.scope.get("method", ""),
-        "path": connection.url.path,
+        "path": connection.url.path[:200],
         **details,
     }
     security_log.warning(
