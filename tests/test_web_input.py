@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.testclient import TestClient
 
 from consolekit import csrf_of, make_client, register_demo_kinds
@@ -118,7 +118,7 @@ def _boom(request: Request) -> Response:
 
 
 def test_a_500_carries_the_security_headers(mf: MailFathom) -> None:
-    routes = [Route("/boom", _boom), Route("/api/boom", _boom)]
+    routes: list[BaseRoute] = [Route("/boom", _boom), Route("/api/boom", _boom)]
     app = create_app(Console(mf), extra_routes=routes)
     client = TestClient(app, base_url="http://127.0.0.1:8025", raise_server_exceptions=False)
     for path in ("/boom", "/api/boom"):

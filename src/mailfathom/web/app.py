@@ -6,9 +6,10 @@ Internal. The middleware order matters, outermost first:
    no-sniff headers to every response, error pages included;
 2. :class:`~mailfathom.web.security.ServerErrors` turns an unexpected exception into
    a 500 that still passes through (1);
-3. :class:`~mailfathom.web.sessions.SessionCookies` decodes the signed cookie (its key
+3. :class:`~mailfathom.web.limits.BodyDeadline` answers 408 to a body that trickles in;
+4. :class:`~mailfathom.web.sessions.SessionCookies` decodes the signed cookie (its key
    is kept in the database) and writes it back only where a cookie belongs;
-4. :class:`~mailfathom.web.security.Guard` enforces the host, token, session,
+5. :class:`~mailfathom.web.security.Guard` enforces the host, token, session,
    back-off, origin and content-type rules before any handler runs.
 """
 
@@ -25,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 from mailfathom.console import Console
 from mailfathom.web import api, inbox_pages, outbox_pages, pages, schedule_pages
 from mailfathom.web.features import Features, detect_features
+from mailfathom.web.limits import BODY_SECONDS, BodyDeadline
 from mailfathom.web.render import HERE
 from mailfathom.web.security import Access, Guard, SecurityHeaders, ServerErrors
 from mailfathom.web.sessions import SessionCookies, SessionStore
@@ -39,11 +41,12 @@ def create_app(
     access: Access | None = None,
     features: Features | None = None,
     extra_routes: list[BaseRoute] | None = None,
+    body_seconds: float = BODY_SECONDS,
 ) -> Starlette:
     """The console for ``console``'s app. ``access`` defaults to an open loopback console.
 
     Reads (or makes) the session-signing key in the database, so the database must be
-    migrated first.
+    migrated first. A request body must arrive within ``body_seconds``.
     """
     access = access or Access.for_bind("127.0.0.1", None)
     sessions = SessionStore(console.mf)
@@ -63,6 +66,7 @@ def create_app(
         middleware=[
             Middleware(SecurityHeaders),
             Middleware(ServerErrors),
+            Middleware(BodyDeadline, seconds=body_seconds),
             Middleware(
                 SessionCookies,
                 secret=sessions.secret_for(access.token),
