@@ -213,6 +213,10 @@ class Console(OutboxConsole):
         """Messages the dev capture server received, newest first."""
         return self._inbox().messages(limit)
 
+    def inbox_count(self) -> int:
+        """How many captured messages the dev inbox holds."""
+        return self._inbox().count()
+
     def inbox_message(self, key: str) -> InboxMessage:
         """One captured message."""
         return self._inbox().get(key)
