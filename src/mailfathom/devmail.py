@@ -23,12 +23,13 @@ import mailbox
 import re
 import socket
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.parser import BytesHeaderParser
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
@@ -151,7 +152,7 @@ class Inbox:
 _HEAD_LIMIT = 256 * 1024  # a longer head is cut here for the list
 
 
-def _head(file: BinaryIO) -> bytes:
+def _head(file: Iterable[bytes]) -> bytes:
     """The header block of a message file (up to the first empty line), at most 256 KiB."""
     lines: list[bytes] = []
     read = 0
