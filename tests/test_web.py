@@ -289,7 +289,7 @@ def test_schedules_pause_and_resume_with_confirmation(client: Any, mf: MailFatho
     store_schedule(mf)
     listing = client.get("/schedules").text
     assert "reports/nightly" in listing and "<code>0 3 * * *</code>" in listing
-    assert 'href="/schedules/reports/nightly/pause"' in listing
+    assert 'href="/schedules/pause?name=reports%2Fnightly"' in listing
     confirm = client.get("/schedules/reports/nightly/pause").text
     assert "Pause schedule reports/nightly?" in confirm
     assert not mf.schedules.get("reports/nightly").paused
