@@ -7,12 +7,15 @@ Internal. The rules:
   it under another name).
 * With a token (``MAILFATHOM_WEB_TOKEN``) every page and API call needs it: the
   API as ``Authorization: Bearer <token>``, browsers through the login form,
-  which sets a signed session cookie (``SameSite=Strict``, ``HttpOnly``).
+  which starts a server-side session (:mod:`mailfathom.web.sessions`). A weak
+  token is refused at start (:func:`check_token`); wrong tokens and logins back
+  off per client address and every refusal is logged (:mod:`mailfathom.web.throttle`).
 * Every state-changing form carries the session's CSRF token
   (:func:`check_csrf`); a state-changing API call must send JSON (a cross-site
   HTML form cannot); any unsafe request whose ``Origin`` is another site is refused.
-* Every response carries a strict Content-Security-Policy and no-sniff,
-  same-origin-referrer and no-framing headers.
+* Every response, a 500 from :class:`ServerErrors` included, carries a strict
+  Content-Security-Policy and no-sniff, same-origin-referrer and no-framing
+  headers (:class:`SecurityHeaders`).
 """
 
 from __future__ import annotations
