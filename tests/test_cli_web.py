@@ -134,6 +134,7 @@ def test_url_errors_and_banners_never_show_a_password() -> None:
     for url in (
         "postgresql://alice:Pg%zzSecret9@127.0.0.1/x",
         "postgresql://alice:Secret9/x@127.0.0.1:5432/x",
+        "postgresql://alice@127.0.0.1/x?password=Pg%zzSecret9",
     ):
         with pytest.raises(ConfigurationError) as refused:
             MailFathom(url)

@@ -388,8 +388,15 @@ def _pool_timeout(url: str) -> float:
     try:
         given = conninfo_to_dict(url).get("connect_timeout")
     except psycopg.Error as exc:
-        # libpq quotes the offending part, which may be (part of) the password: drop it.
-        reason = re.sub(r'"[^"]*"', '"…"', _first_line(exc))
+        # libpq quotes the offending part, which may be (part of) the password: mask any
+        # quoted text taken from the user:password part or a password= option.
+        options = re.findall(r"[?&](?:ssl)?password=([^&]*)", url, flags=re.IGNORECASE)
+        secret = " ".join([url.partition("://")[2].rpartition("@")[0], *options])
+        reason = re.sub(
+            r'"([^"]*)"',
+            lambda m: '"…"' if m.group(1) and m.group(1) in secret else m.group(0),
+            _first_line(exc),
+        )
         raise ConfigurationError(
             f"database_url is not a valid PostgreSQL URL ({reason}): write "
             "postgresql://user:password@host:port/dbname?option=value with libpq's options, "
