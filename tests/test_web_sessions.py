@@ -114,6 +114,17 @@ def test_a_cookie_saved_before_logout_no_longer_works(mf: MailFathom) -> None:
     assert mf.jobs.get(job_id).state is JobState.DEAD_LETTERED and mf.jobs.events(job_id) == []
 
 
+def test_logging_in_again_ends_the_session_it_replaces(mf: MailFathom) -> None:
+    client = make_client(mf, token=TOKEN)
+    _login(client, "first")
+    saved = dict(client.cookies)
+    _login(client, "second")
+    assert client.get("/jobs", follow_redirects=False).status_code == 200
+    old = make_client(mf, token=TOKEN)
+    old.cookies.update(saved)
+    assert old.get("/jobs", follow_redirects=False).status_code == 303
+
+
 def test_a_busy_session_still_ends_after_its_absolute_lifetime(
     mf: MailFathom, clock: FakeClock
 ) -> None:

@@ -275,6 +275,9 @@ def login(request: Request, form: FormData) -> Response:
     throttle.succeeded(address)
     name = "".join(ch for ch in (values["name"] or "").strip() if ch.isprintable())[:60]
     sessions = request.app.state.sessions
+    previous = request.session.get("sid")
+    if isinstance(previous, str):  # logging in again ends the session it replaces
+        sessions.end(previous)
     session_id = sessions.start(name)
     request.session.clear()
     request.session["sid"] = session_id
