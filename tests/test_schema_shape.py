@@ -72,6 +72,8 @@ OUTBOX_CHECKS = Counter(
         ("finished_at", "stage"): 1,
         ("stage", "transmission_begun_at"): 2,
         ("reason", "stage"): 1,
+        ("body_transmissions",): 1,  # never below 0 (0005)
+        ("body_transmissions", "stage"): 1,  # Cancelled only if no body ever went out (0005)
     }
 )
 SQLITE_BOOLEAN_CHECKS = Counter({("smtputf8",): 1, ("eightbit",): 1})
@@ -301,7 +303,7 @@ def test_migrating_from_empty_gives_the_expected_outbox_tables(mf: MailFathom) -
     )
     assert outbox["checks"] == expected
     assert outbox["unique"] == {("idempotency_key",)}
-    assert outbox["triggers"] == {"mf_outbox_stage_moves"}
+    assert outbox["triggers"] == {"mf_outbox_stage_moves", "mf_outbox_transmissions_kept"}
     assert schema["mf_outbox_recipients"]["checks"] == OUTBOX_RECIPIENTS_CHECKS
     assert schema["mf_outbox_recipients"]["unique"] == {("email_id", "address")}
     assert schema["mf_outbox_events"]["checks"] == OUTBOX_EVENTS_CHECKS
