@@ -1,4 +1,4 @@
--- The web console's session key and sessions (migration 0008).
+-- The web console's session key and sessions (migration 0007).
 
 -- name: console_secret
 SELECT secret, token_fingerprint FROM mf_console_secrets WHERE name = %(name)s;
