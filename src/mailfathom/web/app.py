@@ -18,6 +18,7 @@ from starlette.staticfiles import StaticFiles
 
 from mailfathom.console import Console
 from mailfathom.web import api, inbox_pages, outbox_pages, pages, schedule_pages
+from mailfathom.web.delegated import DelegatedGuard
 from mailfathom.web.features import Features, detect_features
 from mailfathom.web.render import HERE
 from mailfathom.web.security import Access, Guard
@@ -31,8 +32,14 @@ def create_app(
     access: Access | None = None,
     features: Features | None = None,
     extra_routes: list[BaseRoute] | None = None,
+    delegated_auth: bool = False,
 ) -> Starlette:
-    """The console for ``console``'s app. ``access`` defaults to an open loopback console."""
+    """The console for ``console``'s app. ``access`` defaults to an open loopback console.
+
+    ``delegated_auth=True``: the host application authenticates (the ``auth=`` of
+    :func:`mailfathom.web.create_app`, which wraps this app), so the token guard gives
+    way to :class:`~mailfathom.web.delegated.DelegatedGuard`.
+    """
     access = access or Access.for_bind("127.0.0.1", None)
     routes: list[BaseRoute] = [
         *api.routes,
@@ -55,7 +62,7 @@ def create_app(
                 same_site="strict",
                 https_only=access.secure_cookies,
             ),
-            Middleware(Guard, access=access),
+            Middleware(DelegatedGuard) if delegated_auth else Middleware(Guard, access=access),
         ],
         exception_handlers={HTTPException: _http_error},
         max_body_size=2_000_000,

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from mailfathom.console.query import JobQuery
+from mailfathom.web.delegated import user_of
 from mailfathom.web.security import CSRF_FIELD, csrf_token
 
 __all__ = ["flash", "operator", "page", "templates"]
@@ -82,6 +83,9 @@ templates = Jinja2Templates(env=_environment())
 
 def operator(request: Request) -> str:
     """Who acts in this session, for the audit trail: ``web:<name>``."""
+    user = user_of(request)  # the host application's auth= said who this is
+    if user is not None:
+        return f"web:{user.name}"
     name = request.session.get("operator")
     return f"web:{name}" if isinstance(name, str) and name else "web:console"
 
