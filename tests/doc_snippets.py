@@ -11,6 +11,7 @@ import re
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 DOCS = Path(__file__).parent.parent / "docs"
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
@@ -21,7 +22,7 @@ def python_blocks(page: str) -> list[str]:
     return _BLOCK.findall((DOCS / page).read_text(encoding="utf-8"))
 
 
-def run_blocks(page: str, *, replace: dict[str, str] | None = None) -> dict[str, object]:
+def run_blocks(page: str, *, replace: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``docs/<page>``'s Python blocks in one namespace; returns the namespace.
 
     The namespace is a real module while the blocks run (registered in ``sys.modules``,
@@ -33,15 +34,16 @@ def run_blocks(page: str, *, replace: dict[str, str] | None = None) -> dict[str,
     sys.modules[name] = module
     try:
         for block in python_blocks(page):
+            code = block
             for old, new in (replace or {}).items():
-                block = block.replace(old, new)
-            exec(compile(block, str(DOCS / page), "exec"), module.__dict__)  # the page's code
+                code = code.replace(old, new)
+            exec(compile(code, str(DOCS / page), "exec"), module.__dict__)  # the page's code
     finally:
         del sys.modules[name]
     return module.__dict__
 
 
-def close_apps(namespace: dict[str, object]) -> None:
+def close_apps(namespace: dict[str, Any]) -> None:
     """Close every MailFathom the blocks made (their connections and threads)."""
     from mailfathom import MailFathom
 
