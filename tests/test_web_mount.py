@@ -41,7 +41,7 @@ def test_an_async_auth_and_a_plain_name(mf: MailFathom) -> None:
     job = mf.enqueue("k", hold=True)
     done = client.post(f"/admin/queue/api/jobs/{job.id}/release", json={}, headers={"x-ok": "1"})
     assert done.status_code == 200
-    assert [e.action for e in mf.jobs.events(job.id)] == ["release"]
+    assert [(e.action, e.actor) for e in mf.jobs.events(job.id)] == [("release", "api:ops")]
 
 
 def test_auth_may_answer_with_its_own_response(mf: MailFathom) -> None:
