@@ -91,7 +91,7 @@ def create(database_url: str | None = None, smtp_url: str | None = None) -> Flas
         message.set_content("Your account is ready.")
         email = mailfathom.mf.outbox.record(message, connection=session)
         job = mailfathom.mf.enqueue(
-            "accounts.follow_up", {"account_id": account.id}, delay=0, connection=session
+            "accounts.follow_up", {"account_id": account.id}, connection=session
         )
         if data.get("fail"):
             raise RuntimeError("sign-up failed after the writes")  # nothing is committed
