@@ -57,8 +57,8 @@ def create_app(
     response of your own (a redirect to your login page), or None to refuse (401;
     JSON on the API). A ``ConsoleUser(..., read_only=True)`` sees every page
     and API read; every state-changing request is refused with 403. What a user
-    does is audited as ``web:<name>`` (``api:<name>`` through the JSON API). ``access`` (the console's own token rules)
-    and ``auth`` are alternatives: give one.
+    does is audited as ``web:<name>`` (``api:<name>`` through the JSON API).
+    ``access`` (the console's own token rules) and ``auth`` are alternatives: give one.
     """
     if auth is not None and access is not None:
         raise ConfigurationError(
