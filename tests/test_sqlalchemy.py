@@ -7,7 +7,14 @@ from email.message import EmailMessage
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    Mapped,
+    Session,
+    mapped_column,
+    scoped_session,
+    sessionmaker,
+)
 
 from mailfathom import InvalidInput, MailFathom
 
@@ -108,3 +115,15 @@ def test_a_closed_connection_is_refused_and_writes_nothing(mf: MailFathom, engin
     with pytest.raises(InvalidInput, match="closed SQLAlchemy Connection"):
         mf.enqueue("orders.confirm", connection=conn)
     assert sum(mf.jobs.counts().values()) == 0
+
+
+def test_a_scoped_session_joins_its_transaction(mf: MailFathom, engine: Engine) -> None:
+    session = scoped_session(sessionmaker(engine))
+    session.add(Order(id=1))
+    job = mf.enqueue("orders.confirm", {"order": 1}, connection=session)
+    session.commit()
+    mf.enqueue("orders.confirm", {"order": 2}, connection=session)
+    session.rollback()
+    session.remove()
+    assert [j.id for j in mf.jobs.list()] == [job.id]
+    assert _orders(mf) == 1
