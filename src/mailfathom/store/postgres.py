@@ -32,6 +32,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
+from mailfathom.store.callers import driver_connection
 from mailfathom.store.database import Cursor
 from mailfathom.store.queries import load_queries
 
@@ -154,7 +155,7 @@ class PostgresDatabase:
     def transaction(self, connection: object | None = None) -> Iterator[Cursor]:
         """One transaction on a pooled connection, or the caller's own transaction."""
         if connection is not None:
-            caller = self._callers_connection(connection)
+            caller = self._callers_connection(driver_connection(connection))
             try:
                 # A savepoint inside the caller's open transaction (nothing is committed on
                 # its behalf); BEGIN … COMMIT on an autocommit connection, so the write is
@@ -189,7 +190,8 @@ class PostgresDatabase:
         """The caller's connection, once it is known to be on this store's database."""
         if not isinstance(connection, psycopg.Connection):
             raise InvalidInput(
-                f"connection= must be a psycopg.Connection for a PostgreSQL store, not "
+                f"connection= must be a psycopg.Connection (or a SQLAlchemy Session or "
+                f"Connection on the postgresql+psycopg driver) for a PostgreSQL store, not "
                 f"{type(connection).__name__}"
             )
         # On a non-autocommit connection this also opens the caller's transaction, so the
