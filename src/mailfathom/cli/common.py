@@ -1,8 +1,9 @@
 """What every ``mailfathom`` command shares: opening the app, errors, tables and ``--json``.
 
 Internal. Commands get the app from :func:`open_app` (from ``--app module:attr``,
-the ``--database`` URL, or the app a framework integration presets: :func:`preset_app`), print tables for people with rich and plain JSON
-for scripts, and turn every :class:`~mailfathom.errors.MailFathomError` into a
+the ``--database`` URL, or the app a framework integration presets:
+:func:`preset_app`), print tables for people with rich and plain JSON for
+scripts, and turn every :class:`~mailfathom.errors.MailFathomError` into a
 one-line message and exit status 2.
 """
 

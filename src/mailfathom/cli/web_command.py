@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
 from mailfathom.cli.common import app_option, open_app, reports_errors
-from mailfathom.config import Settings
 from mailfathom.store import redact_url
 
 __all__ = ["web"]
@@ -35,8 +36,10 @@ def web(
     """Serve the web console and its JSON API (http://127.0.0.1:8025/ by default)."""
     from mailfathom.web.server import build_console_app, console_url, serve
 
-    settings = Settings.load({"web_host": host, "web_port": port, "web_token": token})
     with open_app(ctx, app_spec) as mf:
+        # The app's own settings (a framework integration's included) unless given here.
+        given = {"web_host": host, "web_port": port, "web_token": token}
+        settings = replace(mf.settings, **{k: v for k, v in given.items() if v is not None})
         app = build_console_app(
             mf,
             host=settings.web_host,

@@ -5,6 +5,7 @@ a PostgreSQL alias with the same ``search_path`` option, so the test's schema is
 the project's. ``MF_TEST_SMTP_URL`` is where mailfathom delivers.
 """
 
+import json
 import os
 from typing import Any
 
@@ -27,7 +28,7 @@ def _database(url: str) -> dict[str, Any]:
     }
 
 
-SECRET_KEY = "test-only-not-secret"  # noqa: S105
+SECRET_KEY = "test-only-not-secret"
 DEBUG = False
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
 USE_TZ = True
@@ -66,4 +67,9 @@ DATABASES = {"default": _database(os.environ["MF_TEST_DATABASE_URL"])}
 DEFAULT_FROM_EMAIL = "Shop <shop@example.com>"
 EMAIL_BACKEND = "mailfathom.contrib.django.EmailBackend"
 TASKS = {"default": {"BACKEND": "mailfathom.contrib.django.TaskBackend"}}
-MAILFATHOM = {"DATABASE": "default", "SMTP_URL": os.environ.get("MF_TEST_SMTP_URL")}
+MAILFATHOM = {
+    "DATABASE": "default",
+    "SMTP_URL": os.environ.get("MF_TEST_SMTP_URL"),
+    "WEB_PORT": int(os.environ.get("MF_TEST_WEB_PORT", "8025")),
+    **json.loads(os.environ.get("MF_TEST_MAILFATHOM_EXTRA", "{}")),
+}

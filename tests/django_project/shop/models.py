@@ -6,4 +6,4 @@ from django.db import models
 class Order(models.Model):
     """An order; ``note`` says who wrote it (a request, a task, a job)."""
 
-    note = models.CharField(max_length=200)
+    note: models.CharField[str, str] = models.CharField(max_length=200)

@@ -88,7 +88,9 @@ class TaskBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(result_id)
         task = import_string(stored.payload["task"])
         errors = [
-            TaskError(exception_class_path=attempt.error_type or "", traceback=attempt.traceback or "")
+            TaskError(
+                exception_class_path=attempt.error_type or "", traceback=attempt.traceback or ""
+            )
             for attempt in get_app().jobs.attempts(stored.id)
             if attempt.error_type
         ]

@@ -7,8 +7,8 @@ class Migration(migrations.Migration):
     """Create shop_order."""
 
     initial = True
-    dependencies: list[tuple[str, str]] = []
-    operations = [
+    dependencies = []  # noqa: RUF012 - Django's declarative style
+    operations = [  # noqa: RUF012
         migrations.CreateModel(
             name="Order",
             fields=[

@@ -1,8 +1,10 @@
-"""``manage.py shop ACTION [--rollback]``: what the tests do inside the project.
+"""``manage.py shop ACTION …``: what the tests do inside the project, in one process.
 
-Each action writes an Order and sends mail, enqueues a task or a job inside one
-``transaction.atomic()`` block, which ``--rollback`` then rolls back by raising.
-It prints one JSON line describing what it did.
+``mail``, ``task``, ``job`` and ``connections`` write an Order and send mail,
+enqueue tasks or jobs inside one ``transaction.atomic()`` block, which
+``ACTION:rollback`` rolls back by raising. ``worker`` runs ``mailfathom worker
+--burst`` (one job at a time); ``orders``, ``result:ID`` and ``admin`` report.
+The command prints one JSON list: what each action did.
 """
 
 import json
@@ -16,9 +18,9 @@ from django.core.mail import (
     send_mail,
     send_mass_mail,
 )
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
-from django.test import Client
 from django_tasks import default_task_backend
 
 from mailfathom.contrib.django import enqueue
@@ -31,47 +33,56 @@ class RolledBack(Exception):
 
 
 class Command(BaseCommand):
-    """The test project's actions."""
+    """The test project's actions, run in order in one process (Django starts once)."""
 
-    help = "mail | task | job | result ID | orders | admin"
+    help = "ACTION[:rollback|:ID] …: migrate mail task job connections worker orders result admin"
 
     def add_arguments(self, parser: CommandParser) -> None:
-        """The action, its argument, and --rollback."""
-        parser.add_argument("action")
-        parser.add_argument("value", nargs="?")
-        parser.add_argument("--rollback", action="store_true")
+        """The actions, each ``name`` or ``name:argument``."""
+        parser.add_argument("actions", nargs="+")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        """Run one action and print its JSON line."""
-        action, rollback = options["action"], options["rollback"]
-        if action == "orders":
-            self._print(sorted(Order.objects.values_list("note", flat=True)))
-        elif action == "result":
-            result = default_task_backend.get_result(options["value"])
-            self._print({"status": str(result.status), "attempts": result.attempts})
-        elif action == "admin":
-            self._print(_admin())
-        else:
-            done: dict[str, Any] = {}
-            try:
-                with transaction.atomic():
-                    Order.objects.create(note=f"{action}-order")
-                    done = _ACTIONS[action]()
-                    if rollback:
-                        raise RolledBack
-            except RolledBack:
-                done["rolled_back"] = True
-            self._print(done)
+        """Run each action and print one JSON list: what each one did."""
+        done = [_run(*action.partition(":")[::2]) for action in options["actions"]]
+        self.stdout.write(json.dumps(done))
 
-    def _print(self, value: object) -> None:
-        self.stdout.write(json.dumps(value))
+
+def _run(action: str, argument: str) -> Any:
+    if action == "migrate":  # Django's tables, then mailfathom's
+        call_command("migrate", verbosity=0)
+        call_command("mailfathom", "migrate")
+        return None
+    if action == "worker":  # the same command as manage.py mailfathom worker --burst
+        call_command("mailfathom", "worker", "--burst", "--concurrency", "1")
+        return None
+    if action == "orders":
+        return sorted(Order.objects.values_list("note", flat=True))
+    if action == "result":
+        result = default_task_backend.get_result(argument)
+        return {"status": str(result.status), "attempts": result.attempts}
+    if action == "admin":
+        return _admin()
+    done: dict[str, Any] = {}
+    try:
+        with transaction.atomic():
+            Order.objects.create(note=f"{action}-order")
+            done = _ACTIONS[action]()
+            if argument == "rollback":
+                raise RolledBack
+    except RolledBack:
+        done["rolled_back"] = True
+    return done
 
 
 def _mail() -> dict[str, Any]:
     counts = [
         send_mail("plain", "Hello from send_mail.", None, ["ann@example.com"]),
-        EmailMessage("message", "Hello from EmailMessage.", to=["bob@example.com"],
-                     bcc=["hidden@example.com"]).send(),
+        EmailMessage(
+            "message",
+            "Hello from EmailMessage.",
+            to=["bob@example.com"],
+            bcc=["hidden@example.com"],
+        ).send(),
     ]
     rich = EmailMultiAlternatives("alternatives", "Text part.", to=["cy@example.com"])
     rich.attach_alternative("<p>HTML part.</p>", "text/html")
@@ -100,11 +111,18 @@ def _job() -> dict[str, Any]:
     return {"job": job.id}
 
 
-_ACTIONS = {"mail": _mail, "task": _task, "job": _job}
+def _connections() -> dict[str, Any]:
+    jobs = [enqueue("shop.connection", {"note": f"job{n}"}) for n in (1, 2, 3)]
+    return {"jobs": [job.id for job in jobs]}
+
+
+_ACTIONS = {"mail": _mail, "task": _task, "job": _job, "connections": _connections}
 
 
 def _admin() -> dict[str, Any]:
     """The admin index as staff (and as an anonymous visitor): where the console link points."""
+    from django.test import Client
+
     User.objects.create_superuser("ops", "ops@example.com", "pw")
     anonymous = Client().get("/admin/")
     client = Client()
