@@ -157,6 +157,18 @@ def test_tasks_and_jobs_join_the_transaction_and_run_with_fresh_connections(
     ]
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_django_test_runner_gets_the_app_on_its_test_database(
+    database_url: str, tmp_path: Path
+) -> None:
+    """``manage.py test``: the test database's creation (migrate) creates mailfathom's tables,
+    and the app, built at start-up on the real database, follows the alias to the test one
+    (shop/tests.py asserts it from inside the run)."""
+    done = Project(_env(database_url), tmp_path).run("test", "shop", "-v1")
+    assert "Ran 1 test" in done.stderr and "OK" in done.stderr, done.stderr
+    assert not Path(database_url.removeprefix("sqlite:///")).exists()  # the real one untouched
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -14,7 +14,9 @@ from psycopg.conninfo import conninfo_to_dict
 
 def _database(url: str) -> dict[str, Any]:
     if url.startswith("sqlite:///"):
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": url[len("sqlite:///") :]}
+        name = url[len("sqlite:///") :]
+        test = {"NAME": os.path.join(os.path.dirname(name), "test.sqlite3")}
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": name, "TEST": test}
     params = conninfo_to_dict(url)
     options = {"options": params["options"]} if "options" in params else {}
     return {

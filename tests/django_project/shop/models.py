@@ -1,5 +1,7 @@
 """One model, so that the tests can see the application's own writes commit or roll back."""
 
+from __future__ import annotations
+
 from django.db import models
 
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from django.db import close_old_connections, connections
 
 from mailfathom.app import MailFathom
-from mailfathom.contrib.django.conf import DjangoConfig, load_config
+from mailfathom.contrib.django.conf import DjangoConfig, database_url, load_config
 from mailfathom.jobs.model import EnqueuedJob
 from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Isolation
 from mailfathom.jobs.retry import Backoff
@@ -31,18 +31,32 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _lock = threading.Lock()
 _built: tuple[DjangoConfig, MailFathom] | None = None
+#: Every ``@job`` registration, replayed on a rebuilt app.
+_handlers: list[tuple[str, Callable[..., Any], dict[str, Any]]] = []
 
 
 def _build() -> tuple[DjangoConfig, MailFathom]:
+    """The app, built on first use; rebuilt when the alias now names another database.
+
+    Django's test runner switches each alias to its test database after start-up
+    (after the ``jobs`` modules were imported): the app follows, with every ``@job``
+    handler registered again, so tests write jobs and email into the test database.
+    """
     global _built  # noqa: PLW0603 - one app per process, built lazily
     with _lock:
-        if _built is None:
-            conf = load_config()
-            app = MailFathom(settings=conf.settings)
-            from mailfathom.contrib.django.tasks import register_task_kind
+        if _built is not None:
+            conf, app = _built
+            if app.settings.database_url == database_url(conf.alias):
+                return _built
+            app.close()
+        conf = load_config()
+        app = MailFathom(settings=conf.settings)
+        from mailfathom.contrib.django.tasks import register_task_kind
 
-            register_task_kind(app)
-            _built = (conf, app)
+        register_task_kind(app)
+        for kind, handler, policy in _handlers:
+            app.job(kind, **policy)(handler)
+        _built = (conf, app)
         return _built
 
 
@@ -133,17 +147,19 @@ def job(
     is not set up: it must call ``django.setup()`` itself before using the ORM.
     """
 
+    policy: dict[str, Any] = {
+        "queue": queue,
+        "max_attempts": max_attempts,
+        "timeout": timeout,
+        "backoff": backoff,
+        "permanent": permanent,
+        "isolation": isolation,
+    }
+
     def register(handler: F) -> F:
         wrapped = handler if isolation == "process" else with_django_connections(handler)
-        get_app().job(
-            kind,
-            queue=queue,
-            max_attempts=max_attempts,
-            timeout=timeout,
-            backoff=backoff,
-            permanent=permanent,
-            isolation=isolation,
-        )(wrapped)
+        get_app().job(kind, **policy)(wrapped)  # refused (a clear error) if invalid or twice
+        _handlers.append((kind, wrapped, policy))
         return handler
 
     return register

@@ -102,7 +102,7 @@ def _sqlite_url(alias: str, name: str) -> str:
     if not name or name == ":memory:" or name.startswith("file:") or "mode=memory" in name:
         raise ConfigurationError(
             f"DATABASES[{alias!r}] NAME is {name!r}: mailfathom needs a SQLite file that its "
-            "workers can open too; give NAME a file path"
+            "workers can open too; give NAME a file path (for tests, TEST: {'NAME': a path})"
         )
     return "sqlite:///" + os.path.abspath(name)
 
