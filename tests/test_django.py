@@ -120,6 +120,10 @@ def test_mail_commits_or_rolls_back_with_atomic_and_is_delivered_once(
     (rich,) = [m for m in received if _subject(m.data) == "alternatives"]
     assert b"multipart/alternative" in rich.data and b"<p>HTML part.</p>" in rich.data
     assert {e.stage for e in mf.outbox.list()} == {OutgoingEmailStage.SENT}
+    listed = json.loads(project.run("mailfathom", "outbox", "list", "--json").stdout)
+    assert sorted((e["subject"], e["stage"]) for e in listed["emails"]) == [
+        (subject, "Sent") for subject in ["alternatives", "mass 1", "mass 2", "message", "plain"]
+    ]
     assert {j.state for j in mf.jobs.list()} == {JobState.SUCCEEDED}  # nothing is owed again
 
 
@@ -132,6 +136,7 @@ def test_tasks_and_jobs_join_the_transaction_and_run_with_fresh_connections(
     assert sum(mf.jobs.counts().values()) == 0
 
     task, _, _ = project.shop("task", "job", "connections")
+    assert task["status"] == "READY"
     ids = task["results"]
     assert sorted(job.kind for job in mf.jobs.list()) == [
         *["django.task"] * 2,
@@ -139,9 +144,8 @@ def test_tasks_and_jobs_join_the_transaction_and_run_with_fresh_connections(
         "shop.note",
     ]
     results = [f"result:{rid}" for rid in ids]
-    before = project.shop(*results)
-    _, orders, *after = project.shop("worker", "orders", *results)
-    assert [r["status"] for r in before] == ["READY", "READY"]
+    first, second, _, orders, *after = project.shop(*results, "worker", "orders", *results)
+    assert [first["status"], second["status"]] == ["READY", "READY"]
     assert after == [{"status": "SUCCESSFUL", "attempts": 1}] * 2
     assert orders == [
         "connections-order",
@@ -181,6 +185,7 @@ def _get(url: str) -> tuple[int, str]:
         return response.status, response.read().decode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_the_admin_links_to_the_console_that_manage_py_serves(
     database_url: str, smtp: FaultServer, tmp_path: Path
