@@ -130,4 +130,5 @@ def _postgres_url(conf: Mapping[str, Any]) -> str:
         if key not in _DJANGO_ONLY_OPTIONS and value is not None:
             query[str(key)] = str(value)
     name = quote(str(conf.get("NAME") or "postgres"), safe="")
-    return f"postgresql://{netloc}/{name}" + (f"?{urlencode(query)}" if query else "")
+    encoded = urlencode(query, quote_via=quote)  # libpq reads %20, not +, as a space
+    return f"postgresql://{netloc}/{name}" + (f"?{encoded}" if query else "")
