@@ -237,6 +237,18 @@ def test_bad_mailfathom_settings_are_refused_with_what_to_write(
         assert expected in refused.stderr, refused.stderr
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_the_database_is_the_alias_whatever_the_environment_says(
+    database_url: str, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere.db"
+    env = _env(database_url, MAILFATHOM_DATABASE_URL=f"sqlite:///{elsewhere}")
+    assert "applied" in Project(env, tmp_path).run("mailfathom", "migrate").stdout
+    assert not elsewhere.exists()
+    with MailFathom(database_url) as mf:  # the alias's file has mailfathom's tables
+        assert mf.migrate() == []
+
+
 def _docs_snippet() -> str:
     blocks: list[str] = re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
     (settings,) = [block for block in blocks if "MAILFATHOM = {" in block]

@@ -81,13 +81,20 @@ def preset_app(ctx: click.Context) -> Any:
     return obj.get("app") if isinstance(obj, dict) else None
 
 
-def refuse_with_preset(ctx: click.Context, app_spec: str | None, database: str | None) -> None:
-    """A clear error when ``--app`` or ``--database`` is given beside a preset app."""
-    if app_spec is not None or database is not None:
-        raise click.UsageError(
-            "--app and --database do not apply here: the app and its database come from "
-            "your framework's settings (for Django, MAILFATHOM and DATABASES)"
-        )
+def refuse_with_preset(ctx: click.Context) -> None:
+    """A clear error when ``--app`` or ``--database`` is given on the command line beside a
+    preset app (``MAILFATHOM_APP`` / ``MAILFATHOM_DATABASE_URL`` in the environment are
+    simply not used then)."""
+    for context in (ctx.find_root(), ctx):
+        for name in ("database", "app_spec", "app_path"):
+            if (
+                name in context.params
+                and context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+            ):
+                raise click.UsageError(
+                    "--app and --database do not apply here: the app and its database come "
+                    "from your framework's settings (for Django, MAILFATHOM and DATABASES)"
+                )
 
 
 @contextmanager
@@ -104,7 +111,7 @@ def open_app(ctx: click.Context, app_spec: str | None = None) -> Iterator[Any]:
     database = root.params.get("database")
     preset = preset_app(ctx)
     if preset is not None:  # owned (and closed) by the integration that made it
-        refuse_with_preset(ctx, app_spec, database)
+        refuse_with_preset(ctx)
         yield preset
         return
     if app_spec:

@@ -91,7 +91,7 @@ def worker(
     )
     preset = preset_app(ctx)
     if preset is not None:
-        refuse_with_preset(ctx, app_path, database or ctx.find_root().params.get("database"))
+        refuse_with_preset(ctx)
     elif app_path is None:
         raise click.UsageError("Missing option '--app': give your app, e.g. --app myapp.jobs:mf")
     if database is None and isinstance(ctx.obj, dict):
