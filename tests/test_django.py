@@ -30,6 +30,8 @@ from mailfathom import JobState, MailFathom, OutgoingEmailStage
 from smtp_fixtures import FaultServer
 
 PROJECT = Path(__file__).with_name("django_project")
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 DOCS = Path(__file__).parent.parent / "docs" / "django.md"
 
 
@@ -187,7 +189,7 @@ def _get(url: str) -> tuple[int, str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-def test_the_admin_links_to_the_console_that_manage_py_serves(
+def test_the_admin_links_to_the_console_in_a_browser(
     database_url: str, smtp: FaultServer, tmp_path: Path
 ) -> None:
     port = _free_port()
@@ -198,29 +200,62 @@ def test_the_admin_links_to_the_console_that_manage_py_serves(
         r'<div class="module" id="mailfathom-console">.*?href="([^"]+)"', admin["page"], re.S
     )
     assert links == [f"http://127.0.0.1:{port}/"]
-    web = subprocess.Popen(
-        [sys.executable, str(PROJECT / "manage.py"), "mailfathom", "web"],
-        env=project.env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    site = f"http://127.0.0.1:{_free_port()}"
+    web = _serve(project, links[0], "mailfathom", "web")
     try:
-        deadline = time.monotonic() + 30
-        while True:  # uvicorn announces nothing at its log level: wait for the port
-            try:
-                status, page = _get(links[0])
-                break
-            except OSError:
-                assert web.poll() is None, web.communicate()
-                assert time.monotonic() < deadline, "the console did not start"
-                time.sleep(0.1)
-        assert status == 200 and "mailfathom" in page
+        django = _serve(project, site + "/admin/login/", "runserver", "--noreload", site[7:])
+        try:
+            _click_through_the_admin(site, "ops", "pw", links[0])
+        finally:
+            django.send_signal(signal.SIGTERM)
+            django.communicate(timeout=20)
     finally:
         web.send_signal(signal.SIGTERM)
         out, err = web.communicate(timeout=20)
     assert f"mailfathom console on http://127.0.0.1:{port}/" in out, err
+
+
+def _serve(project: Project, url: str, *args: str) -> subprocess.Popen[str]:
+    """``manage.py ARGS`` in the background, once ``url`` answers."""
+    process = subprocess.Popen(
+        [sys.executable, str(PROJECT / "manage.py"), *args],
+        env=project.env,
+        cwd=project.cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while True:  # neither server announces readiness at its log level: wait for the port
+        try:
+            status, _ = _get(url)
+            assert status == 200
+            return process
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise AssertionError(f"{args} did not start: {process.communicate()}") from None
+            time.sleep(0.1)
+
+
+def _click_through_the_admin(site: str, user: str, password: str, console: str) -> None:
+    """In Chromium: log in to the admin, follow the mailfathom link, land on the console."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(10_000)
+            page.goto(site + "/admin/")
+            page.fill("input[name=username]", user)
+            page.fill("input[name=password]", password)
+            page.click("input[type=submit]")
+            page.click("#mailfathom-console a")
+            page.wait_for_url(console + "**")
+            assert "mailfathom" in page.content()
+        finally:
+            browser.close()
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
