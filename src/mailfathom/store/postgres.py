@@ -28,6 +28,7 @@ from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import Format
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -160,7 +161,7 @@ class PostgresDatabase:
                 # A savepoint inside the caller's open transaction (nothing is committed on
                 # its behalf); BEGIN … COMMIT on an autocommit connection, so the write is
                 # atomic either way.
-                with caller.transaction(), caller.cursor(row_factory=dict_row) as cur:
+                with caller.transaction(), _callers_cursor(caller) as cur:
                     yield _WrappedCursor(cur)
             except psycopg.Error as exc:
                 raise _store_error(exc) from exc
@@ -308,6 +309,25 @@ class PostgresDatabase:
     def list_param(self, values: Sequence[Any]) -> str:
         """A JSON array, read in SQL with ``jsonb_array_elements``."""
         return json.dumps(list(values), separators=(",", ":"))
+
+
+#: Types whose loaders a framework may replace on its connections (Django reads jsonb
+#: as text and timestamptz in its TIME_ZONE); the caller's cursor gets psycopg's own back.
+_OUR_LOADERS = ("json", "jsonb", "timestamptz")
+
+
+def _callers_cursor(connection: psycopg.Connection[Any]) -> psycopg.Cursor[dict[str, Any]]:
+    """A cursor on the caller's connection that reads and binds as our pooled ones do:
+    a plain server-binding cursor (not the connection's ``cursor_factory``, which may
+    bind on the client) with psycopg's default loaders for the types we read back."""
+    cursor = psycopg.Cursor(connection, row_factory=dict_row)
+    for name in _OUR_LOADERS:
+        info = psycopg.adapters.types[name]
+        for fmt in (Format.TEXT, Format.BINARY):
+            loader = psycopg.adapters.get_loader(info.oid, fmt)
+            if loader is not None:
+                cursor.adapters.register_loader(info.oid, loader)
+    return cursor
 
 
 _WHERE = "SELECT current_database() AS database, current_schema() AS schema"

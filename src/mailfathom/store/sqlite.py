@@ -76,7 +76,6 @@ class SQLiteDatabase:
                 f"database_url points into {parent!r}, which does not exist: create the folder "
                 "or choose another path"
             )
-        _create_private(self.path)
         self.queries: Mapping[str, str] = load_queries("sqlite")
         self._busy_ms = int(busy_timeout * 1000)
         self._local = threading.local()
@@ -89,6 +88,7 @@ class SQLiteDatabase:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None and self._local.pid == os.getpid():
             return conn
+        _create_private(self.path)  # when first opened: a store never used makes no file
         try:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, cached_statements=256
