@@ -14,7 +14,7 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.errors import InvalidInput
-from mailfathom.jobs.failures import PermanentFailure, TransientFailure
+from mailfathom.jobs.failures import JobAborted, PermanentFailure, Snooze, TransientFailure
 from mailfathom.jobs.model import EnqueuedJob, Job
 from mailfathom.jobs.payload import encode as payload_text
 from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Registry, check_name
@@ -51,12 +51,15 @@ class JobQueue:
         clock: Clock,
         *,
         max_payload_bytes: int,
+        snooze_limit: int = 100,
         rng: random.Random | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
         self.max_payload_bytes = max_payload_bytes
+        #: Snoozes a job may take before a snooze counts as a transient failure.
+        self.snooze_limit = snooze_limit
         self._rng = rng or random.Random()
 
     # -- enqueue -----------------------------------------------------------------------
@@ -146,6 +149,21 @@ class JobQueue:
         job, error = result.job, result.error
         kind = self.registry.get(job.kind)
         retry_after: timedelta | None = None
+        if result.outcome is AttemptOutcome.ABORTED or isinstance(error, JobAborted):
+            return self._aborted(result)
+        if isinstance(error, Snooze):
+            if job.snoozes < self.snooze_limit:
+                return self._snoozed(result, error, now)
+            result = Finished(
+                job,
+                result.outcome,
+                error=TransientFailure(
+                    f"snoozed {job.snoozes} times, the snooze_limit setting's cap: the next "
+                    "snooze counts as a failure (raise the limit or fix the handler)"
+                ),
+                started_at=result.started_at,
+            )
+            error = result.error
         if isinstance(error, PermanentFailure):
             failure_class, message = FailureClass.PERMANENT, error.reason
         elif isinstance(error, TransientFailure):
@@ -177,6 +195,41 @@ class JobQueue:
             traceback=result.traceback,
             started_at=result.started_at or job.claimed_at,
             retry_at=retry_at,
+        )
+
+    def _aborted(self, result: Finished) -> FailedAttempt:
+        """An operator's abort: the attempt is Aborted, the job dead-lettered as permanent."""
+        job, error = result.job, result.error
+        message = result.message or (
+            error.reason if isinstance(error, JobAborted) else "aborted by an operator"
+        )
+        return FailedAttempt(
+            job_id=job.id,
+            attempt=job.attempts,
+            outcome=AttemptOutcome.ABORTED.value,
+            failure_class=FailureClass.PERMANENT.value,
+            error_type=_qualified_name(error) if error is not None else None,
+            message=message,
+            traceback=result.traceback,
+            started_at=result.started_at or job.claimed_at,
+            retry_at=None,
+        )
+
+    def _snoozed(self, result: Finished, snooze: Snooze, now: datetime) -> FailedAttempt:
+        """``raise Snooze(s)``: Pending again at now + s, the attempt not counted."""
+        job = result.job
+        return FailedAttempt(
+            job_id=job.id,
+            attempt=job.attempts,
+            outcome=AttemptOutcome.SNOOZED.value,
+            failure_class=FailureClass.TRANSIENT.value,
+            error_type=None,
+            message=f"snoozed for {snooze.seconds:g} s ({job.snoozes + 1} of at most "
+            f"{self.snooze_limit} snoozes)",
+            traceback=None,
+            started_at=result.started_at or job.claimed_at,
+            retry_at=now + timedelta(seconds=snooze.seconds),
+            snoozed=True,
         )
 
 

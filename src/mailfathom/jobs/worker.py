@@ -46,8 +46,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from mailfathom.errors import InvalidInput, StoreError
+from mailfathom.jobs.aborts import stop_aborted
 from mailfathom.jobs.claim_ahead import ReadyJobs
-from mailfathom.jobs.execute import shutdown_timed_out
+from mailfathom.jobs.execute import aborted, shutdown_timed_out
 from mailfathom.jobs.heartbeat import Heartbeat
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.outcomes import Outage
@@ -203,6 +204,7 @@ class Worker:
             lease=self.lease,
             held=self._held,
             on_lost=self._lost,
+            on_abort=self._abort,
         )
         while True:
             try:
@@ -434,6 +436,8 @@ class Worker:
 
     def _finished(self, running: Running, result: Finished | None) -> None:
         """Called by the runner, on any thread, when an attempt ends (None: it was stopped)."""
+        if running.abort.reason is not None and not running.abandoned:
+            result = aborted(running.job, running.abort.reason, running.started_at, result)
         with self._lock:
             if self._running.get(running.job.id) is running:
                 del self._running[running.job.id]
@@ -514,6 +518,27 @@ class Worker:
                 else "stopping it",
             )
             running.cancel()
+
+    def _abort(self, aborts: dict[int, str]) -> None:
+        """Operators asked to abort these jobs (the heartbeat learnt it): flag each attempt
+        for its handler, cancel a coroutine, kill a child; one claimed ahead never starts."""
+        with self._lock:
+            victims = [
+                r
+                for r in self._running.values()
+                if r.job.id in aborts and r.abort.reason is None and not r.abandoned
+            ]
+            for running in victims:
+                running.abort.reason = aborts[running.job.id]
+            unstarted = self._ready.drop(
+                {(j.id, j.attempts) for j in self._ready if j.id in aborts}
+            )
+        for job in unstarted:
+            self._done.add(aborted(job, aborts[job.id], self._clock.now(), None))
+            self.signals.abort_seen.signal(job)
+        stop_aborted(victims, aborts, self.signals)
+        if unstarted:
+            self._wake.set()
 
     def _warn_overruns(self, now: float) -> None:
         with self._lock:
