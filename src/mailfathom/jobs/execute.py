@@ -106,6 +106,7 @@ def aborted(job: Job, reason: str, started: datetime | None, ended: Finished | N
     return Finished(
         job=job,
         outcome=AttemptOutcome.ABORTED,
+        error=ended.error if ended is not None else None,
         message=reason,
         traceback=ended.traceback if ended is not None else None,
         started_at=started,
