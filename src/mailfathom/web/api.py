@@ -190,7 +190,7 @@ def act(request: Request, data: dict[str, Any]) -> Any:
     _check_keys(data, {"reason", "actor"})
     action = str(request.path_params["action"])
     if action not in ACTIONS:
-        raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
+        raise InvalidInput(f"unknown action {action!r}: use {', '.join(ACTIONS)}")
     job = _console(request).act(
         action, _job_id(request), actor=_actor(data), reason=_text(data, "reason")
     )
@@ -203,7 +203,7 @@ def bulk(request: Request, data: dict[str, Any]) -> Any:
     _check_keys(data, {"ids", "filter", "reason", "actor"})
     action = str(request.path_params["action"])
     if action not in ACTIONS:
-        raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
+        raise InvalidInput(f"unknown action {action!r}: use {', '.join(ACTIONS)}")
     console = _console(request)
     ids, given_filter = data.get("ids"), data.get("filter")
     if (ids is None) == (given_filter is None):

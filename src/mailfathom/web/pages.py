@@ -56,7 +56,7 @@ def _positive(text: str | None, what: str) -> int | None:
 def _action_name(request: Request) -> str:
     action = str(request.path_params["action"])
     if action not in ACTIONS:
-        raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
+        raise InvalidInput(f"unknown action {action!r}: use {', '.join(ACTIONS)}")
     return action
 
 
@@ -135,7 +135,7 @@ def do_action(request: Request, form: FormData) -> Response:
 def _bulk_targets(request: Request, values: dict[str, str | None], ids: list[str]) -> list[int]:
     action = values["action"] or ""
     if action not in ACTIONS:
-        raise InvalidInput(f"unknown bulk action {action!r}: use requeue, drop or release")
+        raise InvalidInput(f"unknown bulk action {action!r}: use {', '.join(ACTIONS)}")
     if values.get("scope") == "matching":
         query = JobQuery.parse({name: values.get(name) for name in _FILTERS})
         return _console(request).matching_ids(action, query)
