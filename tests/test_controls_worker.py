@@ -14,9 +14,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import worker_app
-from test_worker_isolation import _pid, alive
 
+import worker_app
 from mailfathom import (
     AttemptOutcome,
     FailureClass,
@@ -28,6 +27,8 @@ from mailfathom import (
     Snooze,
 )
 from mailfathom.jobs.worker import Worker
+from test_worker_isolation import _pid
+from worker_processes import alive
 
 #: Short enough that the heartbeat (a third of it) carries an abort within half a second.
 LEASE = 1.5

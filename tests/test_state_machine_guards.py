@@ -59,9 +59,11 @@ def test_the_guard_allows_exactly_the_legal_moves(
             cur.execute(update)
         assert mf.jobs.get(job_id).state is target
     else:
-        with pytest.raises(StoreError, match="illegal job state move"):
-            with mf.store.db.transaction() as cur:
-                cur.execute(update)
+        with (
+            pytest.raises(StoreError, match="illegal job state move"),
+            mf.store.db.transaction() as cur,
+        ):
+            cur.execute(update)
         assert mf.jobs.get(job_id).state is source
 
 
@@ -70,7 +72,7 @@ def test_the_guard_allows_exactly_the_legal_moves(
     [admin.REQUEUE, admin.DROP, admin.RELEASE, admin.HOLD, admin.RUN_NOW, admin.ABORT],
     ids=lambda m: m.action,
 )
-def test_every_operator_action_is_a_legal_move(move: admin.OperatorAction) -> None:
+def test_every_operator_action_is_a_legal_move(move: OperatorAction) -> None:
     target = JobState(move.to_state)
     for source in move.from_states:
         assert JobState(source) is target or JobState(source) in LEGAL_SOURCES[target]

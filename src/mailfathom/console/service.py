@@ -152,11 +152,13 @@ class Console(OutboxConsole):
         schedules = self.schedules()
         paused = sum(schedule.paused for schedule in schedules)
         unknown = self.unknown_count()
+        paused_queues = len(self.mf.queues.paused())
         attention = [
             Attention("unknown_outcomes", "emails with an unknown outcome to resolve", unknown),
             Attention("dead_lettered", "dead-lettered jobs", counts[JobState.DEAD_LETTERED]),
             Attention("held", "held jobs waiting for an operator to press Run", held),
             Attention("dead_workers", "workers silent past their lease (killed?)", dead),
+            Attention("paused_queues", "queues paused: no worker claims from them", paused_queues),
         ]
         return Overview(
             at=self.now(),

@@ -32,8 +32,25 @@ ATTENTION_LINKS = {
     "held": "/jobs?state=Held",
     "unknown_outcomes": "/outbox/unknown",
     "dead_workers": "/workers",
+    "paused_queues": "/queues",
 }
-_PAST = {"requeue": "requeued", "drop": "dropped", "release": "released (it runs now)"}
+_PAST = {
+    "requeue": "requeued",
+    "drop": "dropped",
+    "release": "released (it runs now)",
+    "hold": "held (no worker takes it until it is released)",
+    "run_now": "made due now",
+    "abort": "asked to abort (its worker stops it at its next heartbeat)",
+}
+#: Each action's button label.
+LABELS = {
+    "requeue": "Requeue",
+    "drop": "Drop",
+    "release": "Run",
+    "hold": "Hold",
+    "run_now": "Run now",
+    "abort": "Abort",
+}
 
 
 def _console(request: Request) -> Console:
@@ -117,7 +134,7 @@ def confirm_action(request: Request) -> Response:
     assert job_id is not None
     action = _action_name(request)
     job = _console(request).mf.jobs.get(job_id)
-    return page(request, "confirm.html", {"job": job, "action": action})
+    return page(request, "confirm.html", {"job": job, "action": action, "labels": LABELS})
 
 
 @form_action
