@@ -244,3 +244,17 @@ def test_a_running_worker_stops_claiming_a_paused_queue_and_resumes(mf: MailFath
         assert time.monotonic() - began < 1.0, "a resume must reach an idle worker within 1 s"
         _settled(mf, job.id, worker)
     assert mf.jobs.get(job.id).state is JobState.SUCCEEDED
+
+
+def test_a_snooze_is_not_a_failed_attempt_in_the_throughput(
+    mf: MailFathom, clock: FakeClock
+) -> None:
+    @mf.job("nap")
+    def nap(ctx: JobContext) -> None:
+        if ctx.job.snoozes == 0:
+            raise Snooze(0)
+
+    mf.enqueue("nap")
+    mf.worker().run(burst=True)
+    minute = mf.jobs.throughput(1)[-1]
+    assert (minute.succeeded, minute.failed_attempts) == (1, 0)

@@ -67,9 +67,7 @@ def test_a_message_past_its_expiry_is_refused_not_sent(
     assert mail_app.jobs.get(email.job_id).state is JobState.SUCCEEDED  # nothing left to do
 
 
-def test_whoever_reads_an_expired_record_settles_it(
-    mail_app: MailFathom, clock: FakeClock
-) -> None:
+def test_whoever_reads_an_expired_record_settles_it(mail_app: MailFathom, clock: FakeClock) -> None:
     email = mail_app.outbox.record(message(), expires_at=clock.now() + timedelta(seconds=30))
     assert mail_app.outbox.get(email.id).stage is OutgoingEmailStage.RECORDED
     clock.advance(31)

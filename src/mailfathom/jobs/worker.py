@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from mailfathom.errors import InvalidInput, StoreError
-from mailfathom.jobs.aborts import stop_aborted
+from mailfathom.jobs.aborts import flag_aborted, stop_aborted
 from mailfathom.jobs.claim_ahead import ReadyJobs
 from mailfathom.jobs.execute import aborted, shutdown_timed_out
 from mailfathom.jobs.heartbeat import Heartbeat
@@ -520,23 +520,12 @@ class Worker:
             running.cancel()
 
     def _abort(self, aborts: dict[int, str]) -> None:
-        """Operators asked to abort these jobs (the heartbeat learnt it): flag each attempt
-        for its handler, cancel a coroutine, kill a child; one claimed ahead never starts."""
+        """Operators asked to abort these jobs (the heartbeat learnt it): see ``aborts``."""
         with self._lock:
-            victims = [
-                r
-                for r in self._running.values()
-                if r.job.id in aborts and r.abort.reason is None and not r.abandoned
-            ]
-            for running in victims:
-                running.abort.reason = aborts[running.job.id]
-            unstarted = self._ready.drop(
-                {(j.id, j.attempts) for j in self._ready if j.id in aborts}
-            )
-        for job in unstarted:
+            victims, unstarted = flag_aborted(self._running.values(), self._ready, aborts)
+        for job in unstarted:  # claimed ahead, never started: Aborted without running
             self._done.add(aborted(job, aborts[job.id], self._clock.now(), None))
-            self.signals.abort_seen.signal(job)
-        stop_aborted(victims, aborts, self.signals)
+        stop_aborted(victims, unstarted, aborts, self.signals)
         if unstarted:
             self._wake.set()
 

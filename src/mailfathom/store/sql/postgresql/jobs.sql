@@ -311,10 +311,10 @@ WHERE finished_at >= %(since)s
 GROUP BY 1, 2;
 
 -- name: throughput_failures
--- Attempts that failed (and were retried or dead-lettered) since :since, per UTC minute.
+-- Attempts that failed (and were retried or dead-lettered; a snooze is no failure) since :since, per UTC minute.
 SELECT to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI') AS minute, 'Failed' AS outcome, count(*) AS n
 FROM mf_job_attempts
-WHERE finished_at >= %(since)s
+WHERE finished_at >= %(since)s AND outcome <> 'Snoozed'
 GROUP BY 1, 2;
 
 -- name: count_jobs

@@ -253,10 +253,10 @@ WHERE finished_at >= :since
 GROUP BY 1, 2;
 
 -- name: throughput_failures
--- Attempts that failed (and were retried or dead-lettered) since :since, per UTC minute.
+-- Attempts that failed (and were retried or dead-lettered; a snooze is no failure) since :since, per UTC minute.
 SELECT substr(finished_at, 1, 16) AS minute, 'Failed' AS outcome, count(*) AS n
 FROM mf_job_attempts
-WHERE finished_at >= :since
+WHERE finished_at >= :since AND outcome <> 'Snoozed'
 GROUP BY 1, 2;
 
 -- name: count_jobs
