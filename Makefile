@@ -14,8 +14,8 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 lint: venv
-	$(VENV)/bin/ruff check src tests bench examples
-	$(VENV)/bin/ruff format --check src tests bench examples
+	$(VENV)/bin/ruff check src tests bench examples docs_hooks
+	$(VENV)/bin/ruff format --check src tests bench examples docs_hooks
 
 types: venv
 	$(VENV)/bin/mypy

@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _hook() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "docs_hooks/reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "docs_reference", ROOT / "docs_hooks/reference.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
