@@ -28,7 +28,17 @@ if str(SRC) not in sys.path:  # mkdocs runs from the repository root; the code l
 SETTINGS_MARKER = "<!-- generated: settings -->"
 OPENAPI_MARKER = "<!-- generated: openapi -->"
 
-__all__ = ["OPENAPI_MARKER", "SETTINGS_MARKER", "on_page_markdown", "openapi_markdown"]
+__all__ = [
+    "OPENAPI_MARKER",
+    "SETTINGS_MARKER",
+    "on_page_content",
+    "on_page_markdown",
+    "openapi_markdown",
+    "settings_markdown",
+]
+
+# click 8.2+ marks an option without a default with a sentinel, which mkdocs-click prints.
+_NO_DEFAULT = "<td><code>Sentinel.UNSET</code></td>"
 
 
 def _field_comments(source: str) -> dict[str, str]:
@@ -167,3 +177,8 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
     if OPENAPI_MARKER in markdown:
         markdown = markdown.replace(OPENAPI_MARKER, openapi_markdown())
     return markdown
+
+
+def on_page_content(html: str, **_: Any) -> str:
+    """MkDocs event: an option without a default shows an empty cell, not click's sentinel."""
+    return html.replace(_NO_DEFAULT, "<td></td>")

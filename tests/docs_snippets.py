@@ -27,7 +27,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["ROOT", "Block", "pages", "parse", "run_page"]
+__all__ = ["ROOT", "Block", "pages", "parse", "prepare", "run_page"]
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_LANGUAGES = {"python": "python", "sh": "sh", "bash": "sh", "console": "console"}
@@ -136,27 +136,37 @@ for block in blocks:
 """
 
 
-def run_page(blocks: list[Block], directory: Path, timeout: float = 60) -> str:
-    """Run one page's blocks in ``directory``; returns their output, raises when one fails."""
-    runnable = [asdict(block) for block in blocks if block.runs]
-    spec = directory / ".snippets.json"
-    spec.write_text(json.dumps(runnable), encoding="utf-8")
-    venv_bin = str(Path(sys.executable).parent)
-    (directory / ".venv").symlink_to(Path(sys.executable).parent.parent)
-    (directory / "examples").symlink_to(ROOT / "examples")
-    env = {
+def prepare(directory: Path) -> dict[str, str]:
+    """Make ``directory`` a reader's working directory; the environment its commands get.
+
+    ``.venv`` and ``examples`` link to the checkout's (the README's commands use them);
+    the venv's ``bin`` comes first on ``PATH``; ``MAILFATHOM_DATABASE_URL`` names a SQLite
+    file in the directory; this tree's ``src`` and the directory are importable.
+    """
+    venv = Path(sys.executable).parent.parent
+    if not (directory / ".venv").exists():
+        (directory / ".venv").symlink_to(venv)
+        (directory / "examples").symlink_to(ROOT / "examples")
+    return {
         **os.environ,
-        "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
         "PYTHONPATH": os.pathsep.join(
             [str(ROOT / "src"), str(directory), os.environ.get("PYTHONPATH", "")]
         ),
         "MAILFATHOM_DATABASE_URL": f"sqlite:///{directory / 'mailfathom.db'}",
         "NO_COLOR": "1",
     }
+
+
+def run_page(blocks: list[Block], directory: Path, timeout: float = 60) -> str:
+    """Run one page's blocks in ``directory``; returns their output, raises when one fails."""
+    runnable = [asdict(block) for block in blocks if block.runs]
+    spec = directory / ".snippets.json"
+    spec.write_text(json.dumps(runnable), encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-c", _DRIVER, str(spec)],
         cwd=directory,
-        env=env,
+        env=prepare(directory),
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -65,6 +65,7 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert 'id="mailfathom.MailFathom.enqueue"' in api  # from the docstrings
     cli = (site / "reference/cli/index.html").read_text(encoding="utf-8")
     assert re.search(r"mailfathom worker", cli) and "--burst" in cli  # from click
+    assert "Sentinel" not in cli
     settings = (site / "reference/settings/index.html").read_text(encoding="utf-8")
     assert "MAILFATHOM_CLOCK_SKEW" in settings
     machines = (site / "state-machines/index.html").read_text(encoding="utf-8")
