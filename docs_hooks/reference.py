@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ __all__ = [
     "settings_markdown",
 ]
 
+# Docstrings cross-reference with reST roles (:class:`X`); the rendered page shows the name.
+_ROLE = re.compile(r":(?:class|meth|func|attr|mod|exc|data|obj):(?=<code>)")
 # click 8.2+ marks an option without a default with a sentinel, which mkdocs-click prints.
 _NO_DEFAULT = "<td><code>Sentinel.UNSET</code></td>"
 
@@ -60,6 +63,11 @@ def _field_comments(source: str) -> dict[str, str]:
     return comments
 
 
+def _plain(text: str) -> str:
+    """Text from the code shown as written: ``<token>`` must not become an HTML tag."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _cell(text: str) -> str:
     """Text safe inside one Markdown table cell."""
     return text.replace("|", "\\|").replace("\n", " ")
@@ -72,14 +80,14 @@ def settings_markdown() -> str:
     source = (SRC / "mailfathom" / "config.py").read_text(encoding="utf-8")
     comments = _field_comments(source)
     rows = [
-        "| setting | environment variable | type | default | what it does |",
-        "|---|---|---|---|---|",
+        "| setting | type and default | what it does |",
+        "|---|---|---|",
     ]
     for field in dataclasses.fields(Settings):
         default = "none" if field.default is None else f"`{field.default!r}`"
         annotation = str(field.type).replace(" | None", " or none")
         rows.append(
-            f"| `{field.name}` | `MAILFATHOM_{field.name.upper()}` | {_cell(annotation)} | "
+            f"| `{field.name}`<br>`MAILFATHOM_{field.name.upper()}` | {_cell(annotation)}, "
             f"{_cell(default)} | {_cell(comments.get(field.name, ''))} |"
         )
     return "\n".join(rows)
@@ -109,7 +117,7 @@ def _body_schema(holder: dict[str, Any]) -> dict[str, Any]:
 
 
 def _operation_markdown(path: str, method: str, operation: dict[str, Any]) -> list[str]:
-    lines = [f"### `{method.upper()} {path}`", "", str(operation.get("summary", "")), ""]
+    lines = [f"### `{method.upper()} {path}`", "", _plain(str(operation.get("summary", ""))), ""]
     params = operation.get("parameters", [])
     if params:
         lines += ["| parameter | in | required | schema | description |", "|---|---|---|---|---|"]
@@ -117,7 +125,7 @@ def _operation_markdown(path: str, method: str, operation: dict[str, Any]) -> li
             lines.append(
                 f"| `{param['name']}` | {param['in']} | {'yes' if param.get('required') else 'no'}"
                 f" | {_cell(_schema_text(param.get('schema', {})))} | "
-                f"{_cell(str(param.get('description', '')))} |"
+                f"{_cell(_plain(str(param.get('description', ''))))} |"
             )
         lines.append("")
     if "requestBody" in operation:
@@ -126,7 +134,7 @@ def _operation_markdown(path: str, method: str, operation: dict[str, Any]) -> li
     lines += ["| status | meaning | body |", "|---|---|---|"]
     for status, response in operation["responses"].items():
         lines.append(
-            f"| {status} | {_cell(str(response.get('description', '')))} | "
+            f"| {status} | {_cell(_plain(str(response.get('description', ''))))} | "
             f"{_cell(_schema_text(_body_schema(response)))} |"
         )
     lines.append("")
@@ -156,7 +164,7 @@ def openapi_markdown(document: dict[str, Any] | None = None) -> str:
         document = build()
     lines = [
         f"OpenAPI {document['openapi']}: *{document['info']['title']}*, version "
-        f"{document['info']['version']}. {document['info'].get('description', '')}",
+        f"{document['info']['version']}. {_plain(document['info'].get('description', ''))}",
         "",
         "## Operations",
         "",
@@ -180,5 +188,6 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 
 
 def on_page_content(html: str, **_: Any) -> str:
-    """MkDocs event: an option without a default shows an empty cell, not click's sentinel."""
-    return html.replace(_NO_DEFAULT, "<td></td>")
+    """MkDocs event: reST roles dropped from docstrings; an option without a default shows
+    an empty cell, not click's sentinel."""
+    return _ROLE.sub("", html).replace(_NO_DEFAULT, "<td></td>")
