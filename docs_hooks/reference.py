@@ -178,12 +178,17 @@ def openapi_markdown(document: dict[str, Any] | None = None) -> str:
     return "\n".join(lines)
 
 
+def _marker(name: str) -> re.Pattern[str]:
+    """A marker alone on its line (quoted in a sentence, it is left as written)."""
+    return re.compile(rf"^<!-- generated: {name} -->$", re.M)
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     """MkDocs event: replace each marker with the part it names."""
-    if SETTINGS_MARKER in markdown:
-        markdown = markdown.replace(SETTINGS_MARKER, settings_markdown())
-    if OPENAPI_MARKER in markdown:
-        markdown = markdown.replace(OPENAPI_MARKER, openapi_markdown())
+    for name, render in (("settings", settings_markdown), ("openapi", openapi_markdown)):
+        pattern = _marker(name)
+        if pattern.search(markdown):
+            markdown = pattern.sub(render().replace("\\", "\\\\"), markdown)
     return markdown
 
 
