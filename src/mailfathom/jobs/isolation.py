@@ -163,14 +163,16 @@ def _answer(message: Any, process: Any, job: Job, started: datetime) -> Finished
 
 
 def _kill(process: Any) -> None:
-    if process.pid is None:
-        return
-    if process.exitcode is None:
-        try:
-            process.kill()
-        except (OSError, ValueError):  # already gone, or already closed
+    """SIGKILL the child and reap it; a child already reaped and closed by the thread
+    that ran it (``kill_all`` races with that thread) is left alone."""
+    try:
+        if process.pid is None:
             return
-    process.join(5)
+        if process.exitcode is None:
+            process.kill()
+        process.join(5)
+    except (OSError, ValueError):  # already gone, or already closed
+        return
 
 
 def _child_main(

@@ -75,6 +75,7 @@ class SQLiteDatabase:
                 f"database_url points into {parent!r}, which does not exist: create the folder "
                 "or choose another path"
             )
+        _create_private(self.path)
         self.queries: Mapping[str, str] = load_queries("sqlite")
         self._busy_ms = int(busy_timeout * 1000)
         self._local = threading.local()
@@ -301,6 +302,25 @@ class _WrappedCursor:
 
     def fetchall(self) -> list[Any]:
         return self._cursor.fetchall()
+
+
+def _create_private(path: str) -> None:
+    """Create the database file readable by its owner only (0600), if it does not exist.
+
+    It holds payloads, message bytes and the console's session key. SQLite gives the
+    ``-wal`` and ``-shm`` files the database file's permissions, so they are private too.
+    An existing file keeps the permissions it has.
+    """
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot create the SQLite database {path!r} ({exc.strerror}): check the folder's "
+            "permissions or choose another path"
+        ) from None
+    os.close(fd)
 
 
 def _store_error(exc: sqlite3.Error) -> StoreError:

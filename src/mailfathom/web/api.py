@@ -35,6 +35,7 @@ from mailfathom.console.serialize import (
     worker_json,
 )
 from mailfathom.errors import InvalidInput, MailFathomError
+from mailfathom.jobs.payload import MAX_DEPTH
 from mailfathom.web.handlers import status_for
 from mailfathom.web.params import is_whole_number
 
@@ -77,8 +78,15 @@ async def _json_object(request: Request) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(raw)
+    except RecursionError:
+        raise InvalidInput(
+            f"the request body is nested too deeply to read: payloads may nest at most "
+            f"{MAX_DEPTH} levels"
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"the request body is not valid JSON: {exc}") from None
+    except ValueError as exc:  # an integer longer than Python reads (4300 digits)
+        raise InvalidInput(f"the request body cannot be read: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidInput("the request body must be a JSON object")
     return data
@@ -95,8 +103,9 @@ def _int_param(
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    if not is_whole_number(raw) or not low <= int(raw) <= high:
-        raise InvalidInput(f"{name} must be a whole number from {low} to {high}, not {raw!r}")
+    if not is_whole_number(raw) or len(raw) > 19 or not low <= int(raw) <= high:
+        shown = raw if len(raw) <= 40 else raw[:40] + "…"
+        raise InvalidInput(f"{name} must be a whole number from {low} to {high}, not {shown!r}")
     return int(raw)
 
 
@@ -371,8 +380,8 @@ routes = [
     Route("/api/jobs", create_job, methods=["POST"]),
     Route("/api/jobs/counts", job_counts),
     Route("/api/jobs/bulk/{action}", bulk, methods=["POST"]),
-    Route("/api/jobs/{job_id:int}", get_job),
-    Route("/api/jobs/{job_id:int}/{action}", act, methods=["POST"]),
+    Route("/api/jobs/{job_id:id}", get_job),
+    Route("/api/jobs/{job_id:id}/{action}", act, methods=["POST"]),
     Route("/api/schedules", schedules),
     Route("/api/schedules/{name:path}/pause", pause_schedule, methods=["POST"]),
     Route("/api/schedules/{name:path}/resume", resume_schedule, methods=["POST"]),
@@ -380,10 +389,10 @@ routes = [
     Route("/api/outbox", list_emails),
     Route("/api/outbox/counts", email_counts),
     Route("/api/outbox/unknown", unknown_emails),
-    Route("/api/outbox/{email_id:int}", get_email),
-    Route("/api/outbox/{email_id:int}/cancel", cancel_email, methods=["POST"]),
-    Route("/api/outbox/{email_id:int}/resolve", resolve_email, methods=["POST"]),
-    Route("/api/outbox/{email_id:int}/record-again", record_email_again, methods=["POST"]),
+    Route("/api/outbox/{email_id:id}", get_email),
+    Route("/api/outbox/{email_id:id}/cancel", cancel_email, methods=["POST"]),
+    Route("/api/outbox/{email_id:id}/resolve", resolve_email, methods=["POST"]),
+    Route("/api/outbox/{email_id:id}/record-again", record_email_again, methods=["POST"]),
     Route("/api/kinds", kinds),
     Route("/api/audit", audit),
     Route("/api/throughput", throughput),
