@@ -15,6 +15,9 @@ The rules (docs/contributing.md says them for authors):
   with placeholders, a server or a process that runs until stopped, PostgreSQL, a
   long run. The reason is required and shown on the page's source.
 - Blocks in any other language (or none) are never run.
+- A runnable block may not install anything (``pip install``, ``apt-get install``): the
+  test would change the venv it runs in. Such a block must be tagged skip; ``run_page``
+  refuses to start a page that has one.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ RUN_LANGUAGES = {"python": "python", "sh": "sh", "bash": "sh", "console": "conso
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<info>.*)$")
 _SKIP = re.compile(r"^\s*<!--\s*skip:\s*(?P<reason>.*?)\s*-->\s*$")
 _TITLE = re.compile(r"""title\s*=\s*["']([^"']+)["']""")
+_INSTALLS = re.compile(r"\b(?:pip3?|uv\s+pip|apt(?:-get)?|npm)\s+install\b")
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,11 @@ class Block:
     def runs(self) -> bool:
         """Whether the snippet test runs (or writes) this block."""
         return self.skip is None and self.language in RUN_LANGUAGES
+
+    @property
+    def installs(self) -> bool:
+        """Whether running this block would install packages (it must be tagged skip)."""
+        return self.runs and self.file is None and _INSTALLS.search(self.code) is not None
 
 
 def parse(text: str, page: str) -> list[Block]:
@@ -160,6 +169,12 @@ def prepare(directory: Path) -> dict[str, str]:
 
 def run_page(blocks: list[Block], directory: Path, timeout: float = 60) -> str:
     """Run one page's blocks in ``directory``; returns their output, raises when one fails."""
+    installing = [f"{block.page}:{block.line}" for block in blocks if block.installs]
+    if installing:
+        raise AssertionError(
+            f"{', '.join(installing)} would install packages into the test's venv: put "
+            "<!-- skip: installs ... --> on the line before the block"
+        )
     runnable = [asdict(block) for block in blocks if block.runs]
     spec = directory / ".snippets.json"
     spec.write_text(json.dumps(runnable), encoding="utf-8")

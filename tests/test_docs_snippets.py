@@ -45,6 +45,23 @@ def test_every_skipped_block_says_why() -> None:
     assert unexplained == [], "write why after <!-- skip: -->"
 
 
+def test_no_runnable_block_installs_anything() -> None:
+    installing = [
+        f"{block.page}:{block.line}"
+        for path in pages()
+        for block in _blocks(path)
+        if block.installs
+    ]
+    assert installing == [], "tag these <!-- skip: installs ... -->"
+
+
+def test_a_page_that_would_install_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    page = "```sh\ntouch ran\n```\n\n```sh\npip install 'mailfathom[flask]'\n```\n"
+    with pytest.raises(AssertionError, match=r"page.md:5 would install packages"):
+        run_page(parse(page, "page.md"), tmp_path)
+    assert not (tmp_path / "ran").exists()
+
+
 def test_the_tutorials_run_most_of_their_examples() -> None:
     """A tutorial is followed by hand: what it shows must be what the test runs."""
     for path in sorted((ROOT / "docs" / "tutorial").glob("*.md")):
