@@ -193,6 +193,7 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 
 
 def on_page_content(html: str, **_: Any) -> str:
-    """MkDocs event: reST roles dropped from docstrings; an option without a default shows
-    an empty cell, not click's sentinel."""
-    return _ROLE.sub("", html).replace(_NO_DEFAULT, "<td></td>")
+    """MkDocs event: reST roles and literal-block markers dropped from docstrings; an
+    option without a default shows an empty cell, not click's sentinel."""
+    html = _ROLE.sub("", html).replace(_NO_DEFAULT, "<td></td>")
+    return html.replace("<p>::</p>\n", "")  # a reST literal-block marker on its own line

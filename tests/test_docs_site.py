@@ -70,6 +70,8 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     settings = (site / "reference/settings/index.html").read_text(encoding="utf-8")
     assert "MAILFATHOM_CLOCK_SKEW" in settings
     assert ":class:" not in api and ":meth:" not in api
+    errors = (site / "reference/errors/index.html").read_text(encoding="utf-8")
+    assert "├── ConfigurationError" in errors and "<p>::</p>" not in errors
     quoted = (site / "contributing/index.html").read_text(encoding="utf-8")
     assert "generated: settings" in quoted  # a marker quoted in a sentence stays as written
     machines = (site / "state-machines/index.html").read_text(encoding="utf-8")
