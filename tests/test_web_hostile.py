@@ -21,7 +21,7 @@ from consolekit import csrf_of, make_client, register_demo_kinds
 from mailfathom import MailFathom
 from mailfathom.console import Console
 from mailfathom.devmail import Inbox
-from mailfathom.web import create_app
+from mailfathom.web.app import create_app
 from mailfathom.web.limits import server_config
 
 

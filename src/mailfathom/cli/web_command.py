@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from mailfathom.cli.common import app_option, open_app, reports_errors
-from mailfathom.config import Settings
 from mailfathom.errors import ConfigurationError
 from mailfathom.store import redact_url
 
@@ -78,8 +78,10 @@ def web(
                 "give the console token once: --token-file, or MAILFATHOM_WEB_TOKEN, not both"
             )
         token = read_token_file(token_file)
-    settings = Settings.load({"web_host": host, "web_port": port, "web_token": token})
     with open_app(ctx, app_spec) as mf:
+        # The app's own settings (a framework integration's included) unless given here.
+        given = {"web_host": host, "web_port": port, "web_token": token}
+        settings = replace(mf.settings, **{k: v for k, v in given.items() if v is not None})
         app = build_console_app(
             mf,
             host=settings.web_host,

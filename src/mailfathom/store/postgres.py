@@ -28,10 +28,12 @@ from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import Format
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
+from mailfathom.store.callers import driver_connection
 from mailfathom.store.database import Cursor
 from mailfathom.store.queries import load_queries
 
@@ -154,12 +156,12 @@ class PostgresDatabase:
     def transaction(self, connection: object | None = None) -> Iterator[Cursor]:
         """One transaction on a pooled connection, or the caller's own transaction."""
         if connection is not None:
-            caller = self._callers_connection(connection)
+            caller = self._callers_connection(driver_connection(connection))
             try:
                 # A savepoint inside the caller's open transaction (nothing is committed on
                 # its behalf); BEGIN … COMMIT on an autocommit connection, so the write is
                 # atomic either way.
-                with caller.transaction(), caller.cursor(row_factory=dict_row) as cur:
+                with caller.transaction(), _callers_cursor(caller) as cur:
                     yield _WrappedCursor(cur)
             except psycopg.Error as exc:
                 raise _store_error(exc) from exc
@@ -189,7 +191,8 @@ class PostgresDatabase:
         """The caller's connection, once it is known to be on this store's database."""
         if not isinstance(connection, psycopg.Connection):
             raise InvalidInput(
-                f"connection= must be a psycopg.Connection for a PostgreSQL store, not "
+                f"connection= must be a psycopg.Connection (or a SQLAlchemy Session or "
+                f"Connection on the postgresql+psycopg driver) for a PostgreSQL store, not "
                 f"{type(connection).__name__}"
             )
         # On a non-autocommit connection this also opens the caller's transaction, so the
@@ -306,6 +309,25 @@ class PostgresDatabase:
     def list_param(self, values: Sequence[Any]) -> str:
         """A JSON array, read in SQL with ``jsonb_array_elements``."""
         return json.dumps(list(values), separators=(",", ":"))
+
+
+#: Types whose loaders a framework may replace on its connections (Django reads jsonb
+#: as text and timestamptz in its TIME_ZONE); the caller's cursor gets psycopg's own back.
+_OUR_LOADERS = ("json", "jsonb", "timestamptz")
+
+
+def _callers_cursor(connection: psycopg.Connection[Any]) -> psycopg.Cursor[dict[str, Any]]:
+    """A cursor on the caller's connection that reads and binds as our pooled ones do:
+    a plain server-binding cursor (not the connection's ``cursor_factory``, which may
+    bind on the client) with psycopg's default loaders for the types we read back."""
+    cursor = psycopg.Cursor(connection, row_factory=dict_row)
+    for name in _OUR_LOADERS:
+        info = psycopg.adapters.types[name]
+        for fmt in (Format.TEXT, Format.BINARY):
+            loader = psycopg.adapters.get_loader(info.oid, fmt)
+            if loader is not None:
+                cursor.adapters.register_loader(info.oid, loader)
+    return cursor
 
 
 _WHERE = "SELECT current_database() AS database, current_schema() AS schema"

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
+from mailfathom.store.callers import driver_connection
 from mailfathom.store.database import Cursor
 from mailfathom.store.migrate import split_statements
 from mailfathom.store.queries import load_queries
@@ -75,7 +76,6 @@ class SQLiteDatabase:
                 f"database_url points into {parent!r}, which does not exist: create the folder "
                 "or choose another path"
             )
-        _create_private(self.path)
         self.queries: Mapping[str, str] = load_queries("sqlite")
         self._busy_ms = int(busy_timeout * 1000)
         self._local = threading.local()
@@ -88,6 +88,7 @@ class SQLiteDatabase:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None and self._local.pid == os.getpid():
             return conn
+        _create_private(self.path)  # when first opened: a store never used makes no file
         try:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, cached_statements=256
@@ -146,7 +147,7 @@ class SQLiteDatabase:
     def transaction(self, connection: object | None = None) -> Iterator[Cursor]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``, or the caller's own transaction."""
         if connection is not None:
-            with self._callers_savepoint(connection) as cursor:
+            with self._callers_savepoint(driver_connection(connection)) as cursor:
                 yield cursor
             return
         conn = self._connection()
@@ -218,7 +219,8 @@ class SQLiteDatabase:
     def _callers_cursor(self, connection: object) -> Cursor:
         if not isinstance(connection, sqlite3.Connection):
             raise InvalidInput(
-                f"connection= must be a sqlite3.Connection for a SQLite store, not "
+                f"connection= must be a sqlite3.Connection (or a SQLAlchemy Session or "
+                f"Connection) for a SQLite store, not "
                 f"{type(connection).__name__}"
             )
         try:

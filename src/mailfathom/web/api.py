@@ -36,6 +36,7 @@ from mailfathom.console.serialize import (
 )
 from mailfathom.errors import InvalidInput, MailFathomError
 from mailfathom.jobs.payload import MAX_DEPTH
+from mailfathom.web.delegated import user_of
 from mailfathom.web.handlers import status_for
 from mailfathom.web.params import is_whole_number
 
@@ -125,8 +126,11 @@ def _text(data: dict[str, Any], name: str, *, longest: int = 2000) -> str | None
     return value
 
 
-def _actor(data: dict[str, Any]) -> str:
+def _actor(request: Request, data: dict[str, Any]) -> str:
     actor = _text(data, "actor", longest=100)
+    user = user_of(request)  # the host application's auth= said who this is
+    if user is not None:
+        return f"api:{user.name}"
     return f"api:{actor.strip()}" if actor and actor.strip() else "api"
 
 
@@ -201,7 +205,7 @@ def act(request: Request, data: dict[str, Any]) -> Any:
     if action not in ACTIONS:
         raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
     job = _console(request).act(
-        action, _job_id(request), actor=_actor(data), reason=_text(data, "reason")
+        action, _job_id(request), actor=_actor(request, data), reason=_text(data, "reason")
     )
     return job_json(job)
 
@@ -229,7 +233,9 @@ def bulk(request: Request, data: dict[str, Any]) -> Any:
         ):
             raise InvalidInput("filter must be an object of text values (state, kind, …)")
         targets = console.matching_ids(action, JobQuery.parse(given_filter))
-    result = console.bulk(action, targets, actor=_actor(data), reason=_text(data, "reason"))
+    result = console.bulk(
+        action, targets, actor=_actor(request, data), reason=_text(data, "reason")
+    )
     return bulk_json(result)
 
 
@@ -247,7 +253,7 @@ def pause_schedule(request: Request, data: dict[str, Any]) -> Any:
     _check_keys(data, {"reason", "actor"})
     console = _console(request)
     schedule = console.pause_schedule(
-        str(request.path_params["name"]), actor=_actor(data), reason=_text(data, "reason")
+        str(request.path_params["name"]), actor=_actor(request, data), reason=_text(data, "reason")
     )
     return schedule_json(schedule, console.now())
 
@@ -257,7 +263,9 @@ def resume_schedule(request: Request, data: dict[str, Any]) -> Any:
     """Resume a schedule from its next tick."""
     _check_keys(data, {"actor"})
     console = _console(request)
-    schedule = console.resume_schedule(str(request.path_params["name"]), actor=_actor(data))
+    schedule = console.resume_schedule(
+        str(request.path_params["name"]), actor=_actor(request, data)
+    )
     return schedule_json(schedule, console.now())
 
 
@@ -310,7 +318,7 @@ def cancel_email(request: Request, data: dict[str, Any]) -> Any:
     """Cancel a Recorded email."""
     _check_keys(data, {"reason", "actor"})
     email = _console(request).cancel_email(
-        _email_id(request), actor=_actor(data), reason=_text(data, "reason")
+        _email_id(request), actor=_actor(request, data), reason=_text(data, "reason")
     )
     return email_json(email)
 
@@ -323,7 +331,7 @@ def resolve_email(request: Request, data: dict[str, Any]) -> Any:
     if not isinstance(decision, str):
         raise InvalidInput("decision is required: 'delivered', 'send_again' or 'give_up'")
     email = _console(request).resolve_email(
-        _email_id(request), decision, actor=_actor(data), reason=_text(data, "reason")
+        _email_id(request), decision, actor=_actor(request, data), reason=_text(data, "reason")
     )
     return email_json(email)
 
@@ -333,7 +341,7 @@ def record_email_again(request: Request, data: dict[str, Any]) -> Any:
     """Record a Refused email's bytes again as a new message."""
     _check_keys(data, {"reason", "actor"})
     email = _console(request).record_email_again(
-        _email_id(request), actor=_actor(data), reason=_text(data, "reason")
+        _email_id(request), actor=_actor(request, data), reason=_text(data, "reason")
     )
     return JSONResponse(email_json(email), status_code=201)
 

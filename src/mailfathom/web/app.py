@@ -25,6 +25,7 @@ from starlette.staticfiles import StaticFiles
 
 from mailfathom.console import Console
 from mailfathom.web import api, inbox_pages, outbox_pages, pages, schedule_pages
+from mailfathom.web.delegated import DelegatedGuard
 from mailfathom.web.features import Features, detect_features
 from mailfathom.web.limits import BODY_SECONDS, BodyDeadline
 from mailfathom.web.render import HERE
@@ -42,11 +43,16 @@ def create_app(
     features: Features | None = None,
     extra_routes: list[BaseRoute] | None = None,
     body_seconds: float = BODY_SECONDS,
+    delegated_auth: bool = False,
 ) -> Starlette:
     """The console for ``console``'s app. ``access`` defaults to an open loopback console.
 
     Reads (or makes) the session-signing key in the database, so the database must be
     migrated first. A request body must arrive within ``body_seconds``.
+
+    ``delegated_auth=True``: the host application authenticates (the ``auth=`` of
+    :func:`mailfathom.web.create_app`, which wraps this app), so the token guard gives
+    way to :class:`~mailfathom.web.delegated.DelegatedGuard`.
     """
     access = access or Access.for_bind("127.0.0.1", None)
     sessions = SessionStore(console.mf)
@@ -73,7 +79,9 @@ def create_app(
                 protected=access.protected,
                 secure=access.secure_cookies,
             ),
-            Middleware(Guard, access=access, sessions=sessions, throttle=throttle),
+            Middleware(DelegatedGuard)
+            if delegated_auth
+            else Middleware(Guard, access=access, sessions=sessions, throttle=throttle),
         ],
         exception_handlers={HTTPException: _http_error},
         max_body_size=2_000_000,

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from mailfathom.console.query import JobQuery
+from mailfathom.web.delegated import user_of
 from mailfathom.web.security import CSRF_FIELD, csrf_token, logged_in
 
 __all__ = ["ANONYMOUS", "flash", "operator", "page", "templates"]
@@ -86,10 +87,14 @@ templates = Jinja2Templates(env=_environment())
 def operator(request: Request) -> str:
     """Who acts in this session, for the audit trail.
 
+    ``web:<name>`` when the host application's ``auth=`` said who this is;
     ``web:console`` on an open loopback console. Behind a token, everyone holds the
     same token, so the name typed at login is only what the operator said it was:
     ``web:<name> (self-declared)`` (``web:operator`` when no name was given).
     """
+    user = user_of(request)
+    if user is not None:
+        return f"web:{user.name}"
     found = logged_in(request)
     if found is None:
         return "web:console"
