@@ -70,7 +70,7 @@ def docs_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The documentation site, built strictly and served on a free port; its URL."""
     site = tmp_path_factory.mktemp("site")
     subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
         cwd=ROOT,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
         check=True,

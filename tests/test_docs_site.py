@@ -52,7 +52,7 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     """Broken links, anchors, references and nav entries fail the build (warnings are errors)."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -77,3 +77,37 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     machines = (site / "state-machines/index.html").read_text(encoding="utf-8")
     assert machines.count('class="mermaid"') >= 2
     assert (site / "charts/processing.svg").is_file()
+
+
+def _build(config: Path) -> subprocess.CompletedProcess[str]:
+    """``mkdocs build --strict`` as ``make docs`` runs it, on ``config``."""
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config)],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+
+
+def test_a_page_missing_from_nav_is_reported_and_a_broken_link_fails(tmp_path: Path) -> None:
+    """The site's validation settings (inherited from mkdocs.yml) on a two-page site."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home\n\nSee [the new page](new.md#usage).\n")
+    (docs / "new.md").write_text("# New\n\n## Usage\n\nLanded before its nav entry.\n")
+    config = tmp_path / "mkdocs.yml"
+    config.write_text(
+        f"INHERIT: {ROOT / 'mkdocs.yml'}\ndocs_dir: {docs}\nsite_dir: {tmp_path / 'site'}\n"
+        "hooks: []\nnav:\n  - Home: index.md\n"
+    )
+    done = _build(config)
+    assert done.returncode == 0, done.stderr
+    assert "not included in the" in done.stderr and "new.md" in done.stderr
+
+    (docs / "new.md").write_text("# New\n\nSee [the old page](old.md).\n")  # anchor gone too
+    done = _build(config)
+    assert done.returncode == 1
+    assert "'old.md'" in done.stderr and "'#usage'" in done.stderr, done.stderr
