@@ -93,7 +93,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, smtp_process: ServerProcess) 
 
     def work() -> None:
         while not stop.is_set():
-            mf.worker(concurrency=5).run(burst=True)
+            # a short lease: its heartbeat (a third of it) carries an operator's abort quickly
+            mf.worker(concurrency=5, lease=3.0).run(burst=True)
             stop.wait(0.1)
 
     working = threading.Thread(target=work, daemon=True)
@@ -337,3 +338,67 @@ def test_a_cookie_kept_from_before_logout_opens_nothing(
         thief.close()
     assert site.mf.jobs.events(job_id) == []
     assert TOKEN not in str(saved)
+
+
+def _wait_for(check: Any, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_pause_a_queue_hold_run_now_and_abort(page: Any, site: Site) -> None:
+    import asyncio
+
+    from mailfathom import JobContext
+
+    if "demo.wait" not in site.mf.registry.names():
+
+        @site.mf.job("demo.wait", queue="slow")
+        async def wait(ctx: JobContext) -> None:
+            await asyncio.sleep(600)
+
+    log_in(page, site, "carol")
+    page.goto(site.url + "/queues")
+    page.fill("input[name=queue]", "slow")
+    page.click("button:has-text('Pause…')")
+    page.fill("input[name=reason]", "upstream down")
+    page.click("button:has-text('Confirm: pause queue slow')")
+    assert "Queue slow paused" in page.inner_text(".flash")
+    assert "upstream down" in page.inner_text("#queue-slow")
+    shot(page, site, "queues")
+    page.goto(site.url + "/")
+    assert "queues paused" in page.inner_text(".attention")
+
+    job = site.mf.enqueue("demo.wait")  # enqueue goes on while the queue is paused
+    page.goto(site.url + "/queues")
+    page.click("#queue-slow a:has-text('Resume…')")
+    page.click("button:has-text('Confirm: resume queue slow')")
+    _wait_for(lambda: site.mf.jobs.get(job.id).state is JobState.CLAIMED, "never claimed")
+    page.goto(site.url + f"/jobs/{job.id}")
+    page.click("a:has-text('Abort…')")
+    page.fill("input[name=reason]", "runaway")
+    page.click("button:has-text('Confirm: abort job')")
+    assert "asked to abort" in page.inner_text(".flash")
+    _wait_for(lambda: site.mf.jobs.get(job.id).state is JobState.DEAD_LETTERED, "not aborted")
+    page.reload()
+    fields = page.inner_text("dl.fields")
+    assert "aborted by web:carol (self-declared): runaway" in fields
+    assert "Aborted" in page.inner_text("ol.attempts")
+
+    later = site.mf.enqueue("demo.ok", {}, delay=3600)
+    page.goto(site.url + f"/jobs/{later.id}")
+    page.click("a:has-text('Hold…')")
+    page.click("button:has-text('Confirm: hold job')")
+    assert "Held" in page.inner_text("h1")
+    page.click("a:has-text('Run…')")
+    page.click("button:has-text('Confirm: run job')")
+    _wait_for(lambda: site.mf.jobs.get(later.id).state is JobState.SUCCEEDED, "not run")
+    delayed = site.mf.enqueue("demo.ok", {}, delay=3600)
+    page.goto(site.url + f"/jobs/{delayed.id}")
+    page.click("a:has-text('Run now…')")
+    page.click("button:has-text('Confirm: run now job')")
+    assert "made due now" in page.inner_text(".flash")
+    _wait_for(lambda: site.mf.jobs.get(delayed.id).state is JobState.SUCCEEDED, "not run now")
+    events = [e.actor for e in site.mf.jobs.events(delayed.id)]
+    assert events == ["web:carol (self-declared)"]

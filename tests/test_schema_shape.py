@@ -41,6 +41,8 @@ JOBS_COLUMNS = {
     "failure_reason": (True, "TEXT", "text"),
     "created_at": (False, "TEXT", "timestamp with time zone"),
     "finished_at": (True, "TEXT", "timestamp with time zone"),
+    "abort_reason": (True, "TEXT", "text"),  # operator controls
+    "snoozes": (False, "INTEGER", "integer"),
 }
 JOBS_CHECKS = Counter(
     {
@@ -57,6 +59,7 @@ JOBS_CHECKS = Counter(
         ("lease_expires_at", "lease_owner"): 1,
         ("failure_class", "failure_reason", "state"): 1,
         ("attempt_base", "attempts", "state"): 1,
+        ("snoozes",): 1,
     }
 )
 # Every CHECK of the outbox tables (both dialects; SQLite adds its 0/1 stand-ins for booleans).

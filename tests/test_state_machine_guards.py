@@ -25,7 +25,10 @@ import pytest
 from guard_probe import insert_row, placeholders, refused_by, trigger
 from mailfathom import JobState, MailFathom, OutgoingEmailStage
 from mailfathom.delivery import stage as email_stages
+from mailfathom.jobs import admin
 from mailfathom.jobs import state as job_states
+from mailfathom.jobs.state import LEGAL_SOURCES
+from mailfathom.store.base import OperatorAction
 
 _T = datetime.fromisoformat("2026-01-01T00:00:00+00:00")
 
@@ -223,3 +226,15 @@ def test_an_update_that_keeps_the_stage_is_not_a_move(
     email_id = _email_in(mf, stage)
     _update(mf, "mf_outbox", email_id, {"stage": stage.value, "attempts": 2})
     assert _state_of(mf, "mf_outbox", "stage", email_id) == stage.value
+
+
+@pytest.mark.parametrize(
+    "move",
+    [admin.REQUEUE, admin.DROP, admin.RELEASE, admin.HOLD, admin.RUN_NOW, admin.ABORT],
+    ids=lambda m: m.action,
+)
+def test_every_operator_action_is_a_legal_move(move: OperatorAction) -> None:
+    """The operator actions (hold, run now, abort and the rest) only make legal moves."""
+    target = JobState(move.to_state)
+    for source in move.from_states:
+        assert JobState(source) is target or JobState(source) in LEGAL_SOURCES[target]

@@ -11,6 +11,7 @@ from mailfathom.cli.common import open_app, reports_errors
 from mailfathom.cli.dev_command import dev
 from mailfathom.cli.jobs_command import enqueue, jobs
 from mailfathom.cli.outbox_command import outbox
+from mailfathom.cli.queues_command import queues
 from mailfathom.cli.schedules_command import schedules, workers
 from mailfathom.cli.web_command import web
 from mailfathom.cli.worker_command import worker
@@ -47,6 +48,7 @@ def migrate(ctx: click.Context) -> None:
 cli.add_command(enqueue)
 cli.add_command(jobs)
 cli.add_command(outbox)
+cli.add_command(queues)
 cli.add_command(schedules)
 cli.add_command(workers)
 cli.add_command(web)

@@ -17,6 +17,7 @@ from mailfathom.console.service import AuditPage, BulkResult, JobDetail, JobPage
 from mailfathom.delivery.model import OutgoingEmail
 from mailfathom.jobs.admin import Throughput
 from mailfathom.jobs.model import Attempt, Job, JobEvent
+from mailfathom.jobs.queues import QueueSummary
 from mailfathom.jobs.schedule_admin import Schedule
 from mailfathom.jobs.workers import WorkerInfo
 
@@ -34,6 +35,8 @@ __all__ = [
     "jsonable",
     "overview_json",
     "pretty_json",
+    "queue_bulk_json",
+    "queue_json",
     "schedule_json",
     "throughput_json",
     "worker_json",
@@ -191,4 +194,19 @@ def bulk_json(result: BulkResult) -> dict[str, Any]:
         "action": result.action,
         "done": result.done,
         "refused": [{"id": job_id, "error": why} for job_id, why in result.refused.items()],
+    }
+
+
+def queue_json(queue: QueueSummary) -> dict[str, Any]:
+    """A queue: its unfinished jobs, and its pause (who, when, why) or null."""
+    found: dict[str, Any] = jsonable(queue)
+    return found
+
+
+def queue_bulk_json(result: BulkResult) -> dict[str, Any]:
+    """What a pause or resume did: the queues acted on, and each refused one with why."""
+    return {
+        "action": result.action,
+        "done": result.done_queues,
+        "refused": [{"queue": name, "error": why} for name, why in result.refused_queues.items()],
     }

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from mailfathom.console.outbox_service import OutboxConsole
 from mailfathom.console.query import HELD, JobQuery
 from mailfathom.delivery.stage import OutgoingEmailStage
-from mailfathom.errors import InvalidInput, MailFathomError, NotFound
+from mailfathom.errors import IllegalTransition, InvalidInput, MailFathomError, NotFound
 from mailfathom.jobs.admin import Throughput
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
 from mailfathom.jobs.state import JobState
@@ -26,6 +26,7 @@ from mailfathom.jobs.state import JobState
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
     from mailfathom.devmail import Inbox, InboxMessage
+    from mailfathom.jobs.queues import QueueSummary
     from mailfathom.jobs.schedule_admin import Schedule
     from mailfathom.jobs.workers import WorkerInfo
 
@@ -41,13 +42,17 @@ __all__ = [
     "parse_instant",
 ]
 
-Action = Literal["requeue", "drop", "release"]
+Action = Literal["requeue", "drop", "release", "hold", "run_now", "abort"]
 #: Each operator action on jobs, and the state filter its bulk form is limited to.
 ACTIONS: dict[str, str] = {
     "requeue": JobState.DEAD_LETTERED.value,
     "drop": JobState.DEAD_LETTERED.value,
     "release": HELD,
+    "hold": JobState.PENDING.value,
+    "run_now": JobState.PENDING.value,
+    "abort": JobState.CLAIMED.value,
 }
+_ACTION_NAMES = "requeue, drop, release, hold, run_now or abort"
 #: Most jobs one bulk action may touch; beyond it, narrow the filter and repeat.
 BULK_LIMIT = 100_000
 
@@ -114,6 +119,9 @@ class BulkResult:
     action: str
     done: list[int] = field(default_factory=list)
     refused: dict[int, str] = field(default_factory=dict)
+    #: For pause and resume: the queues acted on, and those refused with the reason.
+    done_queues: list[str] = field(default_factory=list)
+    refused_queues: dict[str, str] = field(default_factory=dict)
 
 
 class Console(OutboxConsole):
@@ -144,11 +152,13 @@ class Console(OutboxConsole):
         schedules = self.schedules()
         paused = sum(schedule.paused for schedule in schedules)
         unknown = self.unknown_count()
+        paused_queues = len(self.mf.queues.paused())
         attention = [
             Attention("unknown_outcomes", "emails with an unknown outcome to resolve", unknown),
             Attention("dead_lettered", "dead-lettered jobs", counts[JobState.DEAD_LETTERED]),
             Attention("held", "held jobs waiting for an operator to press Run", held),
             Attention("dead_workers", "workers silent past their lease (killed?)", dead),
+            Attention("paused_queues", "queues paused: no worker claims from them", paused_queues),
         ]
         return Overview(
             at=self.now(),
@@ -233,7 +243,8 @@ class Console(OutboxConsole):
     # -- actions -----------------------------------------------------------------------
 
     def act(self, action: str, job_id: int, *, actor: str, reason: str | None = None) -> Job:
-        """Requeue, drop or release one job (audited); an illegal move changes nothing."""
+        """Requeue, drop, release, hold, run now or abort one job (audited); an illegal
+        move changes nothing."""
         move = self._action(action)
         return move(job_id, actor=actor, reason=_reason(reason))
 
@@ -253,9 +264,10 @@ class Console(OutboxConsole):
         query = query.with_state(state)
         ids: list[int] = []
         before: int | None = None
+        wanted = _selects(action, self.now())
         while True:
             page = self.jobs(query, before_id=before, limit=1000)
-            ids.extend(job.id for job in page.jobs)
+            ids.extend(job.id for job in page.jobs if wanted(job))
             if len(ids) > BULK_LIMIT:
                 raise InvalidInput(
                     f"more than {BULK_LIMIT} jobs match ({query.describe()}): narrow the filter "
@@ -339,10 +351,62 @@ class Console(OutboxConsole):
             "requeue": self.mf.jobs.requeue,
             "drop": self.mf.jobs.drop,
             "release": self.mf.jobs.release,
+            "hold": self.mf.jobs.hold,
+            "run_now": self.mf.jobs.run_now,
+            "abort": self.mf.jobs.abort,
         }
         if action not in moves:
-            raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
+            raise InvalidInput(f"unknown action {action!r}: use {_ACTION_NAMES}")
         return moves[action]
+
+    # -- queues ------------------------------------------------------------------------
+
+    def queues(self) -> list[QueueSummary]:
+        """Every queue with unfinished jobs or a pause, by name."""
+        return self.mf.queues.list()
+
+    def pause_queues(
+        self, names: Sequence[str], *, actor: str, reason: str | None = None
+    ) -> BulkResult:
+        """Pause each named queue (audited each); one already paused is refused and listed."""
+        return self._each_queue("pause", names, self.mf.queues.pause, actor, reason)
+
+    def resume_queues(
+        self, names: Sequence[str], *, actor: str, reason: str | None = None
+    ) -> BulkResult:
+        """Resume each named queue (audited each); one not paused is refused and listed."""
+        return self._each_queue("resume", names, self.mf.queues.resume, actor, reason)
+
+    def _each_queue(
+        self,
+        action: str,
+        names: Sequence[str],
+        move: Callable[..., object],
+        actor: str,
+        reason: str | None,
+    ) -> BulkResult:
+        if isinstance(names, str) or not names:
+            raise InvalidInput("name the queues to act on (a list of queue names)")
+        result = BulkResult(action)
+        reason = _reason(reason)
+        for name in dict.fromkeys(names):
+            try:
+                move(name, actor=actor, reason=reason)
+            except IllegalTransition as exc:
+                result.refused_queues[name] = str(exc)
+            else:
+                result.done_queues.append(name)
+        return result
+
+
+def _selects(action: str, now: datetime) -> Callable[[Job], bool]:
+    """Which jobs of the action's state a bulk form takes: hold skips held jobs, run now
+    takes only jobs not due yet; the others take every job of the state."""
+    if action == "hold":
+        return lambda job: job.available_at is not None
+    if action == "run_now":
+        return lambda job: job.available_at is not None and job.available_at > now
+    return lambda job: True
 
 
 def parse_payload(text: str) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -80,6 +80,8 @@ class OutgoingEmail:
     reply_code: int | None
     reply_text: str | None
     reason: str | None
+    #: After this instant, a record whose body never went out is Refused ("expired").
+    expires_at: datetime | None = field(default=None, kw_only=True)
 
     @property
     def ever_transmitted(self) -> bool:

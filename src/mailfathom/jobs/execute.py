@@ -19,7 +19,7 @@ import time
 from datetime import datetime, timedelta
 
 from mailfathom.clock import Clock
-from mailfathom.jobs.context import JobContext
+from mailfathom.jobs.context import AbortFlag, JobContext
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.reasons import TRACEBACK_LIMIT, reason_of, storable, traceback_text
@@ -27,6 +27,7 @@ from mailfathom.jobs.registry import JobKind
 from mailfathom.jobs.state import AttemptOutcome
 
 __all__ = [
+    "aborted",
     "context_for",
     "failed",
     "run_async",
@@ -40,16 +41,20 @@ __all__ = [
 handler_logger = logging.getLogger("mailfathom.jobs")
 
 
-def context_for(kind: JobKind, job: Job, started: datetime) -> JobContext:
-    """The context a handler receives: the job, its deadline and a logger."""
+def context_for(
+    kind: JobKind, job: Job, started: datetime, abort: AbortFlag | None = None
+) -> JobContext:
+    """The context a handler receives: the job, its deadline, a logger, its abort flag."""
     deadline = started + kind.timeout if kind.timeout is not None else None
-    return JobContext(job=job, deadline=deadline, logger=handler_logger)
+    if abort is None:
+        return JobContext(job=job, deadline=deadline, logger=handler_logger)
+    return JobContext(job=job, deadline=deadline, logger=handler_logger, abort=abort)
 
 
-def run_sync(kind: JobKind, job: Job, clock: Clock) -> Finished:
+def run_sync(kind: JobKind, job: Job, clock: Clock, abort: AbortFlag | None = None) -> Finished:
     """Call a plain handler here and now; never raises for what the handler does."""
     started = clock.now()
-    context = context_for(kind, job, started)
+    context = context_for(kind, job, started, abort)
     began = time.monotonic()
     try:
         kind.handler(context, **job.payload)
@@ -62,7 +67,9 @@ def run_sync(kind: JobKind, job: Job, clock: Clock) -> Finished:
     return succeeded(job, started)
 
 
-async def run_async(kind: JobKind, job: Job, clock: Clock) -> Finished:
+async def run_async(
+    kind: JobKind, job: Job, clock: Clock, abort: AbortFlag | None = None
+) -> Finished:
     """Await an ``async def`` handler, cancelling it at its timeout; never raises for
     what the handler does.
 
@@ -70,10 +77,11 @@ async def run_async(kind: JobKind, job: Job, clock: Clock) -> Finished:
     so that whatever it raises, ``SystemExit`` and ``KeyboardInterrupt`` included,
     is caught here and never reaches the event loop, which asyncio would stop. A
     ``CancelledError`` the handler raises itself is its failure; a cancellation
-    from outside (shutdown, a lost lease: the task is being cancelled) propagates.
+    from outside (shutdown, a lost lease, an abort: the task is being cancelled)
+    propagates.
     """
     started = clock.now()
-    context = context_for(kind, job, started)
+    context = context_for(kind, job, started, abort)
     seconds = kind.timeout.total_seconds() if kind.timeout is not None else None
     task = asyncio.current_task()
     deadline = asyncio.timeout(seconds)
@@ -100,6 +108,21 @@ def _overran(kind: JobKind, began: float) -> bool:
 def succeeded(job: Job, started: datetime) -> Finished:
     """The handler returned."""
     return Finished(job=job, outcome=AttemptOutcome.SUCCEEDED, started_at=started)
+
+
+def aborted(job: Job, reason: str, started: datetime | None, ended: Finished | None) -> Finished:
+    """An operator aborted the attempt (``ended``: what the handler did meanwhile, if it
+    ended at all). A handler that returned anyway keeps its success: the work was done."""
+    if ended is not None and ended.outcome is AttemptOutcome.SUCCEEDED:
+        return ended
+    return Finished(
+        job=job,
+        outcome=AttemptOutcome.ABORTED,
+        error=ended.error if ended is not None else None,
+        message=reason,
+        traceback=ended.traceback if ended is not None else None,
+        started_at=started,
+    )
 
 
 def unknown_kind(job: Job, started: datetime) -> Finished:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-__all__ = ["PermanentFailure", "TransientFailure"]
+__all__ = ["JobAborted", "PermanentFailure", "Snooze", "TransientFailure"]
 
 
 class PermanentFailure(Exception):
@@ -49,3 +49,41 @@ def _as_delay(given: timedelta | float | None) -> timedelta | float | None:
     except Exception:  # a number subclass that misbehaves: the worker says so
         return given
     return given
+
+
+class Snooze(Exception):
+    """Put the job back for ``seconds`` without spending an attempt: ``raise Snooze(60)``.
+
+    For a handler that finds it is too early (a resource not ready, a rate limit): the
+    job returns to Pending at now + ``seconds``, the attempt is recorded as ``Snoozed``
+    and is not counted against ``max_attempts``. After the ``snooze_limit`` setting's
+    number of snoozes (default 100) a snooze counts as a transient failure instead, so a
+    handler that snoozes forever still ends in the dead letters.
+    """
+
+    def __init__(self, seconds: timedelta | float) -> None:
+        if isinstance(seconds, timedelta):
+            seconds = seconds.total_seconds()
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not 0 <= seconds <= 366 * 86400
+        ):
+            raise ValueError(f"Snooze takes 0 to 31622400 seconds (a year), not {seconds!r}")
+        super().__init__(float(seconds))  # args: what pickling needs to rebuild it
+        self.seconds = float(seconds)
+
+    def __str__(self) -> str:
+        return f"snoozed for {self.seconds:g} s"
+
+
+class JobAborted(Exception):
+    """An operator aborted this attempt: raised by ``ctx.raise_if_aborted()``.
+
+    Let it propagate: the attempt is recorded as ``Aborted`` and the job dead-lettered
+    as permanent, with the operator's name and reason.
+    """
+
+    def __init__(self, reason: str = "aborted by an operator") -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +40,10 @@ class Job:
     failure_reason: str | None
     created_at: datetime
     finished_at: datetime | None
+    #: The operator's abort request on a Claimed job ("aborted by <actor>: <reason>").
+    abort_reason: str | None = field(default=None, kw_only=True)
+    #: How many times a handler snoozed the job since it was enqueued or requeued.
+    snoozes: int = field(default=0, kw_only=True)
 
     @property
     def held(self) -> bool:

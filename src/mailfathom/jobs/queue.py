@@ -14,7 +14,7 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.errors import InvalidInput
-from mailfathom.jobs.failures import PermanentFailure, TransientFailure
+from mailfathom.jobs.failures import JobAborted, PermanentFailure, Snooze, TransientFailure
 from mailfathom.jobs.model import EnqueuedJob, Job
 from mailfathom.jobs.payload import encode as payload_text
 from mailfathom.jobs.reasons import (
@@ -68,12 +68,15 @@ class JobQueue:
         clock: Clock,
         *,
         max_payload_bytes: int,
+        snooze_limit: int = 100,
         rng: random.Random | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
         self.max_payload_bytes = max_payload_bytes
+        #: Snoozes a job may take before a snooze counts as a transient failure.
+        self.snooze_limit = snooze_limit
         self._rng = rng or random.Random()
 
     # -- enqueue -----------------------------------------------------------------------
@@ -175,6 +178,16 @@ class JobQueue:
     def _failure(self, result: Finished, now: datetime) -> FailedAttempt:
         job, error = result.job, result.error
         kind = self.registry.get(job.kind)
+        if result.outcome is AttemptOutcome.ABORTED or issubclass(type(error), JobAborted):
+            return self._aborted(result)
+        if error is not None and issubclass(type(error), Snooze):
+            if job.snoozes < self.snooze_limit:
+                return self._snoozed(result, error, now)  # type: ignore[arg-type]
+            error = TransientFailure(
+                f"snoozed {job.snoozes} times, the snooze_limit setting's cap: the next "
+                "snooze counts as a failure (raise the limit or fix the handler)"
+            )
+            result = Finished(job, result.outcome, error=error, started_at=result.started_at)
         if result.message:
             message = storable(text_of(result.message))
         elif error is not None:
@@ -236,6 +249,48 @@ class JobQueue:
             traceback=None,
             started_at=result.started_at or job.claimed_at,
             retry_at=None if exhausted else now + _DEFAULT_BACKOFF.delay(used, self._rng),
+        )
+
+    def _aborted(self, result: Finished) -> FailedAttempt:
+        """An operator's abort: the attempt is Aborted, the job dead-lettered as permanent."""
+        job, error = result.job, result.error
+        if result.outcome is AttemptOutcome.ABORTED and result.message:
+            message = storable(text_of(result.message))  # the operator's "aborted by ..."
+        elif error is not None and issubclass(type(error), JobAborted):
+            message = storable(text_of(error.reason))  # type: ignore[attr-defined]
+        elif result.message:
+            message = storable(text_of(result.message))
+        else:
+            message = "aborted by an operator"
+        return FailedAttempt(
+            job_id=job.id,
+            attempt=job.attempts,
+            outcome=AttemptOutcome.ABORTED.value,
+            failure_class=FailureClass.PERMANENT.value,
+            error_type=error_type(error) if error is not None else None,
+            message=message,
+            traceback=storable(result.traceback, TRACEBACK_LIMIT, keep_end=True)
+            if isinstance(result.traceback, str)
+            else None,
+            started_at=result.started_at or job.claimed_at,
+            retry_at=None,
+        )
+
+    def _snoozed(self, result: Finished, snooze: Snooze, now: datetime) -> FailedAttempt:
+        """``raise Snooze(s)``: Pending again at now + s, the attempt not counted."""
+        job = result.job
+        return FailedAttempt(
+            job_id=job.id,
+            attempt=job.attempts,
+            outcome=AttemptOutcome.SNOOZED.value,
+            failure_class=FailureClass.TRANSIENT.value,
+            error_type=None,
+            message=f"snoozed for {snooze.seconds:g} s ({job.snoozes + 1} of at most "
+            f"{self.snooze_limit} snoozes)",
+            traceback=None,
+            started_at=result.started_at or job.claimed_at,
+            retry_at=now + timedelta(seconds=snooze.seconds),
+            snoozed=True,
         )
 
 

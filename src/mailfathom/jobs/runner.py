@@ -20,11 +20,12 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from mailfathom.clock import Clock
+from mailfathom.jobs.context import AbortFlag
 from mailfathom.jobs.execute import failed, run_async, run_sync, unknown_kind
 from mailfathom.jobs.isolation import ChildProcesses
 from mailfathom.jobs.model import Job
@@ -59,6 +60,8 @@ class Running:
     #: Event per plain attempt costs more than a no-op job.
     cancelled: threading.Event | None = None
     future: concurrent.futures.Future[Finished] | None = None
+    #: Set (its ``reason``) when an operator aborts the attempt; the handler's ctx sees it.
+    abort: AbortFlag = field(default_factory=AbortFlag)
 
     def cancel(self) -> None:
         """Stop the attempt where that is possible: cancel a coroutine, kill a child process.
@@ -127,7 +130,7 @@ class Runner:
             self._pool.submit(lambda: self._isolated(running, kind))
         elif running.mode == "async":
             future = asyncio.run_coroutine_threadsafe(
-                run_async(kind, job, self._clock), self._event_loop()
+                run_async(kind, job, self._clock, running.abort), self._event_loop()
             )
             running.future = future
             future.add_done_callback(lambda done: self._async_done(running, done))
@@ -136,7 +139,7 @@ class Runner:
 
     def _threaded(self, running: Running, kind: JobKind) -> None:
         try:
-            result = run_sync(kind, running.job, self._clock)
+            result = run_sync(kind, running.job, self._clock, running.abort)
         except BaseException as exc:  # a bug of ours: still an outcome, so the job ends
             logger.exception("job_id=%d: internal error running its handler", running.job.id)
             result = failed(running.job, exc, running.started_at)

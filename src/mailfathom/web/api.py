@@ -28,7 +28,10 @@ from mailfathom.console.serialize import (
     job_detail_json,
     job_json,
     job_page_json,
+    jsonable,
     overview_json,
+    queue_bulk_json,
+    queue_json,
     schedule_json,
     throughput_json,
     unknown_page_json,
@@ -203,7 +206,7 @@ def act(request: Request, data: dict[str, Any]) -> Any:
     _check_keys(data, {"reason", "actor"})
     action = str(request.path_params["action"])
     if action not in ACTIONS:
-        raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
+        raise InvalidInput(f"unknown action {action!r}: use {', '.join(ACTIONS)}")
     job = _console(request).act(
         action, _job_id(request), actor=_actor(request, data), reason=_text(data, "reason")
     )
@@ -216,7 +219,7 @@ def bulk(request: Request, data: dict[str, Any]) -> Any:
     _check_keys(data, {"ids", "filter", "reason", "actor"})
     action = str(request.path_params["action"])
     if action not in ACTIONS:
-        raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
+        raise InvalidInput(f"unknown action {action!r}: use {', '.join(ACTIONS)}")
     console = _console(request)
     ids, given_filter = data.get("ids"), data.get("filter")
     if (ids is None) == (given_filter is None):
@@ -237,6 +240,45 @@ def bulk(request: Request, data: dict[str, Any]) -> Any:
         action, targets, actor=_actor(request, data), reason=_text(data, "reason")
     )
     return bulk_json(result)
+
+
+@endpoint()
+def queues(request: Request, _: dict[str, Any]) -> Any:
+    """Every queue with unfinished jobs or a pause."""
+    return {"queues": [queue_json(q) for q in _console(request).queues()]}
+
+
+@endpoint(body=True)
+def pause_queue(request: Request, data: dict[str, Any]) -> Any:
+    """Pause one queue fleet-wide."""
+    _check_keys(data, {"reason", "actor"})
+    queues = _console(request).mf.queues
+    name, reason = str(request.path_params["name"]), _text(data, "reason")
+    return jsonable(queues.pause(name, actor=_actor(request, data), reason=reason))
+
+
+@endpoint(body=True)
+def resume_queue(request: Request, data: dict[str, Any]) -> Any:
+    """Resume one paused queue."""
+    _check_keys(data, {"reason", "actor"})
+    queues = _console(request).mf.queues
+    name, reason = str(request.path_params["name"]), _text(data, "reason")
+    return jsonable(queues.resume(name, actor=_actor(request, data), reason=reason))
+
+
+@endpoint(body=True)
+def bulk_queues(request: Request, data: dict[str, Any]) -> Any:
+    """Pause or resume the listed queues."""
+    _check_keys(data, {"queues", "reason", "actor"})
+    action = str(request.path_params["action"])
+    if action not in ("pause", "resume"):
+        raise InvalidInput(f"unknown queue action {action!r}: use pause or resume")
+    names = data.get("queues")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise InvalidInput("queues must be a non-empty list of queue names")
+    console = _console(request)
+    act = console.pause_queues if action == "pause" else console.resume_queues
+    return queue_bulk_json(act(names, actor=_actor(request, data), reason=_text(data, "reason")))
 
 
 @endpoint()
@@ -390,6 +432,10 @@ routes = [
     Route("/api/jobs/bulk/{action}", bulk, methods=["POST"]),
     Route("/api/jobs/{job_id:id}", get_job),
     Route("/api/jobs/{job_id:id}/{action}", act, methods=["POST"]),
+    Route("/api/queues", queues),
+    Route("/api/queues/bulk/{action}", bulk_queues, methods=["POST"]),
+    Route("/api/queues/{name}/pause", pause_queue, methods=["POST"]),
+    Route("/api/queues/{name}/resume", resume_queue, methods=["POST"]),
     Route("/api/schedules", schedules),
     Route("/api/schedules/{name:path}/pause", pause_schedule, methods=["POST"]),
     Route("/api/schedules/{name:path}/resume", resume_schedule, methods=["POST"]),

@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from mailfathom.console import Console
-from mailfathom.web import api, inbox_pages, outbox_pages, pages, schedule_pages
+from mailfathom.web import api, inbox_pages, outbox_pages, pages, queue_pages, schedule_pages
 from mailfathom.web.delegated import DelegatedGuard
 from mailfathom.web.features import Features, detect_features
 from mailfathom.web.limits import BODY_SECONDS, BodyDeadline
@@ -65,6 +65,7 @@ def create_app(
         *inbox_pages.routes,
         *outbox_pages.routes,
         *schedule_pages.routes,
+        *queue_pages.routes,
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(

@@ -148,7 +148,10 @@ ACTION = {
     "name": "action",
     "in": "path",
     "required": True,
-    "schema": {"type": "string", "enum": ["requeue", "drop", "release"]},
+    "schema": {
+        "type": "string",
+        "enum": ["requeue", "drop", "release", "hold", "run_now", "abort"],
+    },
 }
 
 #: Schemas every area uses.

@@ -33,9 +33,26 @@ ATTENTION_LINKS = {
     "held": "/jobs?state=Held",
     "unknown_outcomes": "/outbox/unknown",
     "dead_workers": "/workers",
+    "paused_queues": "/queues",
+}
+_PAST = {
+    "requeue": "requeued",
+    "drop": "dropped",
+    "release": "released (it runs now)",
+    "hold": "held (no worker takes it until it is released)",
+    "run_now": "made due now",
+    "abort": "asked to abort (its worker stops it at its next heartbeat)",
+}
+#: Each action's button label.
+LABELS = {
+    "requeue": "Requeue",
+    "drop": "Drop",
+    "release": "Run",
+    "hold": "Hold",
+    "run_now": "Run now",
+    "abort": "Abort",
 }
 _PRIORITY_DIGITS = 10  # a 32-bit integer; longer text is refused before int() reads it
-_PAST = {"requeue": "requeued", "drop": "dropped", "release": "released (it runs now)"}
 
 
 def _console(request: Request) -> Console:
@@ -59,7 +76,7 @@ def _positive(text: str | None, what: str) -> int | None:
 def _action_name(request: Request) -> str:
     action = str(request.path_params["action"])
     if action not in ACTIONS:
-        raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
+        raise InvalidInput(f"unknown action {action!r}: use {', '.join(ACTIONS)}")
     return action
 
 
@@ -120,7 +137,7 @@ def confirm_action(request: Request) -> Response:
     assert job_id is not None
     action = _action_name(request)
     job = _console(request).mf.jobs.get(job_id)
-    return page(request, "confirm.html", {"job": job, "action": action})
+    return page(request, "confirm.html", {"job": job, "action": action, "labels": LABELS})
 
 
 @form_action
@@ -138,7 +155,7 @@ def do_action(request: Request, form: FormData) -> Response:
 def _bulk_targets(request: Request, values: dict[str, str | None], ids: list[str]) -> list[int]:
     action = values["action"] or ""
     if action not in ACTIONS:
-        raise InvalidInput(f"unknown bulk action {action!r}: use requeue, drop or release")
+        raise InvalidInput(f"unknown bulk action {action!r}: use {', '.join(ACTIONS)}")
     if values.get("scope") == "matching":
         query = JobQuery.parse({name: values.get(name) for name in _FILTERS})
         return _console(request).matching_ids(action, query)
