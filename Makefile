@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: test lint types pytest venv run screenshots bench clean mutants
+.PHONY: test lint types pytest venv run screenshots bench docs docs-serve clean mutants
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +14,8 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 lint: venv
-	$(VENV)/bin/ruff check src tests bench examples
-	$(VENV)/bin/ruff format --check src tests bench examples
+	$(VENV)/bin/ruff check src tests bench examples docs_hooks
+	$(VENV)/bin/ruff format --check src tests bench examples docs_hooks
 
 types: venv
 	$(VENV)/bin/mypy
@@ -45,5 +45,13 @@ screenshots: venv
 bench: venv
 	$(PY) -m bench $(BENCH_ARGS)
 
+## The documentation site (MkDocs + Material + mkdocstrings) into site/; --strict: a broken
+## link, anchor or reference fails the build. docs-serve: a live preview on 127.0.0.1:8000.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 
 from bench import email_rows as email
+from bench.charts import bars_from_rows, write_charts
 from bench.databases import postgres_problem
 from bench.environment import PEERS, describe_machine, ensure_peers_venv
 from bench.profiles import summarise_profile
@@ -61,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", type=Path, default=PEERS / "data", help="SQLite files")
     parser.add_argument("--out", type=Path, help="write every sample and the table as JSON")
     parser.add_argument("--markdown", type=Path, help="write the tables as Markdown")
+    parser.add_argument(
+        "--charts",
+        type=Path,
+        metavar="DIR",
+        help="draw SVG charts of the ratios (processing, enqueue, latency, email) into DIR",
+    )
     parser.add_argument(
         "--profile", type=Path, help="py-spy every mailfathom processing worker into this folder"
     )
@@ -179,6 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(summarise_profile(path), flush=True)
     if args.markdown:
         args.markdown.write_text(text)
+    if args.charts:
+        for path in write_charts(bars_from_rows(rows, sizes), args.charts):
+            print(f"chart: {path}", flush=True)
     if args.out:
         args.out.write_text(
             json.dumps(

@@ -46,6 +46,8 @@ def test_tiny_run_measures_every_workload(database: str, tmp_path: Path) -> None
         str(out),
         "--markdown",
         str(markdown),
+        "--charts",
+        str(tmp_path / "charts"),
     ]
     assert main(argv) == 0
     run = json.loads(out.read_text())
@@ -77,6 +79,8 @@ def test_tiny_run_measures_every_workload(database: str, tmp_path: Path) -> None
     )
     assert our_process_row.rstrip(" |").endswith("x")
     assert "| target |" in table
+    # The ratios are drawn too (processing has a ceiling in the same run).
+    assert "mailfathom" in (tmp_path / "charts" / "processing.svg").read_text()
 
 
 def test_unknown_system_is_refused_with_the_known_ones() -> None:
