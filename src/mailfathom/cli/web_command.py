@@ -20,6 +20,13 @@ __all__ = ["web"]
     default=None,
     help="Require this token everywhere (required off loopback). Prefer MAILFATHOM_WEB_TOKEN.",
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people; json: one object per line with every field.",
+)
 @app_option
 @click.pass_context
 @reports_errors
@@ -30,10 +37,14 @@ def web(
     host: str | None,
     port: int | None,
     token: str | None,
+    log_format: str,
     app_spec: str | None,
 ) -> None:
     """Serve the web console and its JSON API (http://127.0.0.1:8025/ by default)."""
+    from mailfathom.observability import logs
     from mailfathom.web.server import build_console_app, console_url, serve
+
+    logs.configure("warning", log_format)
 
     settings = Settings.load({"web_host": host, "web_port": port, "web_token": token})
     with open_app(ctx, app_spec) as mf:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +40,9 @@ class Job:
     failure_reason: str | None
     created_at: datetime
     finished_at: datetime | None
+    #: The W3C traceparent of the span that enqueued the job (None when tracing was off);
+    #: its attempts' spans are that span's children (docs/observability.md).
+    trace_context: str | None = field(default=None, kw_only=True)
 
     @property
     def held(self) -> bool:

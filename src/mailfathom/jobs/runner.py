@@ -31,6 +31,7 @@ from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished, describe_error
 from mailfathom.jobs.registry import JobKind, Registry
 from mailfathom.jobs.state import AttemptOutcome
+from mailfathom.observability import tracing
 
 __all__ = ["Runner", "Running"]
 
@@ -59,6 +60,8 @@ class Running:
     #: Event per plain attempt costs more than a no-op job.
     cancelled: threading.Event | None = None
     future: concurrent.futures.Future[Finished] | None = None
+    #: The attempt's OpenTelemetry span, when tracing is on (mailfathom.observability).
+    span: Any = None
 
     def cancel(self) -> None:
         """Stop the attempt where that is possible: cancel a coroutine, kill a child process.
@@ -125,13 +128,15 @@ class Runner:
         elif running.mode == "process":
             self._pool.submit(lambda: self._isolated(running, kind))
         elif running.mode == "async":
-            future = asyncio.run_coroutine_threadsafe(
-                run_async(kind, job, self._clock), self._event_loop()
-            )
+            with tracing.attached(running.span):  # the task copies the current context
+                future = asyncio.run_coroutine_threadsafe(
+                    run_async(kind, job, self._clock), self._event_loop()
+                )
             running.future = future
             future.add_done_callback(lambda done: self._async_done(running, done))
         else:
-            self._pool.submit(lambda: self._done(running, run_sync(kind, job, self._clock)))
+            task = lambda: self._done(running, run_sync(kind, job, self._clock))  # noqa: E731
+            self._pool.submit(task if running.span is None else tracing.within(running.span, task))
 
     def _isolated(self, running: Running, kind: JobKind) -> None:
         try:

@@ -61,6 +61,7 @@ from mailfathom.jobs.signals import HardStop, StopSignals
 from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.jobs.testsignal import WorkerSignals
 from mailfathom.jobs.watcher import MAX_BACKOFF, Watcher
+from mailfathom.observability.hooks import attempt_ended, attempt_started
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.validate import check_seconds
 
@@ -423,6 +424,7 @@ class Worker:
             return
         with self._lock:
             self._running[job.id] = running
+        attempt_started(running)
         self.signals.started.signal(job)
         try:
             self._runner.start(running)
@@ -461,6 +463,7 @@ class Worker:
                 result.outcome.value,
             )
         else:
+            attempt_ended(running, result.outcome.value, result.message)
             try:
                 log_attempt(running, result, self.id)
             except Exception as exc:  # a result that cannot be printed must not stop us
@@ -557,6 +560,7 @@ class Worker:
                 )
         for running in victims:
             running.cancel()
+            attempt_ended(running, AttemptOutcome.SHUTDOWN_TIMEOUT.value)
             logger.warning(
                 "job_id=%d kind=%s attempt=%d outcome=ShutdownTimeout: still running after "
                 "the %gs grace period; released for another worker",

@@ -52,6 +52,7 @@ class JobRow(TypedDict):
     failure_reason: str | None
     created_at: datetime
     finished_at: datetime | None
+    trace_context: str | None
 
 
 class AttemptRow(TypedDict):
@@ -153,6 +154,8 @@ class NewJob:
     idempotency_key: str | None
     available_at: datetime | None
     max_attempts: int
+    #: The W3C traceparent of the span that enqueued it (OpenTelemetry), if any.
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -160,6 +160,7 @@ class SqlOutboxStore:
                 "available_at": available_at,
                 "max_attempts": job.max_attempts,
                 "now": now,
+                "trace_context": job.trace_context,
             },
         )
         job_row = cur.fetchone()

@@ -17,7 +17,14 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from mailfathom.console import Console
-from mailfathom.web import api, inbox_pages, outbox_pages, pages, schedule_pages
+from mailfathom.web import (
+    api,
+    inbox_pages,
+    observability_routes,
+    outbox_pages,
+    pages,
+    schedule_pages,
+)
 from mailfathom.web.features import Features, detect_features
 from mailfathom.web.render import HERE
 from mailfathom.web.security import Access, Guard
@@ -41,6 +48,7 @@ def create_app(
         *inbox_pages.routes,
         *outbox_pages.routes,
         *schedule_pages.routes,
+        *observability_routes.routes,
         *(extra_routes or []),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -48,7 +48,7 @@ CSRF_FIELD = "csrf_token"
 MIN_TOKEN_LENGTH = 16
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 _PUBLIC_PREFIXES = ("/static/",)
-_PUBLIC_PATHS = {"/login"}
+_PUBLIC_PATHS = {"/login", "/healthz"}
 _UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -158,7 +158,7 @@ class Guard:
             return _plain(
                 421, f"refused: this console answers only to loopback names, not {host!r}"
             )
-        api = request.url.path.startswith("/api/") or request.url.path == "/api"
+        api = request.url.path.startswith("/api/") or request.url.path in ("/api", "/metrics")
         if request.method in _UNSAFE:
             origin = request.headers.get("origin")
             if origin and _hostport(origin) != host.lower():
