@@ -41,6 +41,7 @@ JOBS_COLUMNS = {
     "failure_reason": (True, "TEXT", "text"),
     "created_at": (False, "TEXT", "timestamp with time zone"),
     "finished_at": (True, "TEXT", "timestamp with time zone"),
+    "trace_context": (True, "TEXT", "text"),
 }
 JOBS_CHECKS = Counter(
     {
@@ -57,6 +58,7 @@ JOBS_CHECKS = Counter(
         ("lease_expires_at", "lease_owner"): 1,
         ("failure_class", "failure_reason", "state"): 1,
         ("attempt_base", "attempts", "state"): 1,
+        ("trace_context",): 1,
     }
 )
 PENDING_DUE = "state='pending' and available_at is not null"

@@ -32,6 +32,7 @@ __all__ = [
     "enabled",
     "end_attempt",
     "enqueue_span",
+    "set_provider",
     "span",
     "start_attempt",
     "within",
@@ -41,8 +42,20 @@ _SCOPE = "mailfathom"
 _DISABLED = ("ProxyTracerProvider", "NoOpTracerProvider")
 
 
+_provider: Any = None  # set_provider's; None: OpenTelemetry's global provider
+
+
+def set_provider(provider: Any) -> None:
+    """Trace to ``provider`` instead of OpenTelemetry's global one (None: the global one
+    again). For tests and for applications that keep several providers apart."""
+    global _provider  # noqa: PLW0603 - the one process-wide switch
+    _provider = provider
+
+
 def enabled() -> bool:
     """True when an OpenTelemetry SDK tracer provider is configured in this process."""
+    if _provider is not None:
+        return True
     api = sys.modules.get("opentelemetry.trace")
     if api is None:
         return False
@@ -53,6 +66,10 @@ def _api() -> Any:
     from opentelemetry import trace
 
     return trace
+
+
+def _tracer() -> Any:
+    return _api().get_tracer(_SCOPE, tracer_provider=_provider)
 
 
 def current_traceparent() -> str | None:
@@ -75,7 +92,7 @@ def enqueue_span(kind: str, queue: str | None, count: int = 1) -> Iterator[None]
     attributes = {"mailfathom.job.kind": kind, "messaging.batch.message_count": count}
     if queue is not None:
         attributes["mailfathom.job.queue"] = queue
-    tracer = trace.get_tracer(_SCOPE)
+    tracer = _tracer()
     with tracer.start_as_current_span(
         f"enqueue {kind}", kind=trace.SpanKind.PRODUCER, attributes=attributes
     ):
@@ -94,7 +111,7 @@ def _parent(traceparent: str | None) -> Any:
 def start_attempt(job: Job, started_at: datetime) -> Any:
     """Open the span of ``job``'s attempt, a child of the span that enqueued it."""
     trace = _api()
-    return trace.get_tracer(_SCOPE).start_span(
+    return _tracer().start_span(
         f"attempt {job.kind}",
         context=_parent(job.trace_context),
         kind=trace.SpanKind.CONSUMER,
@@ -144,7 +161,7 @@ def span(name: str, **attributes: Any) -> Iterator[Any]:
         yield None
         return
     trace = _api()
-    with trace.get_tracer(_SCOPE).start_as_current_span(
+    with _tracer().start_as_current_span(
         name, kind=trace.SpanKind.CLIENT, attributes=attributes
     ) as current:
         yield current
