@@ -235,6 +235,7 @@ def log_attempt(running: Running, result: Finished, worker_id: str) -> None:
     text = f"attempt {line} error={reason!r}"
     if result.traceback:
         text += "\n" + result.traceback.rstrip()
+        fields["traceback"] = result.traceback
     logger.warning(text, extra={"mailfathom": fields})
 
 

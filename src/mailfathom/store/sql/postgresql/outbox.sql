@@ -34,10 +34,10 @@ WITH ids AS MATERIALIZED (
               body_transmissions, finished_at, reply_code, reply_text, reason
 ), job AS (
     INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, available_at,
-                         max_attempts, created_at)
+                         max_attempts, created_at, trace_context)
     OVERRIDING SYSTEM VALUE
     SELECT email.job_id, %(kind)s, %(queue)s, jsonb_build_object('email_id', email.id), 0,
-           'Pending', %(now)s, %(max_attempts)s, %(now)s
+           'Pending', %(now)s, %(max_attempts)s, %(now)s, %(trace_context)s
     FROM email
     RETURNING id
 ), recipients AS (
