@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -80,12 +81,9 @@ def test_extra_fields_tracebacks_and_unserialisable_values() -> None:
             1,
             "failed %s",
             ("here",),
-            exc_info=True,
+            exc_info=sys.exc_info(),
             extra={"mailfathom": {"job_id": 3}, "custom": {1, 2}},
         )
-        import sys
-
-        record.exc_info = sys.exc_info()
     line = json.loads(formatter.format(record))
     assert line["message"] == "failed here"
     assert line["job_id"] == 3
