@@ -24,9 +24,13 @@ without metrics pays one global read per attempt.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
+from collections.abc import Iterator
 from datetime import datetime
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 __all__ = ["Metrics", "current", "install", "uninstall"]
 
@@ -40,26 +44,8 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.attempts = Counter(
-            "mailfathom_job_attempts",
-            "Attempts that ended on this process, by kind, queue and outcome.",
-            ["kind", "queue", "outcome"],
-            registry=self.registry,
-        )
-        self.attempt_duration = Histogram(
-            "mailfathom_job_attempt_duration_seconds",
-            "How long attempts ran, from their start on this worker to their end.",
-            ["kind", "queue"],
-            buckets=TIME_BUCKETS,
-            registry=self.registry,
-        )
-        self.start_lag = Histogram(
-            "mailfathom_job_start_lag_seconds",
-            "From the instant an attempt became due (enqueue, delay or backoff end) to its start.",
-            ["kind", "queue"],
-            buckets=TIME_BUCKETS,
-            registry=self.registry,
-        )
+        self._attempts = _AttemptStats()
+        self.registry.register(self._attempts)
         self.smtp_replies = Counter(
             "mailfathom_smtp_replies",
             "SMTP replies read by delivery attempts, by class (2xx, 4xx, 5xx) and phase.",
@@ -84,10 +70,8 @@ class Metrics:
         started_at: datetime,
     ) -> None:
         """Count one finished attempt (called once per attempt, from any thread)."""
-        self.attempts.labels(kind, queue, outcome).inc()
-        self.attempt_duration.labels(kind, queue).observe(max(duration, 0.0))
         lag = (started_at - due_at).total_seconds()
-        self.start_lag.labels(kind, queue).observe(max(lag, 0.0))
+        self._attempts.add(kind, queue, outcome, max(duration, 0.0), max(lag, 0.0))
 
     def smtp_reply(self, code: int | None, phase: str) -> None:
         """Count one SMTP reply; a reply without a code (a lost connection) is ``none``."""
@@ -97,6 +81,89 @@ class Metrics:
     def submission(self, outcome: str) -> None:
         """Count one mail transaction by how it ended."""
         self.submissions.labels(outcome).inc()
+
+
+class _Series:
+    """One (kind, queue)'s attempts: counts by outcome, and two histograms (per-bucket
+    counts, not cumulative; the last bucket is +Inf)."""
+
+    __slots__ = ("duration_sum", "durations", "lag_sum", "lags", "outcomes")
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, int] = {}
+        self.durations = [0] * (len(TIME_BUCKETS) + 1)
+        self.lags = [0] * (len(TIME_BUCKETS) + 1)
+        self.duration_sum = 0.0
+        self.lag_sum = 0.0
+
+
+class _AttemptStats(Collector):
+    """The attempt counter and histograms, kept as plain numbers under one lock.
+
+    prometheus_client's own Counter and Histogram take a lock per value (a histogram
+    observation takes two) and a labelled look-up each; an attempt here takes one lock,
+    a dictionary look-up and two bisections, and the families are built at scrape time.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, str], _Series] = {}
+
+    def add(self, kind: str, queue: str, outcome: str, duration: float, lag: float) -> None:
+        """Record one attempt."""
+        with self._lock:
+            series = self._series.get((kind, queue))
+            if series is None:
+                series = self._series[(kind, queue)] = _Series()
+            series.outcomes[outcome] = series.outcomes.get(outcome, 0) + 1
+            series.durations[bisect_left(TIME_BUCKETS, duration)] += 1
+            series.duration_sum += duration
+            series.lags[bisect_left(TIME_BUCKETS, lag)] += 1
+            series.lag_sum += lag
+
+    def collect(self) -> Iterator[Metric]:
+        """The counter and the two histograms, as they are now."""
+        with self._lock:
+            rows = [
+                (kind, queue, dict(s.outcomes), list(s.durations), s.duration_sum,
+                 list(s.lags), s.lag_sum)
+                for (kind, queue), s in sorted(self._series.items())
+            ]  # fmt: skip
+        attempts = CounterMetricFamily(
+            "mailfathom_job_attempts",
+            "Attempts that ended on this process, by kind, queue and outcome.",
+            labels=["kind", "queue", "outcome"],
+        )
+        durations = HistogramMetricFamily(
+            "mailfathom_job_attempt_duration_seconds",
+            "How long attempts ran, from their start on this worker to their end.",
+            labels=["kind", "queue"],
+        )
+        lags = HistogramMetricFamily(
+            "mailfathom_job_start_lag_seconds",
+            "From the instant an attempt became due (enqueue, delay or backoff end) to its start.",
+            labels=["kind", "queue"],
+        )
+        for kind, queue, outcomes, duration_counts, duration_sum, lag_counts, lag_sum in rows:
+            for outcome, count in sorted(outcomes.items()):
+                attempts.add_metric([kind, queue, outcome], count)
+            durations.add_metric([kind, queue], _cumulative(duration_counts), duration_sum)
+            lags.add_metric([kind, queue], _cumulative(lag_counts), lag_sum)
+        yield attempts
+        yield durations
+        yield lags
+
+
+_BOUNDS = [*(repr(float(bound)) for bound in TIME_BUCKETS), "+Inf"]  # as Go prints them
+
+
+def _cumulative(counts: list[int]) -> list[tuple[str, float]]:
+    total = 0
+    buckets: list[tuple[str, float]] = []
+    for bound, count in zip(_BOUNDS, counts, strict=True):
+        total += count
+        buckets.append((bound, total))
+    return buckets
 
 
 _lock = threading.Lock()
