@@ -9,7 +9,7 @@ another's queries. When the read fails, the last numbers are served and
 ==============================================  =========  ===============
 metric                                          type       labels
 ==============================================  =========  ===============
-``mailfathom_jobs``                             gauge      state, queue
+``mailfathom_jobs``                             gauge      state, queue (*)
 ``mailfathom_oldest_due_job_age_seconds``       gauge      queue
 ``mailfathom_lease_expiries_total``             counter    queue
 ``mailfathom_workers_alive``                    gauge      —
@@ -18,6 +18,8 @@ metric                                          type       labels
 ``mailfathom_metrics_database_up``              gauge      —
 ``mailfathom_metrics_database_read_seconds``    gauge      —
 ==============================================  =========  ===============
+
+(*) Pending, Claimed and DeadLettered only: see ``_STATES``.
 
 These are the database's numbers, the same from every process that serves them:
 aggregate them with ``max`` across instances, not ``sum``.
@@ -44,7 +46,10 @@ __all__ = ["DatabaseGauges"]
 
 logger = logging.getLogger(__name__)
 
-_STATES = [state.value for state in JobState]
+#: The states counted per queue: what waits, what runs, what needs an operator. Succeeded
+#: and Dropped rows only accumulate (counting them is the one read that grows with
+#: history); their rate is ``mailfathom_job_attempts_total``'s.
+_STATES = [JobState.PENDING.value, JobState.CLAIMED.value, JobState.DEAD_LETTERED.value]
 _STAGES = [stage.value for stage in OutgoingEmailStage]
 
 
@@ -102,7 +107,9 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
 
 def _families(snapshot: Snapshot) -> Iterable[Metric]:
     jobs = GaugeMetricFamily(
-        "mailfathom_jobs", "Jobs by state and queue.", labels=["state", "queue"]
+        "mailfathom_jobs",
+        "Pending, Claimed and DeadLettered jobs by queue (a queue with none is absent).",
+        labels=["state", "queue"],
     )
     queues = sorted({queue for _, queue in snapshot.jobs})
     for queue in queues:

@@ -2,8 +2,12 @@
 -- most once per collector interval, however often Prometheus scrapes.
 
 -- name: metrics_jobs
--- Jobs by state and queue (one pass over the table).
-SELECT state, queue, count(*) AS n FROM mf_jobs GROUP BY state, queue;
+-- Live and dead-lettered jobs by state and queue: a range of mf_jobs_state per state,
+-- so the cost follows those rows, never the Succeeded history (which only grows).
+SELECT state, queue, count(*) AS n
+FROM mf_jobs
+WHERE state IN ('Pending', 'Claimed', 'DeadLettered')
+GROUP BY state, queue;
 
 -- name: metrics_oldest_due
 -- Per queue, the earliest instant a claimable job became due.
