@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from mailfathom import JobContext, JobState, MailFathom
 from mailfathom.observability import metrics as observed
@@ -54,6 +55,9 @@ class Result:
     succeeded: int
     metrics: bool = False
     scrapes: int = 0
+    #: CPU seconds this process spent meanwhile (all its threads): steadier than the wall
+    #: clock on a shared machine, and what the metrics would cost.
+    cpu_seconds: float = 0.0
 
 
 @contextmanager
@@ -106,13 +110,14 @@ def measure(
             for start in range(0, jobs, _BATCH):
                 mf.enqueue_many("bench.noop", [{}] * min(_BATCH, jobs - start))
             with scraped(mf, scrape_interval) if metrics else _nothing() as scrapes:
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.process_time()
                 ran = mf.worker(concurrency=concurrency).run(burst=True)
                 seconds = time.perf_counter() - began
+                cpu = time.process_time() - cpu
             succeeded = mf.jobs.counts()[JobState.SUCCEEDED]
     if ran != jobs:
         raise RuntimeError(f"the worker ran {ran} attempts for {jobs} jobs")
-    return Result(jobs, concurrency, seconds, jobs / seconds, succeeded, metrics, scrapes[0])
+    return Result(jobs, concurrency, seconds, jobs / seconds, succeeded, metrics, scrapes[0], cpu)
 
 
 @contextmanager
@@ -122,23 +127,30 @@ def _nothing() -> Iterator[list[int]]:
 
 def compare(
     jobs: int, concurrency: int, rounds: int, database_url: str | None, scrape_interval: float
-) -> dict[str, float]:
-    """``rounds`` pairs of runs, metrics off then on: the median jobs/s of each, and on/off."""
+) -> dict[str, Any]:
+    """``rounds`` pairs of runs, metrics off and on (which goes first alternates, so that
+    neither gains from going second): the median jobs/s of each, and on/off."""
     off: list[float] = []
     on: list[float] = []
-    for _ in range(rounds):
-        off.append(measure(jobs, concurrency, database_url).jobs_per_second)
-        on.append(
-            measure(
-                jobs, concurrency, database_url, metrics=True, scrape_interval=scrape_interval
-            ).jobs_per_second
-        )
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    for round_ in range(rounds):
+        for metrics in (False, True) if round_ % 2 == 0 else (True, False):
+            result = measure(
+                jobs, concurrency, database_url, metrics=metrics, scrape_interval=scrape_interval
+            )
+            (on if metrics else off).append(result.jobs_per_second)
+            cpu[metrics].append(result.cpu_seconds * 1e6 / jobs)
     return {
         "jobs": jobs,
         "rounds": rounds,
         "off_jobs_per_second": statistics.median(off),
         "on_jobs_per_second": statistics.median(on),
         "ratio": statistics.median(on) / statistics.median(off),
+        "off_cpu_us_per_job": statistics.median(cpu[False]),
+        "on_cpu_us_per_job": statistics.median(cpu[True]),
+        "cpu_ratio": statistics.median(cpu[True]) / statistics.median(cpu[False]),
+        "off_samples": [round(value) for value in off],
+        "on_samples": [round(value) for value in on],
     }
 
 
@@ -169,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
             if options.json
             else f"{row['jobs']} no-op jobs, median of {row['rounds']}: metrics off "
             f"{row['off_jobs_per_second']:,.0f} jobs/s, on {row['on_jobs_per_second']:,.0f} "
-            f"jobs/s (on/off {row['ratio']:.3f})"
+            f"jobs/s (on/off {row['ratio']:.3f}); CPU per job off "
+            f"{row['off_cpu_us_per_job']:.0f} µs, on {row['on_cpu_us_per_job']:.0f} µs "
+            f"(on/off {row['cpu_ratio']:.3f})"
         )
         return 0
     result = measure(
