@@ -4,6 +4,7 @@ console, parsed with prometheus_client's parser, after known work on each store.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import urllib.error
 import urllib.request
@@ -14,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from mailfathom import FakeClock, JobContext, MailFathom, PermanentFailure
+from mailfathom import FakeClock, JobContext, JobState, MailFathom, PermanentFailure
 from mailfathom.console import Console
 from mailfathom.observability import metrics
 from mailfathom.observability.gauges import DatabaseGauges
@@ -287,3 +288,27 @@ def test_metrics_server_answers_404_elsewhere_and_503_when_unhealthy(
         assert report["checks"]["heartbeat"]["ok"] is False
     finally:
         server.stop()
+
+
+class _Broken(metrics.Metrics):
+    def attempt_ended(self, **fields: object) -> None:  # type: ignore[override]
+        raise RuntimeError("a broken metrics backend")
+
+
+def test_a_failing_metrics_backend_never_hurts_the_worker(
+    mf: MailFathom, caplog: pytest.LogCaptureFixture
+) -> None:
+    @mf.job("k")
+    def k(ctx: JobContext) -> None:
+        pass
+
+    job = mf.enqueue("k", {})
+    metrics.install(_Broken())
+    try:
+        with caplog.at_level(logging.DEBUG, logger="mailfathom"):
+            assert mf.worker().run(burst=True) == 1
+    finally:
+        metrics.uninstall()
+    assert mf.jobs.get(job.id).state is JobState.SUCCEEDED
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "observing an attempt's end failed" in caplog.text

@@ -61,7 +61,7 @@ from mailfathom.jobs.signals import HardStop, StopSignals
 from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.jobs.testsignal import WorkerSignals
 from mailfathom.jobs.watcher import MAX_BACKOFF, Watcher
-from mailfathom.observability.hooks import attempt_ended, attempt_started
+from mailfathom.observability.hooks import attempt_ended, attempt_started, attempt_stopped
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.validate import check_seconds
 
@@ -446,6 +446,7 @@ class Worker:
                 self._ready.ran(time.monotonic() - running.began)
         job = running.job
         if result is None:
+            attempt_stopped(running)
             logger.info(
                 "job_id=%d kind=%s attempt=%d stopped: this worker gave the job up",
                 job.id,
