@@ -291,7 +291,7 @@ def test_metrics_server_answers_404_elsewhere_and_503_when_unhealthy(
 
 
 class _Broken(metrics.Metrics):
-    def attempt_ended(self, **fields: object) -> None:  # type: ignore[override]
+    def attempt_ended(self, **fields: object) -> None:
         raise RuntimeError("a broken metrics backend")
 
 
