@@ -282,9 +282,58 @@ def test_resolve_an_unknown_outcome(page: Any, site: Site) -> None:
     history = page.inner_text("main")
     assert (
         "TransmissionBegun" in history
-        and "web:carol decided: delivered: the relay's log shows 250" in history
+        and "web:carol (self-declared) decided: delivered: the relay's log shows 250" in history
     )
     shot(page, site, "email")
     resolved = site.mf.outbox.get(email.id)
     assert resolved.stage.value == "Sent"
     assert site.mf.outbox.unknown() == []
+
+
+# -- security where the browser matters (issue 12) -----------------------------------------
+
+
+def _schedule(site: Site, name: str) -> None:
+    site.mf.schedule(name, cron="0 3 * * *", kind="demo.ok", payload={})
+    site.mf.schedules.sync()
+
+
+def test_a_schedule_named_like_a_path_pauses_itself_not_another(page: Any, site: Site) -> None:
+    for name in ("other", "x/../../schedules/other", ".."):
+        _schedule(site, name)
+    log_in(page, site, "dora")
+    for name in ("x/../../schedules/other", ".."):
+        page.goto(site.url + "/schedules")
+        row = page.locator("table tbody tr", has=page.locator(f"td:text-is('{name}')"))
+        row.locator("a:has-text('Pause…')").click()
+        assert f"Pause schedule {name}?" in page.inner_text("h1")
+        page.fill("input[name=reason]", "path-like name")
+        page.click("button:has-text('Confirm: pause')")
+        assert f"Schedule {name} paused" in page.inner_text(".flash")
+        assert site.mf.schedules.get(name).paused
+    assert not site.mf.schedules.get("other").paused
+    assert site.mf.schedules.get("..").paused_by == "web:dora (self-declared)"
+
+
+def test_a_cookie_kept_from_before_logout_opens_nothing(
+    page: Any, site: Site, browser: Any
+) -> None:
+    (job_id,) = dead_letters(site.mf, 1, to="erin@example.com")
+    log_in(page, site, "erin")
+    saved = page.context.cookies()
+    page.click("button:has-text('Log out')")
+    page.wait_for_url(site.url + "/login")
+    thief = browser.new_context()
+    try:
+        thief.add_cookies(saved)
+        stolen = thief.new_page()
+        stolen.goto(f"{site.url}/jobs/{job_id}")
+        assert stolen.url.startswith(site.url + "/login")
+        answer = stolen.request.post(
+            f"{site.url}/jobs/{job_id}/requeue", form={"reason": "x"}, max_redirects=0
+        )
+        assert answer.status == 401
+    finally:
+        thief.close()
+    assert site.mf.jobs.events(job_id) == []
+    assert TOKEN not in str(saved)

@@ -61,6 +61,28 @@ JOBS_CHECKS = Counter(
         ("trace_context",): 1,
     }
 )
+# Every CHECK of the outbox tables (both dialects; SQLite adds its 0/1 stand-ins for booleans).
+# Two CHECKs read (stage, transmission_begun_at): TransmissionBegun/Sent have the instant,
+# Recorded/Cancelled do not; tests/test_schema.py refuses a row with each.
+OUTBOX_CHECKS = Counter(
+    {
+        ("stage",): 1,
+        ("message_id",): 1,
+        ("attempts",): 1,
+        ("reply_code",): 1,
+        ("message", "size"): 1,
+        ("finished_at", "stage"): 1,
+        ("stage", "transmission_begun_at"): 2,
+        ("reason", "stage"): 1,
+        ("body_transmissions",): 1,  # never below 0 (0005)
+        ("body_transmissions", "stage"): 1,  # Cancelled only if no body ever went out (0005)
+    }
+)
+SQLITE_BOOLEAN_CHECKS = Counter({("smtputf8",): 1, ("eightbit",): 1})
+OUTBOX_RECIPIENTS_CHECKS = Counter(
+    {("position",): 1, ("address",): 1, ("reply_code",): 1, ("replied_at", "reply_code"): 1}
+)
+OUTBOX_EVENTS_CHECKS = Counter({("actor",): 1})
 PENDING_DUE = "state='pending' and available_at is not null"
 JOBS_INDEXES = {
     "mf_jobs_claimable": (("priority DESC", "available_at", "id"), PENDING_DUE),
@@ -273,6 +295,20 @@ def test_migrating_from_empty_gives_the_expected_job_tables(mf: MailFathom) -> N
     events = schema["mf_job_events"]
     assert events["indexes"] == {"mf_job_events_job": (("job_id", "id"), None)}
     assert events["foreign"] == {("job_id", "mf_jobs", "id", "CASCADE")}
+
+
+def test_migrating_from_empty_gives_the_expected_outbox_tables(mf: MailFathom) -> None:
+    schema = describe(mf)
+    outbox = schema["mf_outbox"]
+    expected = OUTBOX_CHECKS + (
+        SQLITE_BOOLEAN_CHECKS if mf.store.dialect == "sqlite" else Counter()
+    )
+    assert outbox["checks"] == expected
+    assert outbox["unique"] == {("idempotency_key",)}
+    assert outbox["triggers"] == {"mf_outbox_stage_moves", "mf_outbox_transmissions_kept"}
+    assert schema["mf_outbox_recipients"]["checks"] == OUTBOX_RECIPIENTS_CHECKS
+    assert schema["mf_outbox_recipients"]["unique"] == {("email_id", "address")}
+    assert schema["mf_outbox_events"]["checks"] == OUTBOX_EVENTS_CHECKS
 
 
 def test_every_migration_is_recorded(mf: MailFathom) -> None:

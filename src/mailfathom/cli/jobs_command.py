@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -25,6 +24,7 @@ from mailfathom.console.serialize import (
     job_detail_json,
     job_json,
     job_page_json,
+    pretty_json,
 )
 from mailfathom.console.service import ACTIONS, BulkResult, JobDetail, parse_instant
 from mailfathom.errors import InvalidInput
@@ -302,7 +302,7 @@ def _print_detail(detail: JobDetail) -> None:
         table.add_row(f"[bold]{label}[/]", escape(str(value)))
     out.print(table)
     out.print("[bold]payload[/]")
-    out.print(json.dumps(job.payload, indent=2, ensure_ascii=False), markup=False)
+    out.print(pretty_json(job.payload, sort_keys=False), markup=False)
     out.print(f"[bold]attempts[/] ({len(detail.attempts)})")
     for attempt in detail.attempts:
         out.print(

@@ -7,6 +7,7 @@ OpenAPI document (``web/openapi.py``) describes exactly these shapes.
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
@@ -32,27 +33,51 @@ __all__ = [
     "job_page_json",
     "jsonable",
     "overview_json",
+    "pretty_json",
     "schedule_json",
     "throughput_json",
     "worker_json",
 ]
 
 
-def jsonable(value: Any) -> Any:
-    """``value`` with datetimes, enums and dataclasses turned into JSON types."""
+#: Deepest nesting :func:`jsonable` follows; anything deeper becomes :data:`TOO_DEEP`. New
+#: payloads are refused past 64 levels at enqueue, but rows written before that limit
+#: may be deeper, and must still be listable and showable (the API, ``--json``, pages).
+DEEPEST = 100
+TOO_DEEP = f"(nested deeper than {DEEPEST} levels: not shown)"
+
+
+def jsonable(value: Any, _depth: int = 0) -> Any:
+    """``value`` with datetimes, enums and dataclasses turned into JSON types.
+
+    Bounded: containers nested deeper than :data:`DEEPEST` are replaced by the text
+    :data:`TOO_DEEP`, so no stored value can make a reader recurse out.
+    """
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, timedelta):
         return value.total_seconds()
     if isinstance(value, Enum):
         return value.value
+    deeper = _depth + 1
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if deeper > DEEPEST:
+            return TOO_DEEP
+        return {f.name: jsonable(getattr(value, f.name), deeper) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
-        return {str(jsonable(k)): jsonable(v) for k, v in value.items()}
+        if deeper > DEEPEST:
+            return TOO_DEEP
+        return {str(jsonable(k, deeper)): jsonable(v, deeper) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [jsonable(item) for item in value]
+        if deeper > DEEPEST:
+            return TOO_DEEP
+        return [jsonable(item, deeper) for item in value]
     return value
+
+
+def pretty_json(value: Any, *, sort_keys: bool = True) -> str:
+    """``value`` as indented JSON text for people (pages, ``jobs show``), depth-bounded."""
+    return json.dumps(jsonable(value), indent=2, ensure_ascii=False, sort_keys=sort_keys)
 
 
 def job_json(job: Job) -> dict[str, Any]:

@@ -213,6 +213,10 @@ class Console(OutboxConsole):
         """Messages the dev capture server received, newest first."""
         return self._inbox().messages(limit)
 
+    def inbox_count(self) -> int:
+        """How many captured messages the dev inbox holds."""
+        return self._inbox().count()
+
     def inbox_message(self, key: str) -> InboxMessage:
         """One captured message."""
         return self._inbox().get(key)
@@ -352,6 +356,9 @@ def parse_payload(text: str) -> dict[str, Any]:
             f"payload is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}): "
             'write an object such as {"report_id": 7}'
         ) from None
+    except (RecursionError, ValueError) as exc:  # nested too deeply; an int over 4300 digits
+        why = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InvalidInput(f"payload cannot be read ({why}): flatten it or shorten it") from None
     if not isinstance(value, dict):
         raise InvalidInput(
             f'payload must be a JSON object such as {{"report_id": 7}}, not {type(value).__name__}'

@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import traceback
 from datetime import datetime, timedelta
 
 from mailfathom.clock import Clock
 from mailfathom.jobs.context import JobContext
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished
+from mailfathom.jobs.reasons import TRACEBACK_LIMIT, reason_of, storable, traceback_text
 from mailfathom.jobs.registry import JobKind
 from mailfathom.jobs.state import AttemptOutcome
 
@@ -63,21 +63,32 @@ def run_sync(kind: JobKind, job: Job, clock: Clock) -> Finished:
 
 
 async def run_async(kind: JobKind, job: Job, clock: Clock) -> Finished:
-    """Await an ``async def`` handler, cancelling it at its timeout.
+    """Await an ``async def`` handler, cancelling it at its timeout; never raises for
+    what the handler does.
 
-    ``CancelledError`` from outside (shutdown, a lost lease) propagates.
+    The handler runs in this very task (``asyncio.timeout``, not a task of its own),
+    so that whatever it raises, ``SystemExit`` and ``KeyboardInterrupt`` included,
+    is caught here and never reaches the event loop, which asyncio would stop. A
+    ``CancelledError`` the handler raises itself is its failure; a cancellation
+    from outside (shutdown, a lost lease: the task is being cancelled) propagates.
     """
     started = clock.now()
     context = context_for(kind, job, started)
     seconds = kind.timeout.total_seconds() if kind.timeout is not None else None
-    began = time.monotonic()
+    task = asyncio.current_task()
+    deadline = asyncio.timeout(seconds)
     try:
-        await asyncio.wait_for(kind.handler(context, **job.payload), seconds)
+        async with deadline:
+            await kind.handler(context, **job.payload)
     except TimeoutError as exc:
-        if _overran(kind, began):
+        if deadline.expired():
             return timed_out(job, kind.timeout, started, None)
         return failed(job, exc, started)
-    except Exception as exc:
+    except asyncio.CancelledError as exc:
+        if task is not None and task.cancelling():
+            raise  # cancelled from outside: the runner drops the attempt
+        return failed(job, exc, started)
+    except BaseException as exc:  # a handler's SystemExit must not stop the event loop
         return failed(job, exc, started)
     return succeeded(job, started)
 
@@ -102,12 +113,20 @@ def unknown_kind(job: Job, started: datetime) -> Finished:
 
 
 def failed(job: Job, exc: BaseException, started: datetime, tb: str | None = None) -> Finished:
-    """The handler raised ``exc`` (``tb``: its traceback text, when it was raised elsewhere)."""
+    """The handler raised ``exc`` (``tb``: its traceback text, when it was raised elsewhere).
+
+    Reads the exception's reason and traceback here, on the thread that ran the
+    handler, so that the worker's loop never runs the exception's own code; never
+    raises, whatever ``exc`` does when printed.
+    """
     return Finished(
         job=job,
         outcome=AttemptOutcome.FAILED,
         error=exc,
-        traceback=tb if tb is not None else "".join(traceback.format_exception(exc)),
+        traceback=traceback_text(exc)
+        if tb is None
+        else storable(tb, TRACEBACK_LIMIT, keep_end=True),
+        message=reason_of(exc),
         started_at=started,
     )
 
@@ -126,7 +145,7 @@ def timed_out(
         job=job,
         outcome=AttemptOutcome.EXECUTION_TIMEOUT,
         message=f"ran past its {limit}timeout{how}",
-        traceback="".join(traceback.format_exception(exc)) if exc is not None else None,
+        traceback=traceback_text(exc) if exc is not None else None,
         started_at=started,
     )
 

@@ -94,6 +94,7 @@ class Runner:
         self._children = ChildProcesses()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
+        self._closing = threading.Event()  # set when close() stops the loop
         self._lock = threading.Lock()
 
     def prepare(self, job: Job) -> Running:
@@ -135,14 +136,22 @@ class Runner:
             running.future = future
             future.add_done_callback(lambda done: self._async_done(running, done))
         else:
-            task = lambda: self._done(running, run_sync(kind, job, self._clock))  # noqa: E731
+            task = lambda: self._threaded(running, kind)  # noqa: E731
             self._pool.submit(task if running.span is None else tracing.within(running.span, task))
+
+    def _threaded(self, running: Running, kind: JobKind) -> None:
+        try:
+            result = run_sync(kind, running.job, self._clock)
+        except BaseException as exc:  # a bug of ours: still an outcome, so the job ends
+            logger.exception("job_id=%d: internal error running its handler", running.job.id)
+            result = failed(running.job, exc, running.started_at)
+        self._done(running, result)
 
     def _isolated(self, running: Running, kind: JobKind) -> None:
         try:
             assert running.cancelled is not None  # every isolated attempt has one
             result = self._children.run(kind, running.job, self._clock, running.cancelled)
-        except Exception as exc:  # starting the child failed in an unexpected way
+        except BaseException as exc:  # starting the child failed in an unexpected way
             result = failed(running.job, exc, running.started_at)
         if result is not None:
             self._done(running, result)
@@ -169,12 +178,41 @@ class Runner:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
+                self._closing.clear()
                 thread = threading.Thread(
-                    target=loop.run_forever, name=f"mailfathom-loop-{self._worker_id}", daemon=True
+                    target=self._serve,
+                    args=(loop,),
+                    name=f"mailfathom-loop-{self._worker_id}",
+                    daemon=True,
                 )
                 thread.start()
                 self._loop, self._loop_thread = loop, thread
             return self._loop
+
+    def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run the event loop until :meth:`close` stops it, whatever handlers do to it.
+
+        A handler's own ``SystemExit`` never gets here (``run_async`` catches it),
+        but one raised by a task or callback a handler started would stop the loop,
+        and a handler may call ``loop.stop()``: either way the loop runs on, so
+        that later ``async def`` jobs on this worker still run.
+        """
+        while True:
+            try:
+                loop.run_forever()
+            except BaseException as exc:
+                logger.error(
+                    "worker=%s %s escaped onto the event loop (raised by a task or callback "
+                    "an async handler started); the loop runs on",
+                    self._worker_id,
+                    describe_error(exc),
+                )
+                continue
+            if self._closing.is_set() or loop.is_closed():
+                return
+            logger.error(
+                "worker=%s an async handler stopped the event loop; it runs on", self._worker_id
+            )
 
     def kill_children(self) -> None:
         """SIGKILL every isolated attempt's process at once."""
@@ -192,6 +230,7 @@ class Runner:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and _has_tasks(loop):
             time.sleep(0.01)
+        self._closing.set()
         loop.call_soon_threadsafe(loop.stop)
         thread.join(max(deadline - time.monotonic(), 0.1))
         if not thread.is_alive():
@@ -270,7 +309,7 @@ class _DaemonPool:
                 return
             try:
                 task()
-            except Exception:  # a bug of ours; the handler's own errors never get here
+            except BaseException:  # a bug of ours; the handler's own errors never get here
                 logger.exception("internal error in a worker thread")
             with self._lock:
                 self._idle += 1

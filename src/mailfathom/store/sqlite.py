@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
+from mailfathom.store.callers import driver_connection
 from mailfathom.store.database import Cursor
 from mailfathom.store.migrate import split_statements
 from mailfathom.store.queries import load_queries
@@ -75,6 +76,7 @@ class SQLiteDatabase:
                 f"database_url points into {parent!r}, which does not exist: create the folder "
                 "or choose another path"
             )
+        _create_private(self.path)
         self.queries: Mapping[str, str] = load_queries("sqlite")
         self._busy_ms = int(busy_timeout * 1000)
         self._local = threading.local()
@@ -145,7 +147,7 @@ class SQLiteDatabase:
     def transaction(self, connection: object | None = None) -> Iterator[Cursor]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``, or the caller's own transaction."""
         if connection is not None:
-            with self._callers_savepoint(connection) as cursor:
+            with self._callers_savepoint(driver_connection(connection)) as cursor:
                 yield cursor
             return
         conn = self._connection()
@@ -217,7 +219,8 @@ class SQLiteDatabase:
     def _callers_cursor(self, connection: object) -> Cursor:
         if not isinstance(connection, sqlite3.Connection):
             raise InvalidInput(
-                f"connection= must be a sqlite3.Connection for a SQLite store, not "
+                f"connection= must be a sqlite3.Connection (or a SQLAlchemy Session or "
+                f"Connection) for a SQLite store, not "
                 f"{type(connection).__name__}"
             )
         try:
@@ -301,6 +304,25 @@ class _WrappedCursor:
 
     def fetchall(self) -> list[Any]:
         return self._cursor.fetchall()
+
+
+def _create_private(path: str) -> None:
+    """Create the database file readable by its owner only (0600), if it does not exist.
+
+    It holds payloads, message bytes and the console's session key. SQLite gives the
+    ``-wal`` and ``-shm`` files the database file's permissions, so they are private too.
+    An existing file keeps the permissions it has.
+    """
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot create the SQLite database {path!r} ({exc.strerror}): check the folder's "
+            "permissions or choose another path"
+        ) from None
+    os.close(fd)
 
 
 def _store_error(exc: sqlite3.Error) -> StoreError:

@@ -35,6 +35,8 @@ from mailfathom.console.serialize import (
     worker_json,
 )
 from mailfathom.errors import InvalidInput, MailFathomError
+from mailfathom.jobs.payload import MAX_DEPTH
+from mailfathom.web.delegated import user_of
 from mailfathom.web.handlers import status_for
 from mailfathom.web.params import is_whole_number
 
@@ -77,8 +79,15 @@ async def _json_object(request: Request) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(raw)
+    except RecursionError:
+        raise InvalidInput(
+            f"the request body is nested too deeply to read: payloads may nest at most "
+            f"{MAX_DEPTH} levels"
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"the request body is not valid JSON: {exc}") from None
+    except ValueError as exc:  # an integer longer than Python reads (4300 digits)
+        raise InvalidInput(f"the request body cannot be read: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidInput("the request body must be a JSON object")
     return data
@@ -95,8 +104,9 @@ def _int_param(
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    if not is_whole_number(raw) or not low <= int(raw) <= high:
-        raise InvalidInput(f"{name} must be a whole number from {low} to {high}, not {raw!r}")
+    if not is_whole_number(raw) or len(raw) > 19 or not low <= int(raw) <= high:
+        shown = raw if len(raw) <= 40 else raw[:40] + "…"
+        raise InvalidInput(f"{name} must be a whole number from {low} to {high}, not {shown!r}")
     return int(raw)
 
 
@@ -116,8 +126,11 @@ def _text(data: dict[str, Any], name: str, *, longest: int = 2000) -> str | None
     return value
 
 
-def _actor(data: dict[str, Any]) -> str:
+def _actor(request: Request, data: dict[str, Any]) -> str:
     actor = _text(data, "actor", longest=100)
+    user = user_of(request)  # the host application's auth= said who this is
+    if user is not None:
+        return f"api:{user.name}"
     return f"api:{actor.strip()}" if actor and actor.strip() else "api"
 
 
@@ -192,7 +205,7 @@ def act(request: Request, data: dict[str, Any]) -> Any:
     if action not in ACTIONS:
         raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
     job = _console(request).act(
-        action, _job_id(request), actor=_actor(data), reason=_text(data, "reason")
+        action, _job_id(request), actor=_actor(request, data), reason=_text(data, "reason")
     )
     return job_json(job)
 
@@ -220,7 +233,9 @@ def bulk(request: Request, data: dict[str, Any]) -> Any:
         ):
             raise InvalidInput("filter must be an object of text values (state, kind, …)")
         targets = console.matching_ids(action, JobQuery.parse(given_filter))
-    result = console.bulk(action, targets, actor=_actor(data), reason=_text(data, "reason"))
+    result = console.bulk(
+        action, targets, actor=_actor(request, data), reason=_text(data, "reason")
+    )
     return bulk_json(result)
 
 
@@ -238,7 +253,7 @@ def pause_schedule(request: Request, data: dict[str, Any]) -> Any:
     _check_keys(data, {"reason", "actor"})
     console = _console(request)
     schedule = console.pause_schedule(
-        str(request.path_params["name"]), actor=_actor(data), reason=_text(data, "reason")
+        str(request.path_params["name"]), actor=_actor(request, data), reason=_text(data, "reason")
     )
     return schedule_json(schedule, console.now())
 
@@ -248,7 +263,9 @@ def resume_schedule(request: Request, data: dict[str, Any]) -> Any:
     """Resume a schedule from its next tick."""
     _check_keys(data, {"actor"})
     console = _console(request)
-    schedule = console.resume_schedule(str(request.path_params["name"]), actor=_actor(data))
+    schedule = console.resume_schedule(
+        str(request.path_params["name"]), actor=_actor(request, data)
+    )
     return schedule_json(schedule, console.now())
 
 
@@ -301,7 +318,7 @@ def cancel_email(request: Request, data: dict[str, Any]) -> Any:
     """Cancel a Recorded email."""
     _check_keys(data, {"reason", "actor"})
     email = _console(request).cancel_email(
-        _email_id(request), actor=_actor(data), reason=_text(data, "reason")
+        _email_id(request), actor=_actor(request, data), reason=_text(data, "reason")
     )
     return email_json(email)
 
@@ -314,7 +331,7 @@ def resolve_email(request: Request, data: dict[str, Any]) -> Any:
     if not isinstance(decision, str):
         raise InvalidInput("decision is required: 'delivered', 'send_again' or 'give_up'")
     email = _console(request).resolve_email(
-        _email_id(request), decision, actor=_actor(data), reason=_text(data, "reason")
+        _email_id(request), decision, actor=_actor(request, data), reason=_text(data, "reason")
     )
     return email_json(email)
 
@@ -324,7 +341,7 @@ def record_email_again(request: Request, data: dict[str, Any]) -> Any:
     """Record a Refused email's bytes again as a new message."""
     _check_keys(data, {"reason", "actor"})
     email = _console(request).record_email_again(
-        _email_id(request), actor=_actor(data), reason=_text(data, "reason")
+        _email_id(request), actor=_actor(request, data), reason=_text(data, "reason")
     )
     return JSONResponse(email_json(email), status_code=201)
 
@@ -371,8 +388,8 @@ routes = [
     Route("/api/jobs", create_job, methods=["POST"]),
     Route("/api/jobs/counts", job_counts),
     Route("/api/jobs/bulk/{action}", bulk, methods=["POST"]),
-    Route("/api/jobs/{job_id:int}", get_job),
-    Route("/api/jobs/{job_id:int}/{action}", act, methods=["POST"]),
+    Route("/api/jobs/{job_id:id}", get_job),
+    Route("/api/jobs/{job_id:id}/{action}", act, methods=["POST"]),
     Route("/api/schedules", schedules),
     Route("/api/schedules/{name:path}/pause", pause_schedule, methods=["POST"]),
     Route("/api/schedules/{name:path}/resume", resume_schedule, methods=["POST"]),
@@ -380,10 +397,10 @@ routes = [
     Route("/api/outbox", list_emails),
     Route("/api/outbox/counts", email_counts),
     Route("/api/outbox/unknown", unknown_emails),
-    Route("/api/outbox/{email_id:int}", get_email),
-    Route("/api/outbox/{email_id:int}/cancel", cancel_email, methods=["POST"]),
-    Route("/api/outbox/{email_id:int}/resolve", resolve_email, methods=["POST"]),
-    Route("/api/outbox/{email_id:int}/record-again", record_email_again, methods=["POST"]),
+    Route("/api/outbox/{email_id:id}", get_email),
+    Route("/api/outbox/{email_id:id}/cancel", cancel_email, methods=["POST"]),
+    Route("/api/outbox/{email_id:id}/resolve", resolve_email, methods=["POST"]),
+    Route("/api/outbox/{email_id:id}/record-again", record_email_again, methods=["POST"]),
     Route("/api/kinds", kinds),
     Route("/api/audit", audit),
     Route("/api/throughput", throughput),
