@@ -63,7 +63,7 @@ def test_attempt_lines_carry_their_fields_as_json(mf: MailFathom, json_lines: io
     assert isinstance(success["duration"], float)
     assert failure["level"] == "WARNING"
     assert failure["outcome"] == "Failed"
-    assert failure["error"] == "PermanentFailure: it broke"
+    assert failure["error"] == "it broke"
     assert 'raise PermanentFailure("it broke")' in failure["traceback"]
     assert all(isinstance(line["ts"], str) and line["ts"].endswith("+00:00") for line in lines)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -215,7 +216,7 @@ def test_no_metrics_installed_counts_nothing(mf: MailFathom) -> None:
 
 def test_console_serves_metrics_behind_its_token_and_healthz_without(mf: MailFathom) -> None:
     mf.enqueue("k", {})
-    token = "t" * 32
+    token = secrets.token_urlsafe(32)
     app = create_app(Console(mf), access=Access.for_bind("127.0.0.1", token))
     with TestClient(app, base_url="http://127.0.0.1") as client:
         refused = client.get("/metrics")
