@@ -36,7 +36,7 @@ def test_health_passes_on_a_migrated_database(mf: MailFathom) -> None:
 
 
 def test_health_fails_when_postgresql_is_down() -> None:
-    url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/postgres?connect_timeout=2"
+    url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/postgres?connect_timeout=1"
     code, output = _health(url)
     assert code == 1
     assert output.startswith("FAIL database: ")
