@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/worker_throughput.py                 # 20,000 jobs, concurrency 10
     .venv/bin/python bench/worker_throughput.py --jobs 2000 --concurrency 50 --json
+    .venv/bin/python bench/worker_throughput.py --metrics            # with /metrics scraped
+    .venv/bin/python bench/worker_throughput.py --compare-metrics --rounds 5
 
 Enqueues the jobs into a fresh SQLite file in a temporary folder (in batches of
 1,000, untimed), then times ``mf.worker(concurrency=N).run(burst=True)`` — one
@@ -9,19 +11,35 @@ process claiming in batches, running each no-op handler on its thread pool and
 recording outcomes in batches — until nothing is due. SQLite runs as
 mailfathom always runs it: WAL and ``synchronous=FULL``, so every batch is a
 real fsync. ``--database`` measures another database instead (it must be empty).
+
+``--metrics`` installs the Prometheus metrics (counters, histograms and the cached
+database gauges), serves them on a loopback port and scrapes ``/metrics`` every
+``--scrape-interval`` seconds (default 1: five times harsher than a 5 s scrape)
+while the worker drains. ``--compare-metrics`` runs ``--rounds`` pairs, metrics
+off then on, and prints the median of each and their ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from mailfathom import JobContext, JobState, MailFathom
+from mailfathom.observability import metrics as observed
+from mailfathom.observability.gauges import DatabaseGauges
+from mailfathom.observability.health import check_store
+from mailfathom.observability.server import MetricsServer
 
 _BATCH = 1_000
 
@@ -35,10 +53,51 @@ class Result:
     seconds: float
     jobs_per_second: float
     succeeded: int
+    metrics: bool = False
+    scrapes: int = 0
+    #: CPU seconds this process spent meanwhile (all its threads): steadier than the wall
+    #: clock on a shared machine, and what the metrics would cost.
+    cpu_seconds: float = 0.0
 
 
-def measure(jobs: int, concurrency: int, database_url: str | None = None) -> Result:
-    """Enqueue ``jobs`` no-op jobs, then time one burst worker draining them."""
+@contextmanager
+def scraped(mf: MailFathom, interval: float) -> Iterator[list[int]]:
+    """Metrics installed and served on a loopback port, scraped every ``interval`` s by a
+    thread for the block; yields a one-item list that ends up holding the scrape count."""
+    installed = observed.install()
+    installed.registry.register(DatabaseGauges(mf.store, mf.clock))
+    server = MetricsServer(installed.registry, lambda: check_store(mf.store, mf.clock)).start()
+    done = threading.Event()
+    count = [0]
+
+    def scrape() -> None:
+        while not done.is_set():
+            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics") as answer:
+                answer.read()
+            count[0] += 1
+            done.wait(interval)
+
+    thread = threading.Thread(target=scrape, name="bench-scraper", daemon=True)
+    thread.start()
+    try:
+        yield count
+    finally:
+        done.set()
+        thread.join(10)
+        server.stop()
+        observed.uninstall()
+
+
+def measure(
+    jobs: int,
+    concurrency: int,
+    database_url: str | None = None,
+    *,
+    metrics: bool = False,
+    scrape_interval: float = 1.0,
+) -> Result:
+    """Enqueue ``jobs`` no-op jobs, then time one burst worker draining them (with the
+    metrics installed and scraped when ``metrics``)."""
     with tempfile.TemporaryDirectory(prefix="mailfathom-bench-") as folder:
         url = database_url or f"sqlite:///{Path(folder) / 'bench.db'}"
         with MailFathom(url) as mf:
@@ -50,13 +109,49 @@ def measure(jobs: int, concurrency: int, database_url: str | None = None) -> Res
 
             for start in range(0, jobs, _BATCH):
                 mf.enqueue_many("bench.noop", [{}] * min(_BATCH, jobs - start))
-            began = time.perf_counter()
-            ran = mf.worker(concurrency=concurrency).run(burst=True)
-            seconds = time.perf_counter() - began
+            with scraped(mf, scrape_interval) if metrics else _nothing() as scrapes:
+                began, cpu = time.perf_counter(), time.process_time()
+                ran = mf.worker(concurrency=concurrency).run(burst=True)
+                seconds = time.perf_counter() - began
+                cpu = time.process_time() - cpu
             succeeded = mf.jobs.counts()[JobState.SUCCEEDED]
     if ran != jobs:
         raise RuntimeError(f"the worker ran {ran} attempts for {jobs} jobs")
-    return Result(jobs, concurrency, seconds, jobs / seconds, succeeded)
+    return Result(jobs, concurrency, seconds, jobs / seconds, succeeded, metrics, scrapes[0], cpu)
+
+
+@contextmanager
+def _nothing() -> Iterator[list[int]]:
+    yield [0]
+
+
+def compare(
+    jobs: int, concurrency: int, rounds: int, database_url: str | None, scrape_interval: float
+) -> dict[str, Any]:
+    """``rounds`` pairs of runs, metrics off and on (which goes first alternates, so that
+    neither gains from going second): the median jobs/s of each, and on/off."""
+    off: list[float] = []
+    on: list[float] = []
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    for round_ in range(rounds):
+        for metrics in (False, True) if round_ % 2 == 0 else (True, False):
+            result = measure(
+                jobs, concurrency, database_url, metrics=metrics, scrape_interval=scrape_interval
+            )
+            (on if metrics else off).append(result.jobs_per_second)
+            cpu[metrics].append(result.cpu_seconds * 1e6 / jobs)
+    return {
+        "jobs": jobs,
+        "rounds": rounds,
+        "off_jobs_per_second": statistics.median(off),
+        "on_jobs_per_second": statistics.median(on),
+        "ratio": statistics.median(on) / statistics.median(off),
+        "off_cpu_us_per_job": statistics.median(cpu[False]),
+        "on_cpu_us_per_job": statistics.median(cpu[True]),
+        "cpu_ratio": statistics.median(cpu[True]) / statistics.median(cpu[False]),
+        "off_samples": [round(value) for value in off],
+        "on_samples": [round(value) for value in on],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,8 +161,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--database", default=None, help="an empty database URL")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--metrics", action="store_true", help="install and scrape /metrics")
+    parser.add_argument("--scrape-interval", type=float, default=1.0, help="seconds [1]")
+    parser.add_argument(
+        "--compare-metrics", action="store_true", help="pairs of runs, metrics off and on"
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="pairs for --compare-metrics")
     options = parser.parse_args(argv)
-    result = measure(options.jobs, options.concurrency, options.database)
+    if options.compare_metrics:
+        row = compare(
+            options.jobs,
+            options.concurrency,
+            options.rounds,
+            options.database,
+            options.scrape_interval,
+        )
+        print(
+            json.dumps(row)
+            if options.json
+            else f"{row['jobs']} no-op jobs, median of {row['rounds']}: metrics off "
+            f"{row['off_jobs_per_second']:,.0f} jobs/s, on {row['on_jobs_per_second']:,.0f} "
+            f"jobs/s (on/off {row['ratio']:.3f}); CPU per job off "
+            f"{row['off_cpu_us_per_job']:.0f} µs, on {row['on_cpu_us_per_job']:.0f} µs "
+            f"(on/off {row['cpu_ratio']:.3f})"
+        )
+        return 0
+    result = measure(
+        options.jobs,
+        options.concurrency,
+        options.database,
+        metrics=options.metrics,
+        scrape_interval=options.scrape_interval,
+    )
     if options.json:
         print(json.dumps(asdict(result)))
     else:

@@ -239,7 +239,8 @@ def test_the_migration_keeps_existing_payloads_and_makes_new_ones_exact(
 ) -> None:
     with MailFathom(database_url, clock=clock) as app:
         dialect = app.store.dialect
-        app.store.db.apply_migrations([m for m in load_migrations(dialect) if m[0] < 6])
+        # every migration but 0006 (later ones add columns the code writes), then 0006 alone
+        app.store.db.apply_migrations([m for m in load_migrations(dialect) if m[0] != 6])
         old = app.enqueue("k", {"b": 1, "a": ["x", None]})
         app.schedule("s", cron="* * * * *", kind="k", payload={"n": 2})
         assert app.schedules.sync() == ["s"]

@@ -213,6 +213,7 @@ JOB_CHECK_CASES: list[tuple[str, dict[str, object], tuple[str, ...]]] = [
         {"state": "Claimed", "lease_owner": "w", "lease_expires_at": "now", "attempt_base": 1},
         ("attempt_base", "attempts", "state"),
     ),
+    ("trace_context_length", {"trace_context": ""}, ("trace_context",)),
 ]
 
 

@@ -43,6 +43,7 @@ JOBS_COLUMNS = {
     "finished_at": (True, "TEXT", "timestamp with time zone"),
     "abort_reason": (True, "TEXT", "text"),  # operator controls
     "snoozes": (False, "INTEGER", "integer"),
+    "trace_context": (True, "TEXT", "text"),
 }
 JOBS_CHECKS = Counter(
     {
@@ -60,6 +61,7 @@ JOBS_CHECKS = Counter(
         ("failure_class", "failure_reason", "state"): 1,
         ("attempt_base", "attempts", "state"): 1,
         ("snoozes",): 1,
+        ("trace_context",): 1,
     }
 )
 # Every CHECK of the outbox tables (both dialects; SQLite adds its 0/1 stand-ins for booleans).

@@ -9,6 +9,7 @@ import click
 
 from mailfathom.cli.common import open_app, reports_errors
 from mailfathom.cli.dev_command import dev
+from mailfathom.cli.health_command import health
 from mailfathom.cli.jobs_command import enqueue, jobs
 from mailfathom.cli.outbox_command import outbox
 from mailfathom.cli.queues_command import queues
@@ -54,6 +55,7 @@ cli.add_command(workers)
 cli.add_command(web)
 cli.add_command(dev)
 cli.add_command(worker)
+cli.add_command(health)
 
 
 def run(

@@ -8,7 +8,6 @@ prints the URL. Ctrl-C stops all of it.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from pathlib import Path
@@ -58,6 +57,13 @@ __all__ = ["dev"]
     show_default=True,
     help="Jobs the dev worker runs at once.",
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people; json: one object per line with every field.",
+)
 @click.pass_context
 @reports_errors
 def dev(
@@ -69,12 +75,15 @@ def dev(
     inbox_dir: str,
     app_spec: str | None,
     concurrency: int,
+    log_format: str,
 ) -> None:
     """Run the console, a worker and a capture SMTP server together, for development."""
     from mailfathom.devmail import CaptureServer, Inbox
+    from mailfathom.observability import logs, metrics
     from mailfathom.web.server import build_console_app, console_url, serve
 
-    logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure("warning", log_format)
+    metrics.install()  # the console's /metrics shows the dev worker's counters too
     capture = CaptureServer(Inbox(Path(inbox_dir)), port=smtp_port)
     capture.start()
     # the app (yours, or a bare one) delivers to the capture server

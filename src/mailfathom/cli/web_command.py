@@ -54,6 +54,13 @@ def read_token_file(path: Path) -> str:
     help="Deprecated on the command line (visible in ps): use MAILFATHOM_WEB_TOKEN or "
     "--token-file.",
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people; json: one object per line with every field.",
+)
 @app_option
 @click.pass_context
 @reports_errors
@@ -65,9 +72,11 @@ def web(
     port: int | None,
     token_file: Path | None,
     token: str | None,
+    log_format: str,
     app_spec: str | None,
 ) -> None:
     """Serve the web console and its JSON API (http://127.0.0.1:8025/ by default)."""
+    from mailfathom.observability import logs
     from mailfathom.web.server import build_console_app, console_url, serve
 
     if ctx.get_parameter_source("token") is click.core.ParameterSource.COMMANDLINE:
@@ -78,6 +87,7 @@ def web(
                 "give the console token once: --token-file, or MAILFATHOM_WEB_TOKEN, not both"
             )
         token = read_token_file(token_file)
+    logs.configure("warning", log_format)
     with open_app(ctx, app_spec) as mf:
         # The app's own settings (a framework integration's included) unless given here.
         given = {"web_host": host, "web_port": port, "web_token": token}

@@ -69,6 +69,25 @@ _LOG_LEVELS = ["debug", "info", "warning", "error"]
     show_default=True,
     help="Least important log lines shown (one line per attempt at info).",
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people; json: one object per line with every field (docs/observability.md).",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    help="Serve Prometheus /metrics and /healthz on this port [off].",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address /metrics listens on (loopback unless you say otherwise).",
+)
 @click.pass_context
 def worker(
     ctx: click.Context,
@@ -81,14 +100,15 @@ def worker(
     lease: float | None,
     shutdown_timeout: float | None,
     log_level: str,
+    log_format: str,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run a worker until SIGTERM/SIGINT (a second one exits at once), or with --burst
     until nothing is due."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    from mailfathom.observability import logs
+
+    logs.configure(log_level, log_format)
     preset = preset_app(ctx)
     if preset is not None:
         refuse_with_preset(ctx)
@@ -105,11 +125,18 @@ def worker(
     worker = app.worker(
         concurrency=concurrency, queues=names, lease=lease, shutdown_timeout=shutdown_timeout
     )
+    server = None
+    if metrics_port is not None:
+        from mailfathom.observability.server import serve_worker_metrics
+
+        server = serve_worker_metrics(app, worker, host=metrics_host, port=metrics_port)
     try:
         worker.run(burst=burst)
     except SystemExit as stop:  # a second signal: leave now, without tearing anything down
         logging.shutdown()
         os._exit(stop.code if isinstance(stop.code, int) else 1)
+    if server is not None:
+        server.stop()
     if preset is None:  # a preset app belongs to the integration that made it
         app.close()
 

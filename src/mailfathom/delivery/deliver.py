@@ -30,6 +30,8 @@ from mailfathom.errors import StoreError
 from mailfathom.jobs.context import JobContext
 from mailfathom.jobs.failures import PermanentFailure, TransientFailure
 from mailfathom.jobs.retry import Backoff
+from mailfathom.observability import tracing
+from mailfathom.observability.hooks import submission_ended, traced_phases
 from mailfathom.store.outbox_base import (
     AttemptEnd,
     AttemptStart,
@@ -151,6 +153,21 @@ class Deliverer:
         self, pool: SessionPool, session: SmtpSession, start: AttemptStart, attempt: int
     ) -> Outcome:
         email_id = start.email["id"]
+        with tracing.span("smtp submission", **{"mailfathom.email.id": email_id}) as span:
+            on_phase = self.on_phase if span is None else traced_phases(span, self.on_phase)
+            outcome = self._submit(pool, session, start, attempt, on_phase)
+            submission_ended(outcome, span)
+        return outcome
+
+    def _submit(
+        self,
+        pool: SessionPool,
+        session: SmtpSession,
+        start: AttemptStart,
+        attempt: int,
+        on_phase: PhaseHook,
+    ) -> Outcome:
+        email_id = start.email["id"]
         try:
             return session.transact(
                 sender=start.email["sender"],
@@ -162,7 +179,7 @@ class Deliverer:
                     email_id, attempt, now=self._clock.now()
                 ),
                 clock=self._clock,
-                on_phase=self.on_phase,
+                on_phase=on_phase,
             )
         finally:
             pool.release(session)

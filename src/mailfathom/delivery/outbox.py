@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from email.message import EmailMessage
 
@@ -22,6 +23,7 @@ from mailfathom.delivery.model import OutboxEvent, OutgoingEmail, RecordedEmail
 from mailfathom.delivery.resolution import Resolution, decision
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
+from mailfathom.observability import tracing
 from mailfathom.store.outbox_base import DeliveryJobSpec, EmailRow, NewEmail, OutboxStore
 from mailfathom.validate import available_at, check_actor, check_id, check_key, check_limit
 
@@ -89,24 +91,27 @@ class Outbox:
             max_bytes=self._max_bytes,
         )
         data = frozen.data if self._signer is None else self._signer.sign(frozen.data)
-        row, recipient_rows, created = self._store.insert_email(
-            NewEmail(
-                idempotency_key=key,
-                message_id=frozen.message_id,
-                sender=frozen.sender,
-                subject=frozen.subject,
-                message=data,
-                smtputf8=frozen.smtputf8,
-                eightbit=not data.isascii(),
-                recipients=frozen.recipients,
-                run_at=due,
-                priority=priority,
-                expires_at=expiry,
-            ),
-            self._job,
-            now=now,
-            connection=connection,
+        email = NewEmail(
+            idempotency_key=key,
+            message_id=frozen.message_id,
+            sender=frozen.sender,
+            subject=frozen.subject,
+            message=data,
+            smtputf8=frozen.smtputf8,
+            eightbit=not data.isascii(),
+            recipients=frozen.recipients,
+            run_at=due,
+            priority=priority,
+            expires_at=expiry,
         )
+        with tracing.enqueue_span(self._job.kind, self._job.queue):
+            traceparent = tracing.current_traceparent()  # None unless tracing is on
+            job = (
+                self._job if traceparent is None else replace(self._job, trace_context=traceparent)
+            )
+            row, recipient_rows, created = self._store.insert_email(
+                email, job, now=now, connection=connection
+            )
         return RecordedEmail.from_record(row, recipient_rows, created)
 
     # -- reads -------------------------------------------------------------------------

@@ -44,6 +44,9 @@ class Job:
     abort_reason: str | None = field(default=None, kw_only=True)
     #: How many times a handler snoozed the job since it was enqueued or requeued.
     snoozes: int = field(default=0, kw_only=True)
+    #: The W3C traceparent of the span that enqueued the job (None when tracing was off);
+    #: its attempts' spans are that span's children (docs/observability.md).
+    trace_context: str | None = field(default=None, kw_only=True)
 
     @property
     def held(self) -> bool:

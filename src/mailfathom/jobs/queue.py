@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,6 +37,7 @@ from mailfathom.jobs.registry import (
 from mailfathom.jobs.retry import RETRY_AFTER_LIMIT, Backoff, retry_delay
 from mailfathom.jobs.signals import HardStop
 from mailfathom.jobs.state import AttemptOutcome, FailureClass
+from mailfathom.observability import tracing
 from mailfathom.store.base import FailedAttempt, NewJob, Store
 from mailfathom.validate import available_at, check_key, check_max_attempts
 
@@ -134,7 +135,11 @@ class JobQueue:
                     max_attempts=attempts,
                 )
             )
-        rows = self.store.enqueue(new_jobs, now=now, connection=connection)
+        with tracing.enqueue_span(kind, queue, len(new_jobs)):
+            traceparent = tracing.current_traceparent()  # None unless tracing is on
+            if traceparent is not None:
+                new_jobs = [replace(job, trace_context=traceparent) for job in new_jobs]
+            rows = self.store.enqueue(new_jobs, now=now, connection=connection)
         return [EnqueuedJob.from_enqueue(row, created) for row, created in rows]
 
     def encode_payload(self, payload: Mapping[str, Any] | None) -> str:

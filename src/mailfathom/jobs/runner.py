@@ -32,6 +32,7 @@ from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished, describe_error
 from mailfathom.jobs.registry import JobKind, Registry
 from mailfathom.jobs.state import AttemptOutcome
+from mailfathom.observability import tracing
 
 __all__ = ["Runner", "Running"]
 
@@ -62,6 +63,8 @@ class Running:
     future: concurrent.futures.Future[Finished] | None = None
     #: Set (its ``reason``) when an operator aborts the attempt; the handler's ctx sees it.
     abort: AbortFlag = field(default_factory=AbortFlag)
+    #: The attempt's OpenTelemetry span, when tracing is on (mailfathom.observability).
+    span: Any = None
 
     def cancel(self) -> None:
         """Stop the attempt where that is possible: cancel a coroutine, kill a child process.
@@ -129,13 +132,15 @@ class Runner:
         elif running.mode == "process":
             self._pool.submit(lambda: self._isolated(running, kind))
         elif running.mode == "async":
-            future = asyncio.run_coroutine_threadsafe(
-                run_async(kind, job, self._clock, running.abort), self._event_loop()
-            )
+            with tracing.attached(running.span):  # the task copies the current context
+                future = asyncio.run_coroutine_threadsafe(
+                    run_async(kind, job, self._clock, running.abort), self._event_loop()
+                )
             running.future = future
             future.add_done_callback(lambda done: self._async_done(running, done))
         else:
-            self._pool.submit(lambda: self._threaded(running, kind))
+            task = lambda: self._threaded(running, kind)  # noqa: E731
+            self._pool.submit(task if running.span is None else tracing.within(running.span, task))
 
     def _threaded(self, running: Running, kind: JobKind) -> None:
         try:
@@ -272,6 +277,7 @@ def log_attempt(running: Running, result: Finished, worker_id: str) -> None:
     text = f"attempt {line} error={reason!r}"
     if result.traceback:
         text += "\n" + result.traceback.rstrip()
+        fields["traceback"] = result.traceback
     logger.warning(text, extra={"mailfathom": fields})
 
 

@@ -62,6 +62,7 @@ from mailfathom.jobs.signals import HardStop, StopSignals
 from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.jobs.testsignal import WorkerSignals
 from mailfathom.jobs.watcher import MAX_BACKOFF, Watcher
+from mailfathom.observability.hooks import attempt_ended, attempt_started, attempt_stopped
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.validate import check_seconds
 
@@ -425,6 +426,7 @@ class Worker:
             return
         with self._lock:
             self._running[job.id] = running
+        attempt_started(running)
         self.signals.started.signal(job)
         try:
             self._runner.start(running)
@@ -448,6 +450,7 @@ class Worker:
                 self._ready.ran(time.monotonic() - running.began)
         job = running.job
         if result is None:
+            attempt_stopped(running)
             logger.info(
                 "job_id=%d kind=%s attempt=%d stopped: this worker gave the job up",
                 job.id,
@@ -465,6 +468,7 @@ class Worker:
                 result.outcome.value,
             )
         else:
+            attempt_ended(running, result.outcome.value, result.message)
             try:
                 log_attempt(running, result, self.id)
             except Exception as exc:  # a result that cannot be printed must not stop us
@@ -571,6 +575,7 @@ class Worker:
                 )
         for running in victims:
             running.cancel()
+            attempt_ended(running, AttemptOutcome.SHUTDOWN_TIMEOUT.value)
             logger.warning(
                 "job_id=%d kind=%s attempt=%d outcome=ShutdownTimeout: still running after "
                 "the %gs grace period; released for another worker",

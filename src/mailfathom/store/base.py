@@ -56,6 +56,7 @@ class JobRow(TypedDict):
     finished_at: datetime | None
     abort_reason: str | None
     snoozes: int
+    trace_context: str | None
 
 
 class AttemptRow(TypedDict):
@@ -177,6 +178,8 @@ class NewJob:
     idempotency_key: str | None
     available_at: datetime | None
     max_attempts: int
+    #: The W3C traceparent of the span that enqueued it (OpenTelemetry), if any.
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

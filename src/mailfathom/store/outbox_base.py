@@ -107,6 +107,8 @@ class DeliveryJobSpec:
     kind: str
     queue: str
     max_attempts: int
+    #: The W3C traceparent the delivery job carries (OpenTelemetry), if any.
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

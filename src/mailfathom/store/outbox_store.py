@@ -126,7 +126,13 @@ class SqlOutboxStore:
     def _record_email(
         self, params: dict[str, Any], job: DeliveryJobSpec, connection: object | None
     ) -> tuple[EmailRow, list[RecipientRow], bool]:
-        params = {**params, "kind": job.kind, "queue": job.queue, "max_attempts": job.max_attempts}
+        params = {
+            **params,
+            "kind": job.kind,
+            "queue": job.queue,
+            "max_attempts": job.max_attempts,
+            "trace_context": job.trace_context,
+        }
         writing = self.db.single_write() if connection is None else self.db.transaction(connection)
         with writing as cur:
             cur.execute(self._q["record_email"], params)
@@ -173,6 +179,7 @@ class SqlOutboxStore:
                 "available_at": available_at,
                 "max_attempts": job.max_attempts,
                 "now": now,
+                "trace_context": job.trace_context,
             },
         )
         job_row = cur.fetchone()

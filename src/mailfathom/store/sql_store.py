@@ -142,6 +142,7 @@ class SqlStore(WorkerStore, ControlStore):
                     "available_at": self.db.time_param(job.available_at),
                     "max_attempts": job.max_attempts,
                     "now": now,
+                    "trace_context": job.trace_context,
                 },
             )
             inserted.append(cur.fetchone())
@@ -555,7 +556,8 @@ def _job_json(job: NewJob) -> str:
         f'"payload":{job.payload},"priority":{job.priority},'
         f'"idempotency_key":{json.dumps(job.idempotency_key)},'
         f'"available_at":{json.dumps(due and due.astimezone(UTC).isoformat())},'
-        f'"max_attempts":{job.max_attempts}}}'
+        f'"max_attempts":{job.max_attempts},'
+        f'"trace_context":{json.dumps(job.trace_context)}}}'
     )
 
 

@@ -207,6 +207,7 @@ class WorkerStore:
                     "available_at": self.db.time_param(min(tick, now)),
                     "max_attempts": max_attempts,
                     "now": stamp,
+                    "trace_context": None,  # a tick has no enqueuing span
                 },
             )
             inserted = cur.fetchone()

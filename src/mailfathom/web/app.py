@@ -24,7 +24,15 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from mailfathom.console import Console
-from mailfathom.web import api, inbox_pages, outbox_pages, pages, queue_pages, schedule_pages
+from mailfathom.web import (
+    api,
+    inbox_pages,
+    observability_routes,
+    outbox_pages,
+    pages,
+    queue_pages,
+    schedule_pages,
+)
 from mailfathom.web.delegated import DelegatedGuard
 from mailfathom.web.features import Features, detect_features
 from mailfathom.web.limits import BODY_SECONDS, BodyDeadline
@@ -66,6 +74,7 @@ def create_app(
         *outbox_pages.routes,
         *schedule_pages.routes,
         *queue_pages.routes,
+        *observability_routes.routes,
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(

@@ -58,6 +58,7 @@ _JOB: dict[str, Any] = {
     "finished_at": TIME_OR_NULL,
     "abort_reason": nullable("string"),
     "snoozes": {"type": "integer", "minimum": 0},
+    "trace_context": nullable("string"),
     "held": {"type": "boolean"},
     "attempts_left": {"type": "integer", "minimum": 0},
 }

@@ -65,7 +65,7 @@ MIN_DISTINCT = 8
 error_log = logging.getLogger("mailfathom.web")
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 _PUBLIC_PREFIXES = ("/static/",)
-_PUBLIC_PATHS = {"/login"}
+_PUBLIC_PATHS = {"/login", "/healthz"}
 _UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -221,7 +221,7 @@ class Guard:
             message = f"refused: this console answers only to loopback names, not {host!r}"
             log_refusal(request, "host", message, host=host)
             return _plain(421, message)
-        api = request.url.path.startswith("/api/") or request.url.path == "/api"
+        api = request.url.path.startswith("/api/") or request.url.path in ("/api", "/metrics")
         if request.method in _UNSAFE:
             origin = request.headers.get("origin")
             if origin and _hostport(origin) != host.lower():

@@ -4,9 +4,9 @@
 -- name: insert_job
 -- Creates the job unless its idempotency key exists; returns nothing when it does.
 INSERT INTO mf_jobs (kind, queue, payload, priority, state, idempotency_key, available_at,
-                     max_attempts, created_at)
+                     max_attempts, created_at, trace_context)
 VALUES (%(kind)s, %(queue)s, %(payload)s::json, %(priority)s, 'Pending', %(idempotency_key)s, %(available_at)s,
-        %(max_attempts)s, %(now)s)
+        %(max_attempts)s, %(now)s, %(trace_context)s)
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING *;
 
@@ -21,17 +21,17 @@ WITH input AS MATERIALIZED (
     FROM ROWS FROM (
         json_to_recordset(%(jobs)s::json)
             AS (kind text, queue text, payload json, priority integer, idempotency_key text,
-                available_at timestamptz, max_attempts integer)
+                available_at timestamptz, max_attempts integer, trace_context text)
     ) WITH ORDINALITY
         AS t (kind, queue, payload, priority, idempotency_key, available_at, max_attempts,
-              position)
+              trace_context, position)
     ORDER BY t.position
 ), inserted AS (
     INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, idempotency_key,
-                         available_at, max_attempts, created_at)
+                         available_at, max_attempts, created_at, trace_context)
     OVERRIDING SYSTEM VALUE
     SELECT id, kind, queue, payload, priority, 'Pending', idempotency_key, available_at,
-           max_attempts, %(now)s
+           max_attempts, %(now)s, trace_context
     FROM input
     ORDER BY idempotency_key, position
     ON CONFLICT (idempotency_key) DO NOTHING

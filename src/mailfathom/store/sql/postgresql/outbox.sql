@@ -35,10 +35,11 @@ WITH ids AS MATERIALIZED (
               body_transmissions, finished_at, reply_code, reply_text, reason, expires_at
 ), job AS (
     INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, available_at,
-                         max_attempts, created_at)
+                         max_attempts, created_at, trace_context)
     OVERRIDING SYSTEM VALUE
     SELECT email.job_id, %(kind)s, %(queue)s, jsonb_build_object('email_id', email.id),
-           %(priority)s, 'Pending', %(available_at)s::timestamptz, %(max_attempts)s, %(now)s
+           %(priority)s, 'Pending', %(available_at)s::timestamptz, %(max_attempts)s, %(now)s,
+           %(trace_context)s
     FROM email
     RETURNING id
 ), recipients AS (

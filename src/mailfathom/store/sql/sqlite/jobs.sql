@@ -4,9 +4,9 @@
 -- name: insert_job
 -- Creates the job unless its idempotency key exists; returns nothing when it does.
 INSERT INTO mf_jobs (kind, queue, payload, priority, state, idempotency_key, available_at,
-                     max_attempts, created_at)
+                     max_attempts, created_at, trace_context)
 VALUES (:kind, :queue, :payload, :priority, 'Pending', :idempotency_key, :available_at,
-        :max_attempts, :now)
+        :max_attempts, :now, :trace_context)
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING *;
 

@@ -1,0 +1,143 @@
+"""Health checks for liveness and readiness probes: ``mailfathom health`` and ``/healthz``.
+
+Three checks, each passed or failed with a sentence saying why:
+
+- ``database``: the database answers a statement;
+- ``migrations``: every migration this code knows is applied, and no newer one;
+- ``heartbeat`` (only for a given worker id): that worker is registered and its last
+  heartbeat is within its lease (plus the clock-skew margin), so its jobs are safe.
+
+A SQLite URL whose file does not exist fails ``database`` without creating the file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from mailfathom.clock import Clock
+from mailfathom.errors import MailFathomError, StoreError
+from mailfathom.store import open_store
+from mailfathom.store.metrics_store import applied_migrations
+from mailfathom.store.migrate import load_migrations
+from mailfathom.store.sql_store import SqlStore
+
+__all__ = ["Check", "Report", "check_store", "check_url"]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One check's verdict."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Every check run; healthy when all passed."""
+
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when every check passed."""
+        return all(check.ok for check in self.checks)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data (the body of ``/healthz``)."""
+        return {
+            "status": "ok" if self.ok else "failing",
+            "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in self.checks},
+        }
+
+
+def check_store(store: SqlStore, clock: Clock, *, worker_id: str | None = None) -> Report:
+    """Run the checks on an open store (see the module docstring)."""
+    checks = [_database(store)]
+    if not checks[0].ok:
+        return Report(tuple(checks))
+    checks.append(_migrations(store))
+    if worker_id is not None:
+        checks.append(_heartbeat(store, clock, worker_id))
+    return Report(tuple(checks))
+
+
+def check_url(url: str, clock: Clock, *, worker_id: str | None = None) -> Report:
+    """Open the database at ``url``, run the checks, close it."""
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///") :]
+        if path and not os.path.exists(path):
+            detail = f"no SQLite database at {os.path.abspath(path)}: check the URL, or migrate"
+            return Report((Check("database", False, detail),))
+    try:
+        store = open_store(url)
+    except MailFathomError as exc:
+        return Report((Check("database", False, str(exc)),))
+    try:
+        return check_store(store, clock, worker_id=worker_id)
+    finally:
+        store.close()
+
+
+def _database(store: SqlStore) -> Check:
+    try:
+        with store.db.reading() as cur:
+            cur.execute(store.db.queries["metrics_ping"])
+            cur.fetchone()
+    except StoreError as exc:
+        return Check("database", False, f"the database does not answer: {exc}")
+    return Check("database", True, f"{store.dialect} answers")
+
+
+def _migrations(store: SqlStore) -> Check:
+    known = [version for version, _, _ in load_migrations(store.dialect)]
+    try:
+        applied = applied_migrations(store)
+    except StoreError:
+        applied = []
+    missing = sorted(set(known) - set(applied))
+    newer = sorted(set(applied) - set(known))
+    if missing:
+        return Check(
+            "migrations",
+            False,
+            f"{len(missing)} of {len(known)} migration(s) not applied (first: {missing[0]}): "
+            "run mailfathom migrate",
+        )
+    if newer:
+        return Check(
+            "migrations",
+            False,
+            f"the database has migration(s) {newer} this version does not know: upgrade "
+            "mailfathom here",
+        )
+    return Check("migrations", True, f"all {len(known)} applied")
+
+
+def _heartbeat(store: SqlStore, clock: Clock, worker_id: str) -> Check:
+    try:
+        workers = {row["id"]: row for row in store.list_workers()}
+    except StoreError as exc:
+        return Check("heartbeat", False, f"the worker registry cannot be read: {exc}")
+    row = workers.get(worker_id)
+    if row is None:
+        return Check(
+            "heartbeat",
+            False,
+            f"no worker {worker_id!r} is registered (not started, or stopped): see "
+            "mailfathom workers",
+        )
+    age = clock.now() - row["last_heartbeat_at"]
+    limit = timedelta(seconds=row["lease_seconds"]) + store.clock_skew
+    if age > limit:
+        return Check(
+            "heartbeat",
+            False,
+            f"worker {worker_id!r} last beat {age.total_seconds():.1f}s ago, past its "
+            f"{limit.total_seconds():g}s limit: its jobs return to the queue",
+        )
+    return Check("heartbeat", True, f"last beat {age.total_seconds():.1f}s ago")

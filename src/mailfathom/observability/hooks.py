@@ -1,0 +1,107 @@
+"""The calls the worker and the deliverer make at each attempt's and each SMTP
+transaction's start and end (metrics and traces).
+
+Internal. Each call does nothing but a global read or two when no metrics are
+installed and no OpenTelemetry SDK is configured.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from mailfathom.observability import metrics, tracing
+
+if TYPE_CHECKING:
+    from mailfathom.delivery.phases import PhaseHook, PhasePoint
+    from mailfathom.delivery.smtp import Outcome
+    from mailfathom.jobs.runner import Running
+
+__all__ = [
+    "attempt_ended",
+    "attempt_started",
+    "attempt_stopped",
+    "submission_ended",
+    "traced_phases",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def attempt_started(running: Running) -> None:
+    """An attempt is about to start: open its span when tracing is on."""
+    if tracing.enabled():
+        try:
+            running.span = tracing.start_attempt(running.job, running.started_at)
+        except Exception:  # a tracer's failure must never stop a job
+            logger.debug("starting an attempt's span failed", exc_info=True)
+
+
+def attempt_ended(running: Running, outcome: str, message: str | None = None) -> None:
+    """An attempt ended with ``outcome`` (an AttemptOutcome's value): count it, end its span."""
+    try:
+        counted = metrics.current()
+        if counted is not None:
+            job = running.job
+            counted.attempt_ended(
+                kind=job.kind,
+                queue=job.queue,
+                outcome=outcome,
+                duration=time.monotonic() - running.began,
+                due_at=job.available_at or job.created_at,
+                started_at=running.started_at,
+            )
+        span, running.span = running.span, None
+        if span is not None:
+            tracing.end_attempt(span, outcome, message)
+    except Exception:  # counting must never hurt the worker
+        logger.debug("observing an attempt's end failed", exc_info=True)
+
+
+def attempt_stopped(running: Running) -> None:
+    """The worker stopped an attempt it gave up (no outcome of its own: the lease's
+    expiry or the shutdown records one): end its span, count nothing."""
+    span, running.span = running.span, None
+    if span is not None:
+        try:
+            tracing.end_attempt(span, "Stopped", "this worker gave the job up")
+        except Exception:
+            logger.debug("ending an attempt's span failed", exc_info=True)
+
+
+def traced_phases(span: Any, hook: PhaseHook) -> PhaseHook:
+    """``hook``, also adding an event to ``span`` at each point of the submission."""
+
+    def on_phase(point: PhasePoint) -> None:
+        try:
+            span.add_event(point)
+        except Exception:  # a tracer's failure must not count as the submission's
+            logger.debug("adding a span event failed", exc_info=True)
+        hook(point)
+
+    return on_phase
+
+
+def submission_ended(outcome: Outcome, span: Any) -> None:
+    """A mail transaction ended: count its replies and outcome, note them on its span."""
+    try:
+        _submission_ended(outcome, span)
+    except Exception:  # counting must never hurt a delivery
+        logger.debug("observing a submission's end failed", exc_info=True)
+
+
+def _submission_ended(outcome: Outcome, span: Any) -> None:
+    counted = metrics.current()
+    if counted is not None:
+        for recipient in outcome.recipients:
+            counted.smtp_reply(recipient.code, "rcpt")
+        if outcome.reply is not None and outcome.phase.name != "RCPT":
+            counted.smtp_reply(outcome.reply.code, outcome.phase.name.lower())
+        counted.submission(outcome.kind)
+    if span is not None:
+        span.set_attribute("mailfathom.submission.outcome", outcome.kind)
+        span.set_attribute("mailfathom.submission.phase", outcome.phase.name.lower())
+        if outcome.reply is not None and outcome.reply.code is not None:
+            span.set_attribute("smtp.reply.code", outcome.reply.code)
+        span.add_event(outcome.kind, {"reason": outcome.reason})

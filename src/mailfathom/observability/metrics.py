@@ -1,0 +1,190 @@
+"""The counters and histograms this process updates, and the hook that finds them.
+
+Prometheus names (``mailfathom_…_total`` for counters, base units — seconds — in the
+name of everything timed) and labels ``kind``, ``queue``, ``outcome``, ``stage``:
+
+==========================================  =========  ==============================
+metric                                      type       labels
+==========================================  =========  ==============================
+``mailfathom_job_attempts_total``           counter    kind, queue, outcome
+``mailfathom_job_attempt_duration_seconds`` histogram  kind, queue
+``mailfathom_job_start_lag_seconds``        histogram  kind, queue
+``mailfathom_smtp_replies_total``           counter    class (2xx…5xx), phase
+``mailfathom_email_submissions_total``      counter    outcome
+==========================================  =========  ==============================
+
+The start lag is the time from the instant an attempt became due (the enqueue, or
+the end of a delay or backoff) to its start, on the injected clock.
+
+Nothing is counted until a :class:`Metrics` is installed (:func:`install`): the
+worker and delivery paths call :func:`current` and stop at ``None``, so a process
+without metrics pays one global read per attempt.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections.abc import Iterator
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+__all__ = ["Metrics", "current", "install", "uninstall"]
+
+#: Attempt durations and start lags: from a millisecond to ten minutes.
+TIME_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0)
+
+
+class Metrics:
+    """The process's metrics, in a registry of their own (``registry``) so that two
+    instances never collide; :func:`install` makes one the process's current one."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._attempts = _AttemptStats()
+        self.registry.register(self._attempts)
+        self.smtp_replies = Counter(
+            "mailfathom_smtp_replies",
+            "SMTP replies read by delivery attempts, by class (2xx, 4xx, 5xx) and phase.",
+            ["class", "phase"],
+            registry=self.registry,
+        )
+        self.submissions = Counter(
+            "mailfathom_email_submissions",
+            "SMTP mail transactions by how they ended (sent, retry, refused, unknown, withdrawn).",
+            ["outcome"],
+            registry=self.registry,
+        )
+
+    def attempt_ended(
+        self,
+        *,
+        kind: str,
+        queue: str,
+        outcome: str,
+        duration: float,
+        due_at: datetime,
+        started_at: datetime,
+    ) -> None:
+        """Count one finished attempt (called once per attempt, from any thread)."""
+        lag = (started_at - due_at).total_seconds()
+        self._attempts.add(kind, queue, outcome, max(duration, 0.0), max(lag, 0.0))
+
+    def smtp_reply(self, code: int | None, phase: str) -> None:
+        """Count one SMTP reply; a reply without a code (a lost connection) is ``none``."""
+        klass = f"{code // 100}xx" if code is not None and 100 <= code < 600 else "none"
+        self.smtp_replies.labels(klass, phase).inc()
+
+    def submission(self, outcome: str) -> None:
+        """Count one mail transaction by how it ended."""
+        self.submissions.labels(outcome).inc()
+
+
+class _Series:
+    """One (kind, queue)'s attempts: counts by outcome, and two histograms (per-bucket
+    counts, not cumulative; the last bucket is +Inf)."""
+
+    __slots__ = ("duration_sum", "durations", "lag_sum", "lags", "outcomes")
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, int] = {}
+        self.durations = [0] * (len(TIME_BUCKETS) + 1)
+        self.lags = [0] * (len(TIME_BUCKETS) + 1)
+        self.duration_sum = 0.0
+        self.lag_sum = 0.0
+
+
+class _AttemptStats(Collector):
+    """The attempt counter and histograms, kept as plain numbers under one lock.
+
+    prometheus_client's own Counter and Histogram take a lock per value (a histogram
+    observation takes two) and a labelled look-up each; an attempt here takes one lock,
+    a dictionary look-up and two bisections, and the families are built at scrape time.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, str], _Series] = {}
+
+    def add(self, kind: str, queue: str, outcome: str, duration: float, lag: float) -> None:
+        """Record one attempt."""
+        with self._lock:
+            series = self._series.get((kind, queue))
+            if series is None:
+                series = self._series[(kind, queue)] = _Series()
+            series.outcomes[outcome] = series.outcomes.get(outcome, 0) + 1
+            series.durations[bisect_left(TIME_BUCKETS, duration)] += 1
+            series.duration_sum += duration
+            series.lags[bisect_left(TIME_BUCKETS, lag)] += 1
+            series.lag_sum += lag
+
+    def collect(self) -> Iterator[Metric]:
+        """The counter and the two histograms, as they are now."""
+        with self._lock:
+            rows = [
+                (kind, queue, dict(s.outcomes), list(s.durations), s.duration_sum,
+                 list(s.lags), s.lag_sum)
+                for (kind, queue), s in sorted(self._series.items())
+            ]  # fmt: skip
+        attempts = CounterMetricFamily(
+            "mailfathom_job_attempts",
+            "Attempts that ended on this process, by kind, queue and outcome.",
+            labels=["kind", "queue", "outcome"],
+        )
+        durations = HistogramMetricFamily(
+            "mailfathom_job_attempt_duration_seconds",
+            "How long attempts ran, from their start on this worker to their end.",
+            labels=["kind", "queue"],
+        )
+        lags = HistogramMetricFamily(
+            "mailfathom_job_start_lag_seconds",
+            "From the instant an attempt became due (enqueue, delay or backoff end) to its start.",
+            labels=["kind", "queue"],
+        )
+        for kind, queue, outcomes, duration_counts, duration_sum, lag_counts, lag_sum in rows:
+            for outcome, count in sorted(outcomes.items()):
+                attempts.add_metric([kind, queue, outcome], count)
+            durations.add_metric([kind, queue], _cumulative(duration_counts), duration_sum)
+            lags.add_metric([kind, queue], _cumulative(lag_counts), lag_sum)
+        yield attempts
+        yield durations
+        yield lags
+
+
+_BOUNDS = [*(repr(float(bound)) for bound in TIME_BUCKETS), "+Inf"]  # as Go prints them
+
+
+def _cumulative(counts: list[int]) -> list[tuple[str, float]]:
+    total = 0
+    buckets: list[tuple[str, float]] = []
+    for bound, count in zip(_BOUNDS, counts, strict=True):
+        total += count
+        buckets.append((bound, total))
+    return buckets
+
+
+_lock = threading.Lock()
+_current: Metrics | None = None
+
+
+def current() -> Metrics | None:
+    """The installed metrics, or None when this process counts nothing."""
+    return _current
+
+
+def install(metrics: Metrics | None = None) -> Metrics:
+    """Make ``metrics`` (a new one when None) the process's current metrics; returns it."""
+    global _current  # noqa: PLW0603 - the one process-wide switch
+    with _lock:
+        _current = metrics if metrics is not None else Metrics()
+        return _current
+
+
+def uninstall() -> None:
+    """Stop counting (the installed metrics keep what they counted)."""
+    global _current  # noqa: PLW0603 - the one process-wide switch
+    with _lock:
+        _current = None

@@ -1,0 +1,120 @@
+"""``/metrics`` and ``/healthz`` on a port of the worker's own (``--metrics-port``).
+
+A small threaded HTTP server on a daemon thread: ``GET /metrics`` is the Prometheus
+text format of one registry, ``GET /healthz`` runs a health check and answers 200
+(healthy) or 503 with the report as JSON. It binds to loopback unless told
+otherwise: the numbers name your queues and kinds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from mailfathom.errors import ConfigurationError
+from mailfathom.observability.health import Report
+
+if TYPE_CHECKING:
+    from mailfathom.app import MailFathom
+    from mailfathom.jobs.worker import Worker
+
+__all__ = ["MetricsServer", "serve_worker_metrics"]
+
+logger = logging.getLogger(__name__)
+
+
+class MetricsServer:
+    """Serves ``registry`` at ``/metrics`` and ``health()`` at ``/healthz`` on
+    ``host:port`` (port 0 picks a free one: read :attr:`port`)."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        health: Callable[[], Report],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        handler = _handler(registry, health)
+        try:
+            self._server = ThreadingHTTPServer((host, port), handler)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot serve metrics on {host}:{port} ({exc}): choose another --metrics-port "
+                "or --metrics-host"
+            ) from exc
+        self._server.daemon_threads = True
+        self.host = host
+        self.port: int = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="mailfathom-metrics", daemon=True
+        )
+
+    def start(self) -> MetricsServer:
+        """Start serving on a daemon thread; returns self."""
+        self._thread.start()
+        logger.info(
+            "serving /metrics and /healthz on http://%s:%d",
+            self.host,
+            self.port,
+            extra={"mailfathom": {"action": "metrics_serve", "host": self.host, "port": self.port}},
+        )
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        if self._thread.is_alive():
+            self._server.shutdown()
+        self._server.server_close()
+
+
+def _handler(
+    registry: CollectorRegistry, health: Callable[[], Report]
+) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
+            elif path == "/healthz":
+                report = health()
+                body = json.dumps(report.as_dict()).encode()
+                self._send(200 if report.ok else 503, "application/json", body)
+            else:
+                self._send(404, "text/plain; charset=utf-8", b"only /metrics and /healthz\n")
+
+        def _send(self, status: int, content_type: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            logger.debug("metrics request: " + format, *args)
+
+    return Handler
+
+
+def serve_worker_metrics(app: MailFathom, worker: Worker, *, host: str, port: int) -> MetricsServer:
+    """Install this process's metrics, add the database gauges, and serve them with
+    ``/healthz`` (database, migrations, ``worker``'s heartbeat) on ``host:port``."""
+    from mailfathom.observability import metrics
+    from mailfathom.observability.gauges import DatabaseGauges
+    from mailfathom.observability.health import check_store
+
+    installed = metrics.install()
+    installed.registry.register(DatabaseGauges(app.store, app.clock))
+    return MetricsServer(
+        installed.registry,
+        lambda: check_store(app.store, app.clock, worker_id=worker.id),
+        host=host,
+        port=port,
+    ).start()

@@ -1,0 +1,32 @@
+-- Named queries behind the database gauges of /metrics (SQLite). Read-only; run at
+-- most once per collector interval, however often Prometheus scrapes.
+
+-- name: metrics_jobs
+-- Live and dead-lettered jobs by state and queue: a range of mf_jobs_state per state,
+-- so the cost follows those rows, never the Succeeded history (which only grows).
+SELECT state, queue, count(*) AS n
+FROM mf_jobs
+WHERE state IN ('Pending', 'Claimed', 'DeadLettered')
+GROUP BY state, queue;
+
+-- name: metrics_oldest_due
+-- Per queue, the earliest instant a claimable job became due (walks the claim index).
+SELECT queue, min(available_at) AS oldest
+FROM mf_jobs INDEXED BY mf_jobs_queue_claimable
+WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
+GROUP BY queue;
+
+-- name: metrics_lease_expiries
+-- Attempts lost to an expired lease, per queue, as recorded in the attempt history.
+SELECT j.queue AS queue, count(*) AS n
+FROM mf_job_attempts AS a JOIN mf_jobs AS j ON j.id = a.job_id
+WHERE a.outcome = 'LeaseExpired'
+GROUP BY j.queue;
+
+-- name: metrics_migrations
+-- The migration versions applied, for the health check.
+SELECT version FROM mf_migrations ORDER BY version;
+
+-- name: metrics_ping
+-- The cheapest statement that proves the database answers.
+SELECT 1 AS one;

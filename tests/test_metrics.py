@@ -1,0 +1,315 @@
+"""Prometheus metrics: scraped over real HTTP from the worker's metrics server and the
+console, parsed with prometheus_client's parser, after known work on each store."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
+
+from mailfathom import FakeClock, JobContext, JobState, MailFathom, PermanentFailure
+from mailfathom.console import Console
+from mailfathom.observability import metrics
+from mailfathom.observability.gauges import DatabaseGauges
+from mailfathom.observability.health import check_store
+from mailfathom.observability.server import MetricsServer
+from mailfathom.store.base import WorkerRegistration
+from mailfathom.web.app import create_app
+from mailfathom.web.security import Access
+from smtp_fixtures import FaultServer
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+@pytest.fixture
+def installed() -> Iterator[metrics.Metrics]:
+    """Fresh metrics installed for the test, uninstalled after it."""
+    made = metrics.install()
+    yield made
+    metrics.uninstall()
+
+
+def scrape(url: str, headers: dict[str, str] | None = None) -> Samples:
+    """GET ``url`` and parse it: {(sample name, labels): value}."""
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        text = response.read().decode()
+    return parse(text)
+
+
+def parse(text: str) -> Samples:
+    """Every sample of a Prometheus exposition, by name and labels."""
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    """The sample ``name`` with exactly ``labels``; KeyError naming what exists otherwise."""
+    key = (name, frozenset(labels.items()))
+    if key not in samples:
+        near = [dict(lbl) for n, lbl in samples if n == name]
+        raise KeyError(f"{name}{labels} not scraped; {name} has {near}")
+    return samples[key]
+
+
+def register_worker(mf: MailFathom, worker_id: str, lease: float = 30.0) -> None:
+    registration = WorkerRegistration(
+        id=worker_id,
+        host="here",
+        pid=os.getpid(),
+        queues=None,
+        kinds=(),
+        concurrency=1,
+        lease_seconds=lease,
+        started_at=mf.clock.now(),
+    )
+    mf.store.heartbeat(registration, now=mf.clock.now())
+
+
+def test_worker_metrics_after_known_work(
+    mf: MailFathom, clock: FakeClock, installed: metrics.Metrics
+) -> None:
+    @mf.job("ok")
+    def ok(ctx: JobContext) -> None:
+        pass
+
+    @mf.job("bad")
+    def bad(ctx: JobContext) -> None:
+        raise PermanentFailure("no")
+
+    mf.enqueue_many("ok", [{} for _ in range(3)])
+    mf.enqueue_many("bad", [{}, {}])
+    mf.enqueue("ok", {}, queue="idle")  # no worker takes this queue: it waits
+    mf.enqueue("ok", {}, hold=True)  # held: Pending, never due
+    # a job whose worker vanished: its lease expires and the next claim reaps it
+    mf.enqueue("ok", {}, queue="lost")
+    assert mf.queue.claim("ghost", 1, timedelta(seconds=5), queues=["lost"])
+    clock.advance(60)
+    installed.registry.register(DatabaseGauges(mf.store, mf.clock, min_interval=0))
+    assert mf.worker(queues=["default", "lost"]).run(burst=True) == 6
+    register_worker(mf, "alive-1")
+
+    server = MetricsServer(installed.registry, lambda: check_store(mf.store, mf.clock)).start()
+    try:
+        samples = scrape(f"http://127.0.0.1:{server.port}/metrics")
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=10) as r:
+            health = json.loads(r.read())
+    finally:
+        server.stop()
+
+    attempts = "mailfathom_job_attempts_total"
+    assert value(samples, attempts, kind="ok", queue="default", outcome="Succeeded") == 3
+    assert value(samples, attempts, kind="bad", queue="default", outcome="Failed") == 2
+    assert value(samples, attempts, kind="ok", queue="lost", outcome="Succeeded") == 1
+    duration = "mailfathom_job_attempt_duration_seconds_count"
+    assert value(samples, duration, kind="ok", queue="default") == 3
+    # enqueued at t0, started after the clock moved 60 s: each waited 60 s
+    assert value(samples, "mailfathom_job_start_lag_seconds_count", kind="ok", queue="default") == 3
+    assert value(samples, "mailfathom_job_start_lag_seconds_sum", kind="ok", queue="default") == 180
+    assert value(samples, "mailfathom_job_start_lag_seconds_bucket", kind="bad", queue="default",
+                 le="30.0") == 0  # fmt: skip
+    assert value(samples, "mailfathom_job_start_lag_seconds_bucket", kind="bad", queue="default",
+                 le="60.0") == 2  # fmt: skip
+
+    jobs = "mailfathom_jobs"
+    assert value(samples, jobs, state="DeadLettered", queue="default") == 2
+    assert value(samples, jobs, state="Pending", queue="default") == 1  # the held one
+    assert value(samples, jobs, state="Pending", queue="idle") == 1
+    assert value(samples, jobs, state="Claimed", queue="idle") == 0
+    # Succeeded rows only accumulate: the attempts counter counts them instead
+    assert not [lbl for name, lbl in samples if name == jobs and ("state", "Succeeded") in lbl]
+    assert value(samples, "mailfathom_oldest_due_job_age_seconds", queue="idle") == 60
+    assert value(samples, "mailfathom_oldest_due_job_age_seconds", queue="default") == 0
+    assert value(samples, "mailfathom_lease_expiries_total", queue="lost") == 1
+    assert value(samples, "mailfathom_lease_expiries_total", queue="default") == 0
+    assert value(samples, "mailfathom_workers_alive") == 1
+    assert value(samples, "mailfathom_emails", stage="Recorded") == 0
+    assert value(samples, "mailfathom_emails_unknown_outcome") == 0
+    assert value(samples, "mailfathom_metrics_database_up") == 1
+    assert health == {
+        "status": "ok",
+        "checks": {
+            "database": {"ok": True, "detail": f"{mf.store.dialect} answers"},
+            "migrations": health["checks"]["migrations"],
+        },
+    }
+    assert health["checks"]["migrations"]["ok"] is True
+
+
+def test_delivery_metrics_count_replies_and_submissions(
+    mail_app: MailFathom, smtp: FaultServer, installed: metrics.Metrics
+) -> None:
+    mf = mail_app
+    installed.registry.register(DatabaseGauges(mf.store, mf.clock, min_interval=0))
+    message = b"From: a@example.com\r\nTo: b@example.com\r\nSubject: hi\r\n\r\nhello\r\n"
+    mf.outbox.record(message, sender="a@example.com", recipients=["b@example.com", "c@example.com"])
+    mf.worker().run(burst=True)
+    assert len(smtp.accepted()) == 1
+    server = MetricsServer(installed.registry, lambda: check_store(mf.store, mf.clock)).start()
+    try:
+        samples = scrape(f"http://127.0.0.1:{server.port}/metrics")
+    finally:
+        server.stop()
+    assert value(samples, "mailfathom_smtp_replies_total", **{"class": "2xx", "phase": "rcpt"}) == 2
+    assert (
+        value(samples, "mailfathom_smtp_replies_total", **{"class": "2xx", "phase": "reply"}) == 1
+    )
+    assert value(samples, "mailfathom_email_submissions_total", outcome="sent") == 1
+    assert value(samples, "mailfathom_emails", stage="Sent") == 1
+    assert value(samples, "mailfathom_emails", stage="Recorded") == 0
+    assert (
+        value(
+            samples,
+            "mailfathom_job_attempts_total",
+            kind="mailfathom.deliver",
+            queue="mail",
+            outcome="Succeeded",
+        )
+        == 1
+    )
+
+
+def test_database_gauges_read_once_per_interval(mf: MailFathom) -> None:
+    gauges = DatabaseGauges(mf.store, mf.clock, min_interval=3600)
+    mf.enqueue("k", {})
+    first = {m.name: m for m in gauges.collect()}
+    mf.enqueue("k", {})
+    second = {m.name: m for m in gauges.collect()}
+    assert gauges.reads == 1
+    assert [
+        s.value for s in first["mailfathom_jobs"].samples if s.labels["state"] == "Pending"
+    ] == [1]
+    assert [
+        s.value for s in second["mailfathom_jobs"].samples if s.labels["state"] == "Pending"
+    ] == [1]  # cached: the second job shows only after the interval
+    fresh = DatabaseGauges(mf.store, mf.clock, min_interval=0)
+    list(fresh.collect())
+    third = {m.name: m for m in fresh.collect()}
+    assert fresh.reads == 2
+    assert [
+        s.value for s in third["mailfathom_jobs"].samples if s.labels["state"] == "Pending"
+    ] == [2]
+
+
+def test_no_metrics_installed_counts_nothing(mf: MailFathom) -> None:
+    assert metrics.current() is None
+
+    @mf.job("k")
+    def k(ctx: JobContext) -> None:
+        pass
+
+    mf.enqueue("k", {})
+    assert mf.worker().run(burst=True) == 1  # the hook found nothing to count, and no error
+
+
+def test_console_serves_metrics_behind_its_token_and_healthz_without(mf: MailFathom) -> None:
+    mf.enqueue("k", {})
+    token = secrets.token_urlsafe(32)
+    app = create_app(Console(mf), access=Access.for_bind("127.0.0.1", token))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        refused = client.get("/metrics")
+        assert refused.status_code == 401
+        answer = client.get("/metrics", headers={"authorization": f"Bearer {token}"})
+        assert answer.status_code == 200
+        samples = parse(answer.text)
+        assert value(samples, "mailfathom_jobs", state="Pending", queue="default") == 1
+        health = client.get("/healthz")
+        assert health.status_code == 200
+        assert health.json() == {"status": "ok", "checks": {"database": True, "migrations": True}}
+
+
+def test_console_metrics_over_real_http(mf: MailFathom, installed: metrics.Metrics) -> None:
+    """The console's /metrics through uvicorn on a real socket (no token on loopback),
+    with the process's counters when metrics are installed."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    @mf.job("k")
+    def k(ctx: JobContext) -> None:
+        pass
+
+    mf.enqueue("k", {})
+    mf.worker().run(burst=True)
+    app = create_app(Console(mf))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(500):
+            if server.started:
+                break
+            threading.Event().wait(0.01)
+        samples = scrape(f"http://127.0.0.1:{port}/metrics")
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert (
+        value(
+            samples, "mailfathom_job_attempts_total", kind="k", queue="default", outcome="Succeeded"
+        )
+        == 1
+    )
+
+
+def test_metrics_server_answers_404_elsewhere_and_503_when_unhealthy(
+    mf: MailFathom, clock: FakeClock
+) -> None:
+    made = metrics.Metrics()
+    server = MetricsServer(
+        made.registry, lambda: check_store(mf.store, clock, worker_id="nobody")
+    ).start()
+    try:
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{server.port}/other", timeout=10)
+        missing.value.close()
+        assert missing.value.code == 404
+        with pytest.raises(urllib.error.HTTPError) as failing:
+            urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=10)
+        assert failing.value.code == 503
+        report = json.loads(failing.value.read())
+        failing.value.close()
+        assert report["status"] == "failing"
+        assert report["checks"]["heartbeat"]["ok"] is False
+    finally:
+        server.stop()
+
+
+class _Broken(metrics.Metrics):
+    def attempt_ended(self, **fields: object) -> None:
+        raise RuntimeError("a broken metrics backend")
+
+
+def test_a_failing_metrics_backend_never_hurts_the_worker(
+    mf: MailFathom, caplog: pytest.LogCaptureFixture
+) -> None:
+    @mf.job("k")
+    def k(ctx: JobContext) -> None:
+        pass
+
+    job = mf.enqueue("k", {})
+    metrics.install(_Broken())
+    try:
+        with caplog.at_level(logging.DEBUG, logger="mailfathom"):
+            assert mf.worker().run(burst=True) == 1
+    finally:
+        metrics.uninstall()
+    assert mf.jobs.get(job.id).state is JobState.SUCCEEDED
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "observing an attempt's end failed" in caplog.text
