@@ -44,7 +44,7 @@ def _lost_to_another_owner(mf: MailFathom, clock: FakeClock) -> tuple[Job, Job]:
     """w1's attempt 1 expired and w2 holds attempt 2."""
     mf.enqueue("k", max_attempts=5)
     (stale,) = mf.queue.claim("w1", 1, LEASE)
-    clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
+    clock.advance(LEASE + DEFAULT_CLOCK_SKEW)  # expired, margin included
     (live,) = mf.queue.claim("w2", 1, LEASE)
     assert live.id == stale.id and live.attempts == 2
     return stale, live
@@ -54,7 +54,7 @@ def _lost_to_itself(mf: MailFathom, clock: FakeClock) -> tuple[Job, Job]:
     """w's attempt 1 expired and w itself holds attempt 2."""
     mf.enqueue("k", max_attempts=5)
     (stale,) = mf.queue.claim("w", 1, LEASE)
-    clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
+    clock.advance(LEASE + DEFAULT_CLOCK_SKEW)  # expired, margin included
     (live,) = mf.queue.claim("w", 1, LEASE)
     assert live.id == stale.id and live.attempts == 2
     return stale, live
@@ -117,7 +117,7 @@ def test_the_reaper_dead_letters_a_lost_last_attempt(mf: MailFathom, clock: Fake
     job = mf.enqueue("k", max_attempts=2)
     for _ in range(2):
         mf.queue.claim("w", 1, LEASE, reap=False)
-        clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
+        clock.advance(LEASE + DEFAULT_CLOCK_SKEW)  # expired, margin included
         assert mf.store.reap_expired(now=clock.now()) == 1
     dead = mf.jobs.get(job.id)
     assert dead.state is JobState.DEAD_LETTERED
@@ -132,7 +132,7 @@ def test_a_requeued_job_has_a_fresh_budget_for_the_reaper(mf: MailFathom, clock:
 
     def lose_an_attempt() -> JobState:
         (claimed,) = mf.queue.claim("w", 1, LEASE, reap=False)
-        clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
+        clock.advance(LEASE + DEFAULT_CLOCK_SKEW)  # expired, margin included
         assert mf.store.reap_expired(now=clock.now()) == 1
         return mf.jobs.get(claimed.id).state
 
