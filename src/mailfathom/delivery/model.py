@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -80,6 +80,14 @@ class OutgoingEmail:
     reply_code: int | None
     reply_text: str | None
     reason: str | None
+    #: When retention compacted this final record: its bytes and subject are gone; the
+    #: envelope, Message-ID, stage, recipients' replies and failure stay.
+    compacted_at: datetime | None = field(default=None, kw_only=True)
+
+    @property
+    def compacted(self) -> bool:
+        """Retention has compacted this record (its message bytes are gone)."""
+        return self.compacted_at is not None
 
     @property
     def ever_transmitted(self) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +40,14 @@ class Job:
     failure_reason: str | None
     created_at: datetime
     finished_at: datetime | None
+    #: When retention compacted this terminal row: its payload is ``{}`` now and its
+    #: failed attempts keep one summary line each (no traceback). Its key still holds.
+    compacted_at: datetime | None = field(default=None, kw_only=True)
+
+    @property
+    def compacted(self) -> bool:
+        """Retention has compacted this row (payload and tracebacks are gone)."""
+        return self.compacted_at is not None
 
     @property
     def held(self) -> bool:

@@ -239,6 +239,7 @@ class SQLiteDatabase:
     def apply_migrations(self, migrations: Sequence[tuple[int, str, str]]) -> list[str]:
         """Apply unrecorded migrations, each in its own ``BEGIN IMMEDIATE`` transaction."""
         applied: list[str] = []
+        self._incremental_when_new()
         with self.transaction() as cur:
             cur.execute(
                 "CREATE TABLE IF NOT EXISTS mf_migrations ("
@@ -257,6 +258,47 @@ class SQLiteDatabase:
                 )
                 applied.append(name)
         return applied
+
+    def _incremental_when_new(self) -> None:
+        """A new file gets ``auto_vacuum = INCREMENTAL`` before its first table (the mode
+        can only change on an empty file, or with a VACUUM that rewrites it), so pruning
+        can give freed pages back (:meth:`reclaim_space`)."""
+        conn = self._connection()
+        with _WRITERS.of(self.path):
+            try:
+                empty = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+                if empty and conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+                    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                    conn.execute("VACUUM")
+            except sqlite3.Error as exc:
+                raise _store_error(exc) from exc
+
+    def reclaim_space(self, pages: int) -> int:
+        """``PRAGMA incremental_vacuum(pages)``: hand up to ``pages`` free pages back to the
+        file system (none when ``pages`` is 0). Returns how many pages were free before (a file made before
+        auto_vacuum was set keeps them for reuse; :meth:`vacuum` converts it)."""
+        conn = self._connection()
+        with _WRITERS.of(self.path):
+            try:
+                free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+                step = min(int(pages), free)  # 0 would mean "every free page"
+                if step > 0 and conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+                    conn.execute(f"PRAGMA incremental_vacuum({step})").fetchall()
+            except sqlite3.Error as exc:
+                raise _store_error(exc) from exc
+        return free
+
+    def vacuum(self) -> None:
+        """Switch the file to incremental auto-vacuum and rewrite it (``VACUUM``): the one
+        way an existing file starts giving space back. It blocks writers while it runs
+        and needs free disk space about the file's size: run it in a quiet moment."""
+        conn = self._connection()
+        with _WRITERS.of(self.path):
+            try:
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                conn.execute("VACUUM")
+            except sqlite3.Error as exc:
+                raise _store_error(exc) from exc
 
     # -- values ------------------------------------------------------------------------
 
