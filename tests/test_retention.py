@@ -51,9 +51,7 @@ KEPT_JOB_FIELDS = {
 
 def _app(mf: MailFathom, clock: FakeClock, **settings: Any) -> MailFathom:
     """Another app on ``mf``'s database with these settings (closed by the caller)."""
-    return MailFathom(
-        settings=dataclasses.replace(mf.settings, **settings), clock=clock
-    )
+    return MailFathom(settings=dataclasses.replace(mf.settings, **settings), clock=clock)
 
 
 def _register(mf: MailFathom) -> None:
@@ -186,7 +184,7 @@ def test_a_compacted_dead_letter_cannot_be_requeued(mf: MailFathom, clock: FakeC
     clock.advance(8 * DAY)
     with _app(mf, clock, retention={"DeadLettered": "7d"}) as other:
         other.prune()
-    with pytest.raises(IllegalTransition, match="compacted .* payload is gone"):
+    with pytest.raises(IllegalTransition, match=r"compacted .* payload is gone"):
         mf.jobs.requeue(job.id, actor="ops")
     assert mf.jobs.get(job.id).state is JobState.DEAD_LETTERED
     assert mf.jobs.events(job.id) == []

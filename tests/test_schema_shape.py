@@ -41,6 +41,7 @@ JOBS_COLUMNS = {
     "failure_reason": (True, "TEXT", "text"),
     "created_at": (False, "TEXT", "timestamp with time zone"),
     "finished_at": (True, "TEXT", "timestamp with time zone"),
+    "compacted_at": (True, "TEXT", "timestamp with time zone"),
 }
 JOBS_CHECKS = Counter(
     {
@@ -57,6 +58,8 @@ JOBS_CHECKS = Counter(
         ("lease_expires_at", "lease_owner"): 1,
         ("failure_class", "failure_reason", "state"): 1,
         ("attempt_base", "attempts", "state"): 1,
+        ("compacted_at", "state"): 1,  # retention: only a terminal row is compacted
+        ("compacted_at", "payload"): 1,  # and a compacted row has no payload
     }
 )
 PENDING_DUE = "state='pending' and available_at is not null"
@@ -66,6 +69,10 @@ JOBS_INDEXES = {
     "mf_jobs_leases": (("lease_expires_at",), "state='claimed'"),
     "mf_jobs_state": (("state", "id"), None),
     "mf_jobs_kind": (("kind", "id"), None),
+    "mf_jobs_compactable": (
+        ("state", "finished_at"),
+        "compacted_at is null and finished_at is not null",
+    ),
 }
 
 
@@ -253,6 +260,7 @@ def test_migrating_from_empty_gives_the_expected_job_tables(mf: MailFathom) -> N
     assert jobs["indexes"] == JOBS_INDEXES
     assert jobs["foreign"] == set()
     guards = {"mf_jobs_state_moves", "mf_jobs_refuse_stranded_email"}  # migration 0004
+    guards.add("mf_jobs_compaction_kept")  # retention
     expected_triggers = guards | ({"mf_jobs_notify"} if mf.store.dialect == "postgresql" else set())
     assert jobs["triggers"] == expected_triggers
 
@@ -269,7 +277,10 @@ def test_migrating_from_empty_gives_the_expected_job_tables(mf: MailFathom) -> N
         "finished_at",
     ]
     events = schema["mf_job_events"]
-    assert events["indexes"] == {"mf_job_events_job": (("job_id", "id"), None)}
+    assert events["indexes"] == {
+        "mf_job_events_job": (("job_id", "id"), None),
+        "mf_job_events_at": (("at",), None),
+    }
     assert events["foreign"] == {("job_id", "mf_jobs", "id", "CASCADE")}
 
 
@@ -312,6 +323,7 @@ def test_postgres_announces_new_jobs_with_a_trigger(postgres_schema_url: str) ->
                 "AND NOT tgisinternal ORDER BY tgname"
             )
             assert [r["tgname"] for r in cur.fetchall()] == [
+                "mf_jobs_compaction_kept",
                 "mf_jobs_notify",
                 "mf_jobs_refuse_stranded_email",
                 "mf_jobs_state_moves",

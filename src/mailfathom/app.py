@@ -20,7 +20,7 @@ from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.smtp_url import parse_smtp_url
 from mailfathom.jobs.admin import Jobs
 from mailfathom.jobs.model import EnqueuedJob
-from mailfathom.jobs.pruner import PeriodicPruner, Progress, PruneReport, Pruner
+from mailfathom.jobs.pruner import PeriodicPruner, Progress, Pruner, PruneReport
 from mailfathom.jobs.queue import JobQueue
 from mailfathom.jobs.registry import (
     DEFAULT_MAX_ATTEMPTS,

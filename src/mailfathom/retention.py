@@ -21,8 +21,8 @@ __all__ = [
     "DEFAULT_AUDIT_RETENTION",
     "DEFAULT_EMAIL_RETENTION",
     "DEFAULT_JOB_RETENTION",
-    "JOB_STATES",
     "EMAIL_STAGES",
+    "JOB_STATES",
     "RetentionPolicy",
     "parse_duration",
 ]
@@ -65,14 +65,16 @@ def parse_duration(setting: str, value: Any) -> timedelta | None:
         )
     if not math.isfinite(seconds) or seconds <= 0 or seconds > 100 * 366 * 86400:
         raise ConfigurationError(
-            f"{setting} = {value!r} must be a positive period of at most 100 years "
-            "(or 'never')"
+            f"{setting} = {value!r} must be a positive period of at most 100 years (or 'never')"
         )
     return timedelta(seconds=seconds)
 
 
 def _rules(
-    setting: str, given: Mapping[str, Any] | None, defaults: Mapping[str, Any], names: tuple[str, ...]
+    setting: str,
+    given: Mapping[str, Any] | None,
+    defaults: Mapping[str, Any],
+    names: tuple[str, ...],
 ) -> dict[str, timedelta | None]:
     if given is not None and not isinstance(given, Mapping):
         raise ConfigurationError(

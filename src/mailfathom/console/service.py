@@ -22,6 +22,7 @@ from mailfathom.errors import InvalidInput, MailFathomError, NotFound
 from mailfathom.jobs.admin import Throughput
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
 from mailfathom.jobs.state import JobState
+from mailfathom.store.retention_store import PrunerState
 
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
@@ -75,6 +76,10 @@ class Overview:
     schedules: int = 0
     schedules_paused: int = 0
     email_counts: dict[OutgoingEmailStage, int] = field(default_factory=dict)
+    #: The pruner: who holds its lease, when the last pass ran and what it did.
+    pruning: PrunerState | None = None
+    #: ``{"jobs": {state: (rows, compacted)}, "emails": {stage: (rows, compacted)}}``.
+    retained: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
 
     @property
     def total_jobs(self) -> int:
@@ -161,6 +166,8 @@ class Console(OutboxConsole):
             schedules=len(schedules),
             schedules_paused=paused,
             email_counts=self.outbox_counts(),
+            pruning=self.mf.retention.state(),
+            retained=self.mf.retention.counts(),
         )
 
     def jobs(self, query: JobQuery, *, before_id: int | None = None, limit: int = 50) -> JobPage:

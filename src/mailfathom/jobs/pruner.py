@@ -65,7 +65,9 @@ class PruneReport:
     @property
     def total(self) -> int:
         """Rows compacted or deleted in all."""
-        return sum(n for states in self.rows.values() for acts in states.values() for n in acts.values())
+        return sum(
+            n for states in self.rows.values() for acts in states.values() for n in acts.values()
+        )
 
     def to_json(self) -> dict[str, Any]:
         """As plain JSON values (kept in ``mf_pruner`` for the console)."""
@@ -210,7 +212,13 @@ def _past(action: str) -> str:
 
 
 def _failed(started: datetime, rows: dict[str, dict[str, dict[str, int]]]) -> dict[str, Any]:
-    return {"dry_run": False, "ran": True, "failed": True, "started_at": started.isoformat(), "rows": rows}
+    return {
+        "dry_run": False,
+        "ran": True,
+        "failed": True,
+        "started_at": started.isoformat(),
+        "rows": rows,
+    }
 
 
 class PeriodicPruner:
@@ -249,7 +257,9 @@ class PeriodicPruner:
             try:
                 report: PruneReport | StoreError = self.pruner.run(cancel=self._stop)
             except StoreError as exc:
-                logger.warning("pruner=%s: pass failed (%s); trying again later", self.pruner.holder, exc)
+                logger.warning(
+                    "pruner=%s: pass failed (%s); trying again later", self.pruner.holder, exc
+                )
                 report = exc
             self._next = self._clock.now() + self.interval
             self.passes.signal(report)

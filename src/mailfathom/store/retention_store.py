@@ -171,4 +171,3 @@ class RetentionStore:
         vacuum; PostgreSQL's autovacuum does this itself). How many were free before."""
         reclaim = getattr(self.db, "reclaim_space", None)
         return 0 if reclaim is None else int(reclaim(pages))
-

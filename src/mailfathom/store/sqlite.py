@@ -262,12 +262,14 @@ class SQLiteDatabase:
     def _incremental_when_new(self) -> None:
         """A new file gets ``auto_vacuum = INCREMENTAL`` before its first table (the mode
         can only change on an empty file, or with a VACUUM that rewrites it), so pruning
-        can give freed pages back (:meth:`reclaim_space`)."""
-        conn = self._connection()
-        with _WRITERS.of(self.path):
+        can give freed pages back (:meth:`reclaim_space`). On a connection of its own:
+        VACUUM refuses to run beside a statement still open on the same connection."""
+        with _WRITERS.of(self.path), contextlib.closing(sqlite3.connect(self.path)) as conn:
+            conn.isolation_level = None
             try:
-                empty = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
-                if empty and conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                empty = conn.execute("SELECT count(*) FROM sqlite_master").fetchall()[0][0] == 0
+                if empty and conn.execute("PRAGMA auto_vacuum").fetchall()[0][0] != 2:
                     conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                     conn.execute("VACUUM")
             except sqlite3.Error as exc:
@@ -275,14 +277,15 @@ class SQLiteDatabase:
 
     def reclaim_space(self, pages: int) -> int:
         """``PRAGMA incremental_vacuum(pages)``: hand up to ``pages`` free pages back to the
-        file system (none when ``pages`` is 0). Returns how many pages were free before (a file made before
-        auto_vacuum was set keeps them for reuse; :meth:`vacuum` converts it)."""
+        file system (none when ``pages`` is 0). Returns how many pages were free before
+        (a file made before auto_vacuum was set keeps them for reuse; :meth:`vacuum`
+        converts it)."""
         conn = self._connection()
         with _WRITERS.of(self.path):
             try:
-                free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+                free = int(conn.execute("PRAGMA freelist_count").fetchall()[0][0])
                 step = min(int(pages), free)  # 0 would mean "every free page"
-                if step > 0 and conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+                if step > 0 and conn.execute("PRAGMA auto_vacuum").fetchall()[0][0] == 2:
                     conn.execute(f"PRAGMA incremental_vacuum({step})").fetchall()
             except sqlite3.Error as exc:
                 raise _store_error(exc) from exc

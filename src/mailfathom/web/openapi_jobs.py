@@ -53,6 +53,7 @@ _JOB: dict[str, Any] = {
     "failure_reason": nullable("string"),
     "created_at": TIME,
     "finished_at": TIME_OR_NULL,
+    "compacted_at": TIME_OR_NULL,
     "held": {"type": "boolean"},
     "attempts_left": {"type": "integer", "minimum": 0},
 }

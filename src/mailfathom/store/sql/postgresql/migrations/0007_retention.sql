@@ -55,7 +55,7 @@ CREATE TABLE mf_pruner (
     lease_until      TIMESTAMPTZ,
     last_started_at  TIMESTAMPTZ,
     last_finished_at TIMESTAMPTZ,
-    last_report      JSONB,
+    last_report      JSONB   CHECK (last_report IS NULL OR jsonb_typeof(last_report) = 'object'),
     CHECK ((holder IS NULL) = (lease_until IS NULL))
 );
 INSERT INTO mf_pruner (id) VALUES (1);

@@ -46,7 +46,7 @@ CREATE TABLE mf_pruner (
     lease_until      TEXT,
     last_started_at  TEXT,
     last_finished_at TEXT,
-    last_report      TEXT    CHECK (last_report IS NULL OR json_valid(last_report)),
+    last_report      TEXT    CHECK (last_report IS NULL OR json_type(last_report) = 'object'),
     CHECK ((holder IS NULL) = (lease_until IS NULL))
 );
 INSERT INTO mf_pruner (id) VALUES (1);
