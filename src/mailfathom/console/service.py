@@ -21,6 +21,7 @@ from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import InvalidInput, MailFathomError, NotFound
 from mailfathom.jobs.admin import Throughput
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
+from mailfathom.jobs.pruner import describe_pass
 from mailfathom.jobs.state import JobState
 from mailfathom.store.retention_store import PrunerState
 
@@ -80,6 +81,8 @@ class Overview:
     pruning: PrunerState | None = None
     #: ``{"jobs": {state: (rows, compacted)}, "emails": {stage: (rows, compacted)}}``.
     retained: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    #: What the last pass did, in words ("1,204 jobs Succeeded compacted, …").
+    pruned: str = ""
 
     @property
     def total_jobs(self) -> int:
@@ -149,6 +152,7 @@ class Console(OutboxConsole):
         schedules = self.schedules()
         paused = sum(schedule.paused for schedule in schedules)
         unknown = self.unknown_count()
+        pruning = self.mf.retention.state()
         attention = [
             Attention("unknown_outcomes", "emails with an unknown outcome to resolve", unknown),
             Attention("dead_lettered", "dead-lettered jobs", counts[JobState.DEAD_LETTERED]),
@@ -166,8 +170,9 @@ class Console(OutboxConsole):
             schedules=len(schedules),
             schedules_paused=paused,
             email_counts=self.outbox_counts(),
-            pruning=self.mf.retention.state(),
+            pruning=pruning,
             retained=self.mf.retention.counts(),
+            pruned=describe_pass(pruning.last_report),
         )
 
     def jobs(self, query: JobQuery, *, before_id: int | None = None, limit: int = 50) -> JobPage:

@@ -31,14 +31,14 @@ from mailfathom.jobs.testsignal import TestSignal
 from mailfathom.retention import EMAIL_STAGES, JOB_STATES, RetentionPolicy
 from mailfathom.store.retention_store import Batch, RetentionStore
 
-__all__ = ["PeriodicPruner", "PruneReport", "Pruner"]
+__all__ = ["PeriodicPruner", "PruneReport", "Pruner", "describe_pass"]
 
 logger = logging.getLogger("mailfathom.pruner")
 
 #: How long a pass's lease lasts without renewal (renewed at every batch past half of it).
 PRUNE_LEASE = timedelta(seconds=60)
 #: Free pages SQLite keeps for reuse after a pass, and the most handed back per step.
-_KEEP_PAGES = 1024
+_KEEP_PAGES = 256
 _RECLAIM_STEP = 2048
 
 #: Called after each batch with (table, state, action, rows).
@@ -200,6 +200,23 @@ class Pruner:
             if after >= free:  # not an incremental file: the pages stay for reuse
                 return reclaimed
             reclaimed += free - after
+
+
+def describe_pass(report: dict[str, Any] | None) -> str:
+    """A stored pass report in words: "3 jobs Succeeded compacted, 1 job events deleted"."""
+    if not report:
+        return "nothing yet"
+    parts = [
+        f"{n:,} {table.replace('_', ' ')}{'' if state == 'all' else ' ' + state} {action}"
+        for table, states in report.get("rows", {}).items()
+        for state, actions in states.items()
+        for action, n in actions.items()
+        if n
+    ]
+    said = ", ".join(parts) or "nothing was old enough"
+    return said + (
+        " (the pass failed part way: see the worker's log)" if report.get("failed") else ""
+    )
 
 
 def _add(rows: dict[str, dict[str, dict[str, int]]], batch: Batch, n: int) -> None:
