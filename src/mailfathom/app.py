@@ -20,7 +20,7 @@ from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.smtp_url import parse_smtp_url
 from mailfathom.jobs.admin import Jobs
 from mailfathom.jobs.model import EnqueuedJob
-from mailfathom.jobs.pruner import PeriodicPruner, Progress, Pruner, PruneReport
+from mailfathom.jobs.pruner import WORKER_DUTY, PeriodicPruner, Progress, Pruner, PruneReport
 from mailfathom.jobs.queue import JobQueue
 from mailfathom.jobs.registry import (
     DEFAULT_MAX_ATTEMPTS,
@@ -262,14 +262,15 @@ class MailFathom:
             name, cron=cron, kind=kind, payload=payload, timezone=timezone, queue=queue
         )
 
-    def pruner(self, *, pause: float = 0.0) -> Pruner:
-        """A pruner for this app's retention rules (settings plus ``@job(retention=)``)."""
+    def pruner(self, *, duty: float = 1.0) -> Pruner:
+        """A pruner for this app's retention rules (settings plus ``@job(retention=)``);
+        ``duty`` < 1 rests between batches (a worker's thread uses ``WORKER_DUTY``)."""
         return Pruner(
             self.retention,
             self.clock,
             self._policy,
             batch_size=self.settings.prune_batch,
-            pause=pause,
+            duty=duty,
         )
 
     def prune(self, *, dry_run: bool = False, progress: Progress | None = None) -> PruneReport:
@@ -314,5 +315,5 @@ class MailFathom:
         if not self.settings.prune_interval:
             return None
         return PeriodicPruner(
-            self.pruner(pause=0.002), self.clock, interval=self.settings.prune_interval
+            self.pruner(duty=WORKER_DUTY), self.clock, interval=self.settings.prune_interval
         )

@@ -103,7 +103,7 @@ class Settings:
     #: prunes); 0: workers never prune (run ``mailfathom prune`` from cron instead).
     prune_interval: float = 60.0
     #: Rows per pruning transaction: small, so claims never wait long behind one.
-    prune_batch: int = 500
+    prune_batch: int = 100
 
     @classmethod
     def load(

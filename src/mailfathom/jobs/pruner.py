@@ -31,7 +31,7 @@ from mailfathom.jobs.testsignal import TestSignal
 from mailfathom.retention import EMAIL_STAGES, JOB_STATES, RetentionPolicy
 from mailfathom.store.retention_store import Batch, RetentionStore
 
-__all__ = ["PeriodicPruner", "PruneReport", "Pruner", "describe_pass"]
+__all__ = ["WORKER_DUTY", "PeriodicPruner", "PruneReport", "Pruner", "describe_pass"]
 
 logger = logging.getLogger("mailfathom.pruner")
 
@@ -40,6 +40,9 @@ PRUNE_LEASE = timedelta(seconds=60)
 #: Free pages SQLite keeps for reuse after a pass, and the most handed back per step.
 _KEEP_PAGES = 256
 _RECLAIM_STEP = 2048
+
+#: The share of its time a worker's pruning thread spends inside batches (see Pruner.duty).
+WORKER_DUTY = 0.25
 
 #: Called after each batch with (table, state, action, rows).
 Progress = Callable[[str, str, str, int], None]
@@ -90,16 +93,20 @@ class Pruner:
         clock: Clock,
         policy: RetentionPolicy,
         *,
-        batch_size: int = 500,
-        pause: float = 0.0,
+        batch_size: int = 100,
+        duty: float = 1.0,
         holder: str | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
         self.policy = policy
         self.batch_size = batch_size
-        #: Real seconds between batches: room for other writers (SQLite has one at a time).
-        self.pause = pause
+        if not 0 < duty <= 1:
+            raise ValueError(f"duty must be in (0, 1], not {duty!r}")
+        #: The share of time the pass may spend inside its batches: after a batch that took
+        #: t seconds it rests t * (1 / duty - 1), so claims (SQLite has one writer at a
+        #: time) always find the database free most of the time. 1: no rest.
+        self.duty = duty
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     def batches(self, now: datetime) -> Iterator[Batch]:
@@ -161,7 +168,9 @@ class Pruner:
                         if not self._store.renew(self.holder, now=now, lease=PRUNE_LEASE):
                             raise StoreError("the pruner lease was lost: another pruner took over")
                         renew_at = now + PRUNE_LEASE / 2
+                    began = time.monotonic()
                     done = self._store.run(batch, limit=self.batch_size, now=now)
+                    took = time.monotonic() - began
                     if done is None:  # another pruner is inside a batch (PostgreSQL)
                         break
                     _add(rows, batch, done)
@@ -169,8 +178,8 @@ class Pruner:
                         progress(batch.table, batch.state, _past(batch.action), done)
                     if done < self.batch_size:
                         break
-                    if self.pause:
-                        time.sleep(self.pause)
+                    if self.duty < 1:
+                        time.sleep(took * (1 / self.duty - 1))
             reclaimed = self._reclaim()
             report = PruneReport(False, True, started, self._clock.now(), rows, reclaimed)
         except BaseException:

@@ -10,12 +10,14 @@ pruner holds it. One pass at a time across the fleet is the lease row's job
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
-from mailfathom.store.database import Database
+from mailfathom.errors import StoreError
+from mailfathom.store.database import Cursor, Database
 
 __all__ = ["Batch", "PrunerState", "RetentionStore"]
 
@@ -23,6 +25,8 @@ __all__ = ["Batch", "PrunerState", "RetentionStore"]
 Only = Literal["all", "keyless", "keyed"]
 Table = Literal["jobs", "emails", "job_events", "email_events"]
 Action = Literal["compact", "delete"]
+#: What a column name may look like before it is written into the repack INSERT.
+_COLUMN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +63,7 @@ class RetentionStore:
         self.db = database
         self.clock_skew = clock_skew
         self._q = database.queries
+        self._inserts: dict[tuple[str, ...], str] = {}  # repack INSERT by column list
 
     # -- the lease ---------------------------------------------------------------------
 
@@ -129,7 +134,9 @@ class RetentionStore:
 
         None: another pruner is inside a batch right now (PostgreSQL's advisory lock)."""
         params = self._params(batch, limit, now)
-        with self.db.transaction() as cur:
+        compacting_jobs = batch.table == "jobs" and batch.action == "compact"
+        repacking = getattr(self.db, "repacking", None) if "repack_jobs" in self._q else None
+        with repacking() if compacting_jobs and repacking else self.db.transaction() as cur:
             lock = self._q.get("prune_lock")
             if lock is not None:
                 cur.execute(lock, {})
@@ -137,9 +144,33 @@ class RetentionStore:
                     return None
             cur.execute(self._q[f"{batch.action}_{batch.table}"], params)
             ids = [row["id"] for row in cur.fetchall()]
-            if ids and batch.table == "jobs" and batch.action == "compact":
-                cur.execute(self._q["compact_attempts"], {"ids": self.db.list_param(ids)})
+            if ids and compacting_jobs:
+                listed = self.db.list_param(ids)
+                cur.execute(self._q["compact_attempts"], {"ids": listed})
+                if repacking is not None:
+                    self._repack(cur, listed)
             return len(ids)
+
+    def _repack(self, cur: Cursor, ids: Any) -> None:
+        """SQLite: take the compacted rows out and write them back as they are, so their
+        emptied pages merge and come free (see ``repack_jobs``)."""
+        cur.execute(self._q["repack_jobs"], {"ids": ids})
+        rows = [dict(row) for row in cur.fetchall()]
+        if not rows:
+            return
+        columns = list(rows[0])
+        insert = self._inserts.get(tuple(columns))
+        if insert is None:
+            for name in columns:
+                if not _COLUMN.fullmatch(name):  # pragma: no cover - our own schema's names
+                    raise StoreError(f"unexpected column name {name!r} in mf_jobs")
+            insert = (
+                f"INSERT INTO mf_jobs ({', '.join(columns)}) "
+                f"VALUES ({', '.join(':' + name for name in columns)})"
+            )
+            self._inserts[tuple(columns)] = insert
+        for row in rows:
+            cur.execute(insert, row)
 
     def _params(self, batch: Batch, limit: int, now: datetime | None) -> dict[str, Any]:
         return {

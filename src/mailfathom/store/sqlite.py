@@ -166,6 +166,24 @@ class SQLiteDatabase:
                 raise
 
     @contextmanager
+    def repacking(self) -> Iterator[Cursor]:
+        """A write transaction with foreign keys off on this thread's connection (the
+        pragma only changes outside a transaction), on again afterwards. Only the pruner
+        uses it, to take rows out and write them back unchanged (``repack_jobs``)."""
+        conn = self._connection()
+        with _WRITERS.of(self.path):
+            try:
+                conn.execute("PRAGMA foreign_keys = OFF")
+            except sqlite3.Error as exc:
+                raise _store_error(exc) from exc
+        try:
+            with self.transaction() as cursor:
+                yield cursor
+        finally:
+            with _WRITERS.of(self.path):
+                conn.execute("PRAGMA foreign_keys = ON")
+
+    @contextmanager
     def single_write(self) -> Iterator[Cursor]:
         """A cursor in autocommit mode, holding this process's writer lock. Closing it
         finishes its last statement, which commits it, before the lock is let go."""
