@@ -309,5 +309,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("MAILFATHOM_PRUNE_INTERVAL", "0")
     sys.exit(main())
