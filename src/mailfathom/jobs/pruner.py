@@ -14,6 +14,7 @@ claim path.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -159,9 +160,12 @@ class Pruner:
             logger.debug("pruner=%s: another pruner holds the lease", self.holder)
             return PruneReport(False, False, started, started, rows)
         renew_at = started + PRUNE_LEASE / 2
+        busy = False  # another pruner's batch holds the advisory lock: leave the rest
         try:
             for batch in self.batches(started):
                 _add(rows, batch, 0)
+                if busy:
+                    continue
                 while cancel is None or not cancel.is_set():
                     now = self._clock.now()
                     if now >= renew_at:
@@ -172,6 +176,7 @@ class Pruner:
                     done = self._store.run(batch, limit=self.batch_size, now=now)
                     took = time.monotonic() - began
                     if done is None:  # another pruner is inside a batch (PostgreSQL)
+                        busy = True
                         break
                     _add(rows, batch, done)
                     if progress is not None and done:
@@ -183,7 +188,10 @@ class Pruner:
             reclaimed = self._reclaim()
             report = PruneReport(False, True, started, self._clock.now(), rows, reclaimed)
         except BaseException:
-            self._store.finish(self.holder, now=self._clock.now(), report=_failed(started, rows))
+            with contextlib.suppress(StoreError):  # the database may be what failed
+                self._store.finish(
+                    self.holder, now=self._clock.now(), report=_failed(started, rows)
+                )
             raise
         self._store.finish(self.holder, now=report.finished_at, report=report.to_json())
         if report.total:
