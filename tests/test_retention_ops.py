@@ -129,14 +129,17 @@ def test_the_console_shows_compacted_jobs_and_the_last_pass(
 def test_a_worker_prunes_on_its_own(mf: MailFathom, clock: FakeClock) -> None:
     with _app(mf, clock, prune_interval=60) as app:
         ids = _ok_jobs(app, 3)
-        clock.advance(8 * DAY)
         worker = app.worker()
         assert worker.pruner is not None
         worker.pruner.tick = 0.02
+        worker.pruner.started.init()
         worker.pruner.passes.init()
         thread = threading.Thread(target=worker.run)
         thread.start()
         try:
+            first = worker.pruner.started.wait()
+            assert first == clock.now() + timedelta(seconds=60)  # not at once
+            clock.advance(8 * DAY)
             report = worker.pruner.passes.wait()
             assert isinstance(report, PruneReport) and report.ran
             assert report.rows["jobs"]["Succeeded"]["compacted"] == 3

@@ -269,12 +269,16 @@ class PeriodicPruner:
         self.tick = min(tick, interval)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        #: Test signal: each pass's report (or the StoreError it failed with).
+        #: Test signals: the thread started (with the instant of its first pass), and
+        #: each pass's report (or the StoreError it failed with).
+        self.started: TestSignal[datetime] = TestSignal("pruner.started")
         self.passes: TestSignal[PruneReport | StoreError] = TestSignal("pruner.passes")
 
     def start(self) -> None:
-        """Start the thread (the first pass comes one tick later)."""
-        self._next = self._clock.now()
+        """Start the thread. The first pass comes one interval later: a fleet that
+        (re)starts does not prune all at once while it is busiest."""
+        self._next = self._clock.now() + self.interval
+        self.started.signal(self._next)
         self._thread = threading.Thread(target=self._loop, name="mailfathom-pruner", daemon=True)
         self._thread.start()
 
