@@ -232,7 +232,7 @@ def test_sqlite_gives_freed_pages_back(tmp_path: Any, clock: FakeClock) -> None:
         mf.migrate()
         with mf.store.db.reading() as cur:
             assert cur.execute("PRAGMA auto_vacuum").fetchall()[0][0] == 2  # incremental
-        _ok_jobs(mf, 500, pad=12000)  # 3 overflow pages a payload
+        _ok_jobs(mf, 250, pad=12000)  # 3 overflow pages a payload
         full = path.stat().st_size
         clock.advance(8 * DAY)
         report = mf.prune()
