@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -238,3 +239,18 @@ def test_sqlite_gives_freed_pages_back(tmp_path: Any, clock: FakeClock) -> None:
         report = mf.prune()
         assert report.pages_reclaimed > 0
         assert path.stat().st_size < full * 0.6
+
+
+def test_an_existing_sqlite_file_converts_with_prune_vacuum(tmp_path: Any) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:  # a file that had a table before migrate ran
+        conn.execute("CREATE TABLE app_data (x INTEGER)")
+    url = f"sqlite:///{path}"
+    with MailFathom(url) as mf:
+        mf.migrate()
+        with mf.store.db.reading() as cur:
+            assert cur.execute("PRAGMA auto_vacuum").fetchall()[0][0] == 0  # left as it was
+    done = CliRunner().invoke(cli, ["--database", url, "prune", "--vacuum", "--quiet"])
+    assert done.exit_code == 0, done.output
+    with MailFathom(url) as mf, mf.store.db.reading() as cur:
+        assert cur.execute("PRAGMA auto_vacuum").fetchall()[0][0] == 2
