@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: test lint types pytest venv run screenshots bench clean
+.PHONY: test lint types pytest venv run screenshots bench clean mutants
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ pytest: venv
 
 ## The README's test command: lint, types, then the whole suite.
 test: lint types pytest
+
+## Break each guarantee on purpose (mutants/mutations.toml) and check that its tests notice.
+## Not part of `make test`. MUTANTS_ARGS="--only NAME" runs one; "--list" shows them all.
+mutants: venv
+	$(PY) mutants/run.py $(MUTANTS_ARGS)
 
 ## The quick start: console, worker and capture SMTP server for the example app (mailfathom dev).
 run: venv

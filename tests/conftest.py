@@ -4,6 +4,11 @@ PostgreSQL tests run against ``MAILFATHOM_TEST_POSTGRES_URL`` (default
 ``postgresql://postgres@127.0.0.1:5432/postgres``), each in a schema of its own
 that is dropped afterwards. When no server answers they are skipped with the
 reason shown — except under ``CI=true``, where they fail.
+
+Every test runs isolated from the shell that started pytest: no ``MAILFATHOM_*``
+setting of the caller reaches it (only the suite's own ``MAILFATHOM_TEST_POSTGRES_URL``
+and ``MAILFATHOM_SCREENSHOTS``, which ``make screenshots`` sets), and its working
+directory is an empty temporary one, so no ``./mailfathom.toml`` is ever read.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from functools import cache
+from pathlib import Path
 from urllib.parse import quote
 
 import psycopg
@@ -19,12 +25,46 @@ import pytest
 
 from mailfathom import FakeClock, MailFathom
 
-pytest_plugins = ["smtp_fixtures"]
+pytest_plugins = ["pytester", "smtp_fixtures"]
 
 STORES = ["sqlite", "postgresql"]
 POSTGRES_URL = os.environ.get(
     "MAILFATHOM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
+
+
+# The suite's own variables; every other MAILFATHOM_* is the caller's and is cleared.
+KEPT_VARIABLES = ("MAILFATHOM_TEST_POSTGRES_URL", "MAILFATHOM_SCREENSHOTS")
+STARTED_IN = Path.cwd()
+
+
+def _absolute(paths: str) -> str:
+    """``paths`` (os.pathsep-separated) with relative entries made absolute from where
+    pytest started, so a child started in another directory imports the same code."""
+    return os.pathsep.join(
+        str(STARTED_IN / entry) if entry else entry for entry in paths.split(os.pathsep)
+    )
+
+
+@pytest.fixture(autouse=True)
+def isolated_from_the_caller(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """Clear the caller's MAILFATHOM_* settings and run in an empty directory (returned).
+
+    Subprocesses inherit both: ``PYTHONPATH`` and ``MAILFATHOM_SCREENSHOTS`` are made
+    absolute first, since they were given relative to where pytest started.
+    """
+    for name in list(os.environ):
+        if name.startswith("MAILFATHOM_") and name not in KEPT_VARIABLES:
+            monkeypatch.delenv(name)
+    for name in ("PYTHONPATH", "MAILFATHOM_SCREENSHOTS"):
+        value = os.environ.get(name)
+        if value:
+            monkeypatch.setenv(name, _absolute(value))
+    workdir = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(workdir)
+    return workdir
 
 
 @cache

@@ -93,7 +93,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, smtp_process: ServerProcess) 
 
     def work() -> None:
         while not stop.is_set():
-            mf.worker(concurrency=5).run(burst=True)
+            # a short lease: its heartbeat (a third of it) carries an operator's abort quickly
+            mf.worker(concurrency=5, lease=3.0).run(burst=True)
             stop.wait(0.1)
 
     working = threading.Thread(target=work, daemon=True)
@@ -282,9 +283,122 @@ def test_resolve_an_unknown_outcome(page: Any, site: Site) -> None:
     history = page.inner_text("main")
     assert (
         "TransmissionBegun" in history
-        and "web:carol decided: delivered: the relay's log shows 250" in history
+        and "web:carol (self-declared) decided: delivered: the relay's log shows 250" in history
     )
     shot(page, site, "email")
     resolved = site.mf.outbox.get(email.id)
     assert resolved.stage.value == "Sent"
     assert site.mf.outbox.unknown() == []
+
+
+# -- security where the browser matters (issue 12) -----------------------------------------
+
+
+def _schedule(site: Site, name: str) -> None:
+    site.mf.schedule(name, cron="0 3 * * *", kind="demo.ok", payload={})
+    site.mf.schedules.sync()
+
+
+def test_a_schedule_named_like_a_path_pauses_itself_not_another(page: Any, site: Site) -> None:
+    for name in ("other", "x/../../schedules/other", ".."):
+        _schedule(site, name)
+    log_in(page, site, "dora")
+    for name in ("x/../../schedules/other", ".."):
+        page.goto(site.url + "/schedules")
+        row = page.locator("table tbody tr", has=page.locator(f"td:text-is('{name}')"))
+        row.locator("a:has-text('Pause…')").click()
+        assert f"Pause schedule {name}?" in page.inner_text("h1")
+        page.fill("input[name=reason]", "path-like name")
+        page.click("button:has-text('Confirm: pause')")
+        assert f"Schedule {name} paused" in page.inner_text(".flash")
+        assert site.mf.schedules.get(name).paused
+    assert not site.mf.schedules.get("other").paused
+    assert site.mf.schedules.get("..").paused_by == "web:dora (self-declared)"
+
+
+def test_a_cookie_kept_from_before_logout_opens_nothing(
+    page: Any, site: Site, browser: Any
+) -> None:
+    (job_id,) = dead_letters(site.mf, 1, to="erin@example.com")
+    log_in(page, site, "erin")
+    saved = page.context.cookies()
+    page.click("button:has-text('Log out')")
+    page.wait_for_url(site.url + "/login")
+    thief = browser.new_context()
+    try:
+        thief.add_cookies(saved)
+        stolen = thief.new_page()
+        stolen.goto(f"{site.url}/jobs/{job_id}")
+        assert stolen.url.startswith(site.url + "/login")
+        answer = stolen.request.post(
+            f"{site.url}/jobs/{job_id}/requeue", form={"reason": "x"}, max_redirects=0
+        )
+        assert answer.status == 401
+    finally:
+        thief.close()
+    assert site.mf.jobs.events(job_id) == []
+    assert TOKEN not in str(saved)
+
+
+def _wait_for(check: Any, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_pause_a_queue_hold_run_now_and_abort(page: Any, site: Site) -> None:
+    import asyncio
+
+    from mailfathom import JobContext
+
+    if "demo.wait" not in site.mf.registry.names():
+
+        @site.mf.job("demo.wait", queue="slow")
+        async def wait(ctx: JobContext) -> None:
+            await asyncio.sleep(600)
+
+    log_in(page, site, "carol")
+    page.goto(site.url + "/queues")
+    page.fill("input[name=queue]", "slow")
+    page.click("button:has-text('Pause…')")
+    page.fill("input[name=reason]", "upstream down")
+    page.click("button:has-text('Confirm: pause queue slow')")
+    assert "Queue slow paused" in page.inner_text(".flash")
+    assert "upstream down" in page.inner_text("#queue-slow")
+    shot(page, site, "queues")
+    page.goto(site.url + "/")
+    assert "queues paused" in page.inner_text(".attention")
+
+    job = site.mf.enqueue("demo.wait")  # enqueue goes on while the queue is paused
+    page.goto(site.url + "/queues")
+    page.click("#queue-slow a:has-text('Resume…')")
+    page.click("button:has-text('Confirm: resume queue slow')")
+    _wait_for(lambda: site.mf.jobs.get(job.id).state is JobState.CLAIMED, "never claimed")
+    page.goto(site.url + f"/jobs/{job.id}")
+    page.click("a:has-text('Abort…')")
+    page.fill("input[name=reason]", "runaway")
+    page.click("button:has-text('Confirm: abort job')")
+    assert "asked to abort" in page.inner_text(".flash")
+    _wait_for(lambda: site.mf.jobs.get(job.id).state is JobState.DEAD_LETTERED, "not aborted")
+    page.reload()
+    fields = page.inner_text("dl.fields")
+    assert "aborted by web:carol (self-declared): runaway" in fields
+    assert "Aborted" in page.inner_text("ol.attempts")
+
+    later = site.mf.enqueue("demo.ok", {}, delay=3600)
+    page.goto(site.url + f"/jobs/{later.id}")
+    page.click("a:has-text('Hold…')")
+    page.click("button:has-text('Confirm: hold job')")
+    assert "Held" in page.inner_text("h1")
+    page.click("a:has-text('Run…')")
+    page.click("button:has-text('Confirm: run job')")
+    _wait_for(lambda: site.mf.jobs.get(later.id).state is JobState.SUCCEEDED, "not run")
+    delayed = site.mf.enqueue("demo.ok", {}, delay=3600)
+    page.goto(site.url + f"/jobs/{delayed.id}")
+    page.click("a:has-text('Run now…')")
+    page.click("button:has-text('Confirm: run now job')")
+    assert "made due now" in page.inner_text(".flash")
+    _wait_for(lambda: site.mf.jobs.get(delayed.id).state is JobState.SUCCEEDED, "not run now")
+    events = [e.actor for e in site.mf.jobs.events(delayed.id)]
+    assert events == ["web:carol (self-declared)"]

@@ -42,6 +42,8 @@ JOBS_COLUMNS = {
     "created_at": (False, "TEXT", "timestamp with time zone"),
     "finished_at": (True, "TEXT", "timestamp with time zone"),
     "compacted_at": (True, "TEXT", "timestamp with time zone"),
+    "abort_reason": (True, "TEXT", "text"),  # operator controls
+    "snoozes": (False, "INTEGER", "integer"),
 }
 JOBS_CHECKS = Counter(
     {
@@ -60,8 +62,33 @@ JOBS_CHECKS = Counter(
         ("attempt_base", "attempts", "state"): 1,
         ("compacted_at", "state"): 1,  # retention: only a terminal row is compacted
         ("compacted_at", "payload"): 1,  # and a compacted row has no payload
+        ("snoozes",): 1,
     }
 )
+# Every CHECK of the outbox tables (both dialects; SQLite adds its 0/1 stand-ins for booleans).
+# Two CHECKs read (stage, transmission_begun_at): TransmissionBegun/Sent have the instant,
+# Recorded/Cancelled do not; tests/test_schema.py refuses a row with each.
+OUTBOX_CHECKS = Counter(
+    {
+        ("stage",): 1,
+        ("message_id",): 1,
+        ("attempts",): 1,
+        ("reply_code",): 1,
+        ("message", "size"): 1,
+        ("finished_at", "stage"): 1,
+        ("stage", "transmission_begun_at"): 2,
+        ("reason", "stage"): 1,
+        ("body_transmissions",): 1,  # never below 0 (0005)
+        ("body_transmissions", "stage"): 1,  # Cancelled only if no body ever went out (0005)
+        ("compacted_at", "stage"): 1,  # retention: only a final record is compacted
+        ("compacted_at", "message"): 1,  # its bytes are empty exactly when compacted
+    }
+)
+SQLITE_BOOLEAN_CHECKS = Counter({("smtputf8",): 1, ("eightbit",): 1})
+OUTBOX_RECIPIENTS_CHECKS = Counter(
+    {("position",): 1, ("address",): 1, ("reply_code",): 1, ("replied_at", "reply_code"): 1}
+)
+OUTBOX_EVENTS_CHECKS = Counter({("actor",): 1})
 PENDING_DUE = "state='pending' and available_at is not null"
 JOBS_INDEXES = {
     "mf_jobs_claimable": (("priority DESC", "available_at", "id"), PENDING_DUE),
@@ -282,6 +309,24 @@ def test_migrating_from_empty_gives_the_expected_job_tables(mf: MailFathom) -> N
         "mf_job_events_at": (("at",), None),
     }
     assert events["foreign"] == {("job_id", "mf_jobs", "id", "CASCADE")}
+
+
+def test_migrating_from_empty_gives_the_expected_outbox_tables(mf: MailFathom) -> None:
+    schema = describe(mf)
+    outbox = schema["mf_outbox"]
+    expected = OUTBOX_CHECKS + (
+        SQLITE_BOOLEAN_CHECKS if mf.store.dialect == "sqlite" else Counter()
+    )
+    assert outbox["checks"] == expected
+    assert outbox["unique"] == {("idempotency_key",)}
+    assert outbox["triggers"] == {
+        "mf_outbox_stage_moves",
+        "mf_outbox_transmissions_kept",
+        "mf_outbox_compaction_kept",  # retention: once compacted, always
+    }
+    assert schema["mf_outbox_recipients"]["checks"] == OUTBOX_RECIPIENTS_CHECKS
+    assert schema["mf_outbox_recipients"]["unique"] == {("email_id", "address")}
+    assert schema["mf_outbox_events"]["checks"] == OUTBOX_EVENTS_CHECKS
 
 
 def test_every_migration_is_recorded(mf: MailFathom) -> None:

@@ -82,10 +82,14 @@ def test_jobs_claimed_ahead_behind_a_long_job_go_to_an_idle_worker(database_url:
                     # Without the release these wait for the long job, which waits for them.
                     assert all_done.wait(20), "the short jobs waited behind the long job"
                     gate.set()
-                released = busy.signals.released.wait()
+                # On a loaded machine warm-up jobs may go late and be released too: wait
+                # for the release of jobs claimed behind the long one.
+                released = busy.signals.released.wait_for(
+                    lambda jobs: bool({job.id for job in jobs} & behind)
+                )
         finally:
             gate.set()
-        assert {job.id for job in released} <= behind and released
+        assert {job.id for job in released} & behind
         for job_id in behind:
             job = busy_app.jobs.get(job_id)
             assert job.state is JobState.SUCCEEDED and job.claimed_by == idle.id

@@ -88,3 +88,11 @@ scheduled.job("test.tick")(tick)
 scheduled.schedule("every-second", cron="* * * * * *", kind="test.tick")
 
 fixed = MailFathom("sqlite:///mailfathom-fixed-url.db")  # a hard-coded URL (never opened)
+
+
+def snooze_once(ctx: JobContext, seconds: float) -> None:
+    """Snooze on the first attempt (from a child process, the exception is pickled back)."""
+    from mailfathom import Snooze
+
+    if ctx.job.snoozes == 0:
+        raise Snooze(seconds)

@@ -26,8 +26,9 @@ from mailfathom.errors import (
     StoreError,
 )
 from mailfathom.jobs.context import JobContext
-from mailfathom.jobs.failures import PermanentFailure, TransientFailure
+from mailfathom.jobs.failures import JobAborted, PermanentFailure, Snooze, TransientFailure
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
+from mailfathom.jobs.queues import PausedQueue, QueueEvent, QueueSummary
 from mailfathom.jobs.retry import Backoff
 from mailfathom.jobs.schedule_admin import Schedule
 from mailfathom.jobs.state import AttemptOutcome, FailureClass, JobState
@@ -47,6 +48,7 @@ __all__ = [
     "InvalidInput",
     "InvalidMessage",
     "Job",
+    "JobAborted",
     "JobContext",
     "JobEvent",
     "JobState",
@@ -57,13 +59,17 @@ __all__ = [
     "OutboxEvent",
     "OutgoingEmail",
     "OutgoingEmailStage",
+    "PausedQueue",
     "PayloadError",
     "PermanentFailure",
+    "QueueEvent",
+    "QueueSummary",
     "RecipientOutcome",
     "RecordedEmail",
     "Resolution",
     "Schedule",
     "Settings",
+    "Snooze",
     "StoreError",
     "SystemClock",
     "TransientFailure",

@@ -22,6 +22,7 @@ from mailfathom.jobs.admin import Jobs
 from mailfathom.jobs.model import EnqueuedJob
 from mailfathom.jobs.pruner import WORKER_DUTY, PeriodicPruner, Progress, Pruner, PruneReport
 from mailfathom.jobs.queue import JobQueue
+from mailfathom.jobs.queues import Queues
 from mailfathom.jobs.registry import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
@@ -70,9 +71,15 @@ class MailFathom:
         self.store = open_store(settings.database_url, clock_skew=skew)
         self.registry = Registry()
         self.queue = JobQueue(
-            self.store, self.registry, self.clock, max_payload_bytes=settings.max_payload_bytes
+            self.store,
+            self.registry,
+            self.clock,
+            max_payload_bytes=settings.max_payload_bytes,
+            snooze_limit=settings.snooze_limit,
         )
         self.jobs = Jobs(self.store, self.clock)
+        #: Pause and resume queues fleet-wide (``mf.queues.pause("mail", actor=…)``).
+        self.queues = Queues(self.store, self.clock)
         self.schedules = Schedules(self.queue, self.clock)
         self.workers = Workers(self.store, self.clock, clock_skew=skew)
         self.retention = RetentionStore(self.store.db, clock_skew=skew)

@@ -43,6 +43,9 @@ class Settings:
     smtp_url: str | None = None
     #: Largest JSON payload accepted, in bytes. Bigger rows slow every claim.
     max_payload_bytes: int = 1_048_576
+    #: Snoozes (``raise Snooze``) a job may take; the next one counts as a transient
+    #: failure, so a handler that snoozes forever still ends in the dead letters.
+    snooze_limit: int = 100
     #: Jobs a worker runs at once. More hides I/O waits; too many starves the database.
     concurrency: int = 10
     #: How long a claim lasts without a heartbeat; a dead worker's jobs return after it.
@@ -153,7 +156,13 @@ class Settings:
                 f"database_url {self.database_url!r} is not a URL: use sqlite:///path/to.db "
                 "or postgresql://user@host/db (MAILFATHOM_DATABASE_URL)"
             )
-        for name in ("max_payload_bytes", "concurrency", "web_port", "max_message_bytes"):
+        for name in (
+            "max_payload_bytes",
+            "concurrency",
+            "web_port",
+            "max_message_bytes",
+            "snooze_limit",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"{name} must be a positive integer, not {value!r}")

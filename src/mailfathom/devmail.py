@@ -23,9 +23,11 @@ import mailbox
 import re
 import socket
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import EmailMessage
+from email.parser import BytesHeaderParser
 from pathlib import Path
 from typing import Any
 
@@ -81,11 +83,26 @@ class Inbox:
         )
         return self._box.add(trace.encode("utf-8") + data)
 
+    def count(self) -> int:
+        """How many messages are captured (a directory listing; nothing is read)."""
+        return len(self._box)
+
     def messages(self, limit: int = 200) -> list[InboxMessage]:
-        """The newest ``limit`` messages."""
-        found = [self._read(key) for key in self._box.iterkeys()]
-        found.sort(key=lambda m: (m.received_at, m.key), reverse=True)
-        return found[:limit]
+        """The newest ``limit`` messages, headers only (``raw`` is the head, ``size`` the whole).
+
+        Only those ``limit`` files are opened, and only their heads are read and parsed
+        (newest first by the delivery time in the Maildir file name), so a large or
+        hostile inbox costs the same as a small one; a message whose head cannot be
+        parsed is listed with a note instead of breaking the page.
+        """
+        keys = sorted(self._box.iterkeys(), key=_arrival, reverse=True)
+        found: list[InboxMessage] = []
+        for key in keys[:limit]:
+            try:
+                found.append(self._read(key, head_only=True))
+            except KeyError:  # cleared meanwhile
+                continue
+        return found
 
     def get(self, key: str) -> InboxMessage:
         """The message stored under ``key``; :class:`NotFound` if there is none."""
@@ -99,28 +116,61 @@ class Inbox:
             ) from None
 
     def clear(self) -> int:
-        """Delete every captured message; returns how many there were."""
+        """Delete every captured message (none is read); returns how many there were."""
         keys = list(self._box.iterkeys())
         for key in keys:
             self._box.discard(key)
         return len(keys)
 
-    def _read(self, key: str) -> InboxMessage:
-        stored = self._box.get_message(key)
-        raw = stored.as_bytes()
-        message = email.message_from_bytes(raw, policy=email.policy.default)
-        mail_from = str(message.get("Return-Path", "")).strip().strip("<>")
+    def _read(self, key: str, *, head_only: bool = False) -> InboxMessage:
+        with self._box.get_file(key) as file:
+            raw = _head(file) if head_only else file.read()
+            file.seek(0, 2)
+            size = file.tell()
+        seconds, micros = _arrival(key)[:2]
+        try:
+            head = BytesHeaderParser(policy=email.policy.default).parsebytes(raw)
+            mail_from = str(head.get("Return-Path", "")).strip().strip("<>")
+            rcpt_to = [str(value) for value in head.get_all("Delivered-To", [])]
+            subject, sender, to = (str(head.get(name, "")) for name in ("Subject", "From", "To"))
+        except Exception as exc:  # one hostile message must not hide the rest
+            mail_from, rcpt_to, sender, to = "", [], "", ""
+            subject = f"(its headers cannot be read: {type(exc).__name__})"
         return InboxMessage(
             key=key,
-            received_at=datetime.fromtimestamp(stored.get_date(), UTC),
+            received_at=datetime.fromtimestamp(seconds + micros / 1e6, UTC),
             mail_from=mail_from,
-            rcpt_to=[str(value) for value in message.get_all("Delivered-To", [])],
-            subject=str(message.get("Subject", "")),
-            sender=str(message.get("From", "")),
-            to=str(message.get("To", "")),
-            size=len(raw),
+            rcpt_to=rcpt_to,
+            subject=subject,
+            sender=sender,
+            to=to,
+            size=size,
             raw=raw,
         )
+
+
+_HEAD_LIMIT = 256 * 1024  # a longer head is cut here for the list
+
+
+def _head(file: Iterable[bytes]) -> bytes:
+    """The header block of a message file (up to the first empty line), at most 256 KiB."""
+    lines: list[bytes] = []
+    read = 0
+    for line in file:
+        if line in (b"\r\n", b"\n") or read > _HEAD_LIMIT:
+            break
+        lines.append(line)
+        read += len(line)
+    return b"".join(lines) + b"\r\n"
+
+
+def _arrival(key: str) -> tuple[int, int, str]:
+    """When a message arrived, from its Maildir name (``<seconds>.M<micros>P<pid>…``)."""
+    seconds, _, rest = key.partition(".")
+    micros = re.match(r"M(\d{1,6})", rest)
+    if not seconds.isdigit():
+        return (0, 0, key)
+    return (int(seconds), int(micros.group(1)) if micros else 0, key)
 
 
 class _Capture:

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
-from mailfathom.cli.common import reports_errors
+from mailfathom.cli.common import open_app, reports_errors
 from mailfathom.cli.dev_command import dev
 from mailfathom.cli.jobs_command import enqueue, jobs
 from mailfathom.cli.outbox_command import outbox
 from mailfathom.cli.prune_command import prune
+from mailfathom.cli.queues_command import queues
 from mailfathom.cli.schedules_command import schedules, workers
 from mailfathom.cli.web_command import web
 from mailfathom.cli.worker_command import worker
-from mailfathom.config import Settings
 from mailfathom.errors import MailFathomError
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "main", "run"]
 
 
 @click.group()
@@ -30,7 +31,7 @@ __all__ = ["cli", "main"]
 @click.pass_context
 def cli(ctx: click.Context, database: str | None) -> None:
     """mailfathom: durable jobs and crash-safe outgoing email."""
-    ctx.obj = {"database": database}
+    ctx.ensure_object(dict)["database"] = database  # obj may carry a preset app (preset_app)
 
 
 @cli.command()
@@ -38,9 +39,7 @@ def cli(ctx: click.Context, database: str | None) -> None:
 @reports_errors
 def migrate(ctx: click.Context) -> None:
     """Create or upgrade the database schema (idempotent)."""
-    from mailfathom.app import MailFathom
-
-    with MailFathom(settings=Settings.load({"database_url": ctx.obj["database"]})) as mf:
+    with open_app(ctx) as mf:
         applied = mf.migrate()
     click.echo(
         f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else "")
@@ -51,6 +50,7 @@ cli.add_command(enqueue)
 cli.add_command(jobs)
 cli.add_command(outbox)
 cli.add_command(prune)
+cli.add_command(queues)
 cli.add_command(schedules)
 cli.add_command(workers)
 cli.add_command(web)
@@ -58,17 +58,28 @@ cli.add_command(dev)
 cli.add_command(worker)
 
 
-def main() -> None:
-    """Entry point: run the command, turning our errors into a message and exit status 2."""
+def run(
+    args: list[str] | None = None,
+    *,
+    prog_name: str | None = None,
+    obj: dict[str, Any] | None = None,
+) -> int:
+    """Run the command line ``args`` and return the exit status; our errors print one line
+    and give status 2. ``obj={"app": mf}`` presets the app (framework integrations)."""
     try:
-        code = cli(standalone_mode=False)
+        code = cli.main(args=args, prog_name=prog_name, obj=obj, standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted: nothing changed", err=True)
-        sys.exit(1)
+        return 1
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except MailFathomError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    sys.exit(code if isinstance(code, int) else 0)
+        return 2
+    return code if isinstance(code, int) else 0
+
+
+def main() -> None:
+    """Entry point: run the command, turning our errors into a message and exit status 2."""
+    sys.exit(run())

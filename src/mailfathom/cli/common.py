@@ -1,8 +1,9 @@
 """What every ``mailfathom`` command shares: opening the app, errors, tables and ``--json``.
 
-Internal. Commands get the app from :func:`open_app` (from ``--app module:attr``
-or the ``--database`` URL), print tables for people with rich and plain JSON
-for scripts, and turn every :class:`~mailfathom.errors.MailFathomError` into a
+Internal. Commands get the app from :func:`open_app` (from ``--app module:attr``,
+the ``--database`` URL, or the app a framework integration presets:
+:func:`preset_app`), print tables for people with rich and plain JSON for
+scripts, and turn every :class:`~mailfathom.errors.MailFathomError` into a
 one-line message and exit status 2.
 """
 
@@ -29,6 +30,8 @@ __all__ = [
     "default_actor",
     "echo_json",
     "open_app",
+    "preset_app",
+    "refuse_with_preset",
     "reports_errors",
     "rich_out",
 ]
@@ -67,6 +70,33 @@ def app_option(command: F) -> F:
     )(command)
 
 
+def preset_app(ctx: click.Context) -> Any:
+    """The ``MailFathom`` a framework integration handed in as ``obj={"app": mf}``, or None.
+
+    ``manage.py mailfathom …`` (``mailfathom.contrib.django``) runs this command group
+    with the app it built from the framework's settings; ``--app`` and ``--database``
+    are then refused, since the app and its database are already chosen.
+    """
+    obj = ctx.find_root().obj
+    return obj.get("app") if isinstance(obj, dict) else None
+
+
+def refuse_with_preset(ctx: click.Context) -> None:
+    """A clear error when ``--app`` or ``--database`` is given on the command line beside a
+    preset app (``MAILFATHOM_APP`` / ``MAILFATHOM_DATABASE_URL`` in the environment are
+    simply not used then)."""
+    for context in (ctx.find_root(), ctx):
+        for name in ("database", "app_spec", "app_path"):
+            if (
+                name in context.params
+                and context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+            ):
+                raise click.UsageError(
+                    "--app and --database do not apply here: the app and its database come "
+                    "from your framework's settings (for Django, MAILFATHOM and DATABASES)"
+                )
+
+
 @contextmanager
 def open_app(ctx: click.Context, app_spec: str | None = None) -> Iterator[Any]:
     """The app for this command: ``--app`` when given, else one on the ``--database`` URL.
@@ -79,6 +109,11 @@ def open_app(ctx: click.Context, app_spec: str | None = None) -> Iterator[Any]:
 
     root = ctx.find_root()
     database = root.params.get("database")
+    preset = preset_app(ctx)
+    if preset is not None:  # owned (and closed) by the integration that made it
+        refuse_with_preset(ctx)
+        yield preset
+        return
     if app_spec:
         explicit = root.get_parameter_source("database") is click.core.ParameterSource.COMMANDLINE
         try:

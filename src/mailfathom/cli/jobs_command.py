@@ -1,8 +1,8 @@
-"""``mailfathom enqueue`` and ``mailfathom jobs list|show|counts|requeue|drop|release``."""
+"""``mailfathom enqueue`` and ``mailfathom jobs list|show|counts|requeue|drop|release|hold|
+run-now|abort``."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -25,6 +25,7 @@ from mailfathom.console.serialize import (
     job_detail_json,
     job_json,
     job_page_json,
+    pretty_json,
 )
 from mailfathom.console.service import ACTIONS, BulkResult, JobDetail, parse_instant
 from mailfathom.errors import InvalidInput
@@ -195,7 +196,7 @@ def counts(ctx: click.Context, as_json: bool) -> None:
 
 
 def _action_command(action: str, summary: str) -> None:
-    @jobs.command(action, help=summary)
+    @jobs.command(action.replace("_", "-"), help=summary)
     @click.argument("job_ids", nargs=-1, type=click.IntRange(1))
     @filter_options
     @click.option("--all", "every", is_flag=True, help=f"Every {ACTIONS[action]} job, no filter.")
@@ -279,6 +280,12 @@ def _print_bulk(result: BulkResult) -> None:
 _action_command("requeue", "Requeue dead-lettered jobs (by id, or every one matching a filter).")
 _action_command("drop", "Drop dead-lettered jobs for good (by id, or by filter).")
 _action_command("release", "Run held jobs now (by id, or every held job matching a filter).")
+_action_command("hold", "Hold Pending jobs no worker has (by id, or by filter) until released.")
+_action_command("run_now", "Make delayed or backed-off Pending jobs due now (by id, or by filter).")
+_action_command(
+    "abort",
+    "Abort running (Claimed) jobs: their worker stops them and they are dead-lettered.",
+)
 
 
 def _print_detail(detail: JobDetail) -> None:
@@ -302,7 +309,7 @@ def _print_detail(detail: JobDetail) -> None:
         table.add_row(f"[bold]{label}[/]", escape(str(value)))
     out.print(table)
     out.print("[bold]payload[/]")
-    out.print(json.dumps(job.payload, indent=2, ensure_ascii=False), markup=False)
+    out.print(pretty_json(job.payload, sort_keys=False), markup=False)
     out.print(f"[bold]attempts[/] ({len(detail.attempts)})")
     for attempt in detail.attempts:
         out.print(
@@ -333,4 +340,11 @@ def _short(text: str | None, width: int = 60) -> str:
 
 
 def _past(action: str) -> str:
-    return {"requeue": "requeued", "drop": "dropped", "release": "released"}[action]
+    return {
+        "requeue": "requeued",
+        "drop": "dropped",
+        "release": "released",
+        "hold": "held",
+        "run_now": "made due now",
+        "abort": "abort requested",
+    }[action]

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from mailfathom.cli.common import preset_app, refuse_with_preset
+
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
 
@@ -30,7 +32,7 @@ _LOG_LEVELS = ["debug", "info", "warning", "error"]
 @click.option(
     "--app",
     "app_path",
-    required=True,
+    default=None,
     metavar="MODULE:ATTR",
     help="Your MailFathom object, e.g. examples.app:mf (the module is imported from the "
     "current folder or the Python path).",
@@ -71,7 +73,7 @@ _LOG_LEVELS = ["debug", "info", "warning", "error"]
 def worker(
     ctx: click.Context,
     *,
-    app_path: str,
+    app_path: str | None,
     database: str | None,
     concurrency: int | None,
     queues: str | None,
@@ -87,6 +89,11 @@ def worker(
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    preset = preset_app(ctx)
+    if preset is not None:
+        refuse_with_preset(ctx)
+    elif app_path is None:
+        raise click.UsageError("Missing option '--app': give your app, e.g. --app myapp.jobs:mf")
     if database is None and isinstance(ctx.obj, dict):
         database = ctx.obj.get("database")
     names = None
@@ -94,7 +101,7 @@ def worker(
         names = [name.strip() for name in queues.split(",") if name.strip()]
         if not names:
             raise click.BadParameter("give at least one queue name", param_hint="--queues")
-    app = load_app(app_path, database)
+    app = preset if preset is not None else load_app(str(app_path), database)
     worker = app.worker(
         concurrency=concurrency, queues=names, lease=lease, shutdown_timeout=shutdown_timeout
     )
@@ -103,7 +110,8 @@ def worker(
     except SystemExit as stop:  # a second signal: leave now, without tearing anything down
         logging.shutdown()
         os._exit(stop.code if isinstance(stop.code, int) else 1)
-    app.close()
+    if preset is None:  # a preset app belongs to the integration that made it
+        app.close()
 
 
 def load_app(path: str, database: str | None = None) -> MailFathom:

@@ -7,6 +7,7 @@ OpenAPI document (``web/openapi.py``) describes exactly these shapes.
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
@@ -16,6 +17,7 @@ from mailfathom.console.service import AuditPage, BulkResult, JobDetail, JobPage
 from mailfathom.delivery.model import OutgoingEmail
 from mailfathom.jobs.admin import Throughput
 from mailfathom.jobs.model import Attempt, Job, JobEvent
+from mailfathom.jobs.queues import QueueSummary
 from mailfathom.jobs.schedule_admin import Schedule
 from mailfathom.jobs.workers import WorkerInfo
 
@@ -32,27 +34,53 @@ __all__ = [
     "job_page_json",
     "jsonable",
     "overview_json",
+    "pretty_json",
+    "queue_bulk_json",
+    "queue_json",
     "schedule_json",
     "throughput_json",
     "worker_json",
 ]
 
 
-def jsonable(value: Any) -> Any:
-    """``value`` with datetimes, enums and dataclasses turned into JSON types."""
+#: Deepest nesting :func:`jsonable` follows; anything deeper becomes :data:`TOO_DEEP`. New
+#: payloads are refused past 64 levels at enqueue, but rows written before that limit
+#: may be deeper, and must still be listable and showable (the API, ``--json``, pages).
+DEEPEST = 100
+TOO_DEEP = f"(nested deeper than {DEEPEST} levels: not shown)"
+
+
+def jsonable(value: Any, _depth: int = 0) -> Any:
+    """``value`` with datetimes, enums and dataclasses turned into JSON types.
+
+    Bounded: containers nested deeper than :data:`DEEPEST` are replaced by the text
+    :data:`TOO_DEEP`, so no stored value can make a reader recurse out.
+    """
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, timedelta):
         return value.total_seconds()
     if isinstance(value, Enum):
         return value.value
+    deeper = _depth + 1
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if deeper > DEEPEST:
+            return TOO_DEEP
+        return {f.name: jsonable(getattr(value, f.name), deeper) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
-        return {str(jsonable(k)): jsonable(v) for k, v in value.items()}
+        if deeper > DEEPEST:
+            return TOO_DEEP
+        return {str(jsonable(k, deeper)): jsonable(v, deeper) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [jsonable(item) for item in value]
+        if deeper > DEEPEST:
+            return TOO_DEEP
+        return [jsonable(item, deeper) for item in value]
     return value
+
+
+def pretty_json(value: Any, *, sort_keys: bool = True) -> str:
+    """``value`` as indented JSON text for people (pages, ``jobs show``), depth-bounded."""
+    return json.dumps(jsonable(value), indent=2, ensure_ascii=False, sort_keys=sort_keys)
 
 
 def job_json(job: Job) -> dict[str, Any]:
@@ -166,4 +194,19 @@ def bulk_json(result: BulkResult) -> dict[str, Any]:
         "action": result.action,
         "done": result.done,
         "refused": [{"id": job_id, "error": why} for job_id, why in result.refused.items()],
+    }
+
+
+def queue_json(queue: QueueSummary) -> dict[str, Any]:
+    """A queue: its unfinished jobs, and its pause (who, when, why) or null."""
+    found: dict[str, Any] = jsonable(queue)
+    return found
+
+
+def queue_bulk_json(result: BulkResult) -> dict[str, Any]:
+    """What a pause or resume did: the queues acted on, and each refused one with why."""
+    return {
+        "action": result.action,
+        "done": result.done_queues,
+        "refused": [{"queue": name, "error": why} for name, why in result.refused_queues.items()],
     }

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from mailfathom.console.outbox_service import OutboxConsole
 from mailfathom.console.query import HELD, JobQuery
 from mailfathom.delivery.stage import OutgoingEmailStage
-from mailfathom.errors import InvalidInput, MailFathomError, NotFound
+from mailfathom.errors import IllegalTransition, InvalidInput, MailFathomError, NotFound
 from mailfathom.jobs.admin import Throughput
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
 from mailfathom.jobs.pruner import describe_pass
@@ -28,6 +28,7 @@ from mailfathom.store.retention_store import PrunerState
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
     from mailfathom.devmail import Inbox, InboxMessage
+    from mailfathom.jobs.queues import QueueSummary
     from mailfathom.jobs.schedule_admin import Schedule
     from mailfathom.jobs.workers import WorkerInfo
 
@@ -43,13 +44,17 @@ __all__ = [
     "parse_instant",
 ]
 
-Action = Literal["requeue", "drop", "release"]
+Action = Literal["requeue", "drop", "release", "hold", "run_now", "abort"]
 #: Each operator action on jobs, and the state filter its bulk form is limited to.
 ACTIONS: dict[str, str] = {
     "requeue": JobState.DEAD_LETTERED.value,
     "drop": JobState.DEAD_LETTERED.value,
     "release": HELD,
+    "hold": JobState.PENDING.value,
+    "run_now": JobState.PENDING.value,
+    "abort": JobState.CLAIMED.value,
 }
+_ACTION_NAMES = "requeue, drop, release, hold, run_now or abort"
 #: Most jobs one bulk action may touch; beyond it, narrow the filter and repeat.
 BULK_LIMIT = 100_000
 
@@ -122,6 +127,9 @@ class BulkResult:
     action: str
     done: list[int] = field(default_factory=list)
     refused: dict[int, str] = field(default_factory=dict)
+    #: For pause and resume: the queues acted on, and those refused with the reason.
+    done_queues: list[str] = field(default_factory=list)
+    refused_queues: dict[str, str] = field(default_factory=dict)
 
 
 class Console(OutboxConsole):
@@ -153,11 +161,13 @@ class Console(OutboxConsole):
         paused = sum(schedule.paused for schedule in schedules)
         unknown = self.unknown_count()
         pruning = self.mf.retention.state()
+        paused_queues = len(self.mf.queues.paused())
         attention = [
             Attention("unknown_outcomes", "emails with an unknown outcome to resolve", unknown),
             Attention("dead_lettered", "dead-lettered jobs", counts[JobState.DEAD_LETTERED]),
             Attention("held", "held jobs waiting for an operator to press Run", held),
             Attention("dead_workers", "workers silent past their lease (killed?)", dead),
+            Attention("paused_queues", "queues paused: no worker claims from them", paused_queues),
         ]
         return Overview(
             at=self.now(),
@@ -225,6 +235,10 @@ class Console(OutboxConsole):
         """Messages the dev capture server received, newest first."""
         return self._inbox().messages(limit)
 
+    def inbox_count(self) -> int:
+        """How many captured messages the dev inbox holds."""
+        return self._inbox().count()
+
     def inbox_message(self, key: str) -> InboxMessage:
         """One captured message."""
         return self._inbox().get(key)
@@ -241,7 +255,8 @@ class Console(OutboxConsole):
     # -- actions -----------------------------------------------------------------------
 
     def act(self, action: str, job_id: int, *, actor: str, reason: str | None = None) -> Job:
-        """Requeue, drop or release one job (audited); an illegal move changes nothing."""
+        """Requeue, drop, release, hold, run now or abort one job (audited); an illegal
+        move changes nothing."""
         move = self._action(action)
         return move(job_id, actor=actor, reason=_reason(reason))
 
@@ -261,9 +276,10 @@ class Console(OutboxConsole):
         query = query.with_state(state)
         ids: list[int] = []
         before: int | None = None
+        wanted = _selects(action, self.now())
         while True:
             page = self.jobs(query, before_id=before, limit=1000)
-            ids.extend(job.id for job in page.jobs)
+            ids.extend(job.id for job in page.jobs if wanted(job))
             if len(ids) > BULK_LIMIT:
                 raise InvalidInput(
                     f"more than {BULK_LIMIT} jobs match ({query.describe()}): narrow the filter "
@@ -347,10 +363,62 @@ class Console(OutboxConsole):
             "requeue": self.mf.jobs.requeue,
             "drop": self.mf.jobs.drop,
             "release": self.mf.jobs.release,
+            "hold": self.mf.jobs.hold,
+            "run_now": self.mf.jobs.run_now,
+            "abort": self.mf.jobs.abort,
         }
         if action not in moves:
-            raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
+            raise InvalidInput(f"unknown action {action!r}: use {_ACTION_NAMES}")
         return moves[action]
+
+    # -- queues ------------------------------------------------------------------------
+
+    def queues(self) -> list[QueueSummary]:
+        """Every queue with unfinished jobs or a pause, by name."""
+        return self.mf.queues.list()
+
+    def pause_queues(
+        self, names: Sequence[str], *, actor: str, reason: str | None = None
+    ) -> BulkResult:
+        """Pause each named queue (audited each); one already paused is refused and listed."""
+        return self._each_queue("pause", names, self.mf.queues.pause, actor, reason)
+
+    def resume_queues(
+        self, names: Sequence[str], *, actor: str, reason: str | None = None
+    ) -> BulkResult:
+        """Resume each named queue (audited each); one not paused is refused and listed."""
+        return self._each_queue("resume", names, self.mf.queues.resume, actor, reason)
+
+    def _each_queue(
+        self,
+        action: str,
+        names: Sequence[str],
+        move: Callable[..., object],
+        actor: str,
+        reason: str | None,
+    ) -> BulkResult:
+        if isinstance(names, str) or not names:
+            raise InvalidInput("name the queues to act on (a list of queue names)")
+        result = BulkResult(action)
+        reason = _reason(reason)
+        for name in dict.fromkeys(names):
+            try:
+                move(name, actor=actor, reason=reason)
+            except IllegalTransition as exc:
+                result.refused_queues[name] = str(exc)
+            else:
+                result.done_queues.append(name)
+        return result
+
+
+def _selects(action: str, now: datetime) -> Callable[[Job], bool]:
+    """Which jobs of the action's state a bulk form takes: hold skips held jobs, run now
+    takes only jobs not due yet; the others take every job of the state."""
+    if action == "hold":
+        return lambda job: job.available_at is not None
+    if action == "run_now":
+        return lambda job: job.available_at is not None and job.available_at > now
+    return lambda job: True
 
 
 def parse_payload(text: str) -> dict[str, Any]:
@@ -364,6 +432,9 @@ def parse_payload(text: str) -> dict[str, Any]:
             f"payload is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}): "
             'write an object such as {"report_id": 7}'
         ) from None
+    except (RecursionError, ValueError) as exc:  # nested too deeply; an int over 4300 digits
+        why = "it is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InvalidInput(f"payload cannot be read ({why}): flatten it or shorten it") from None
     if not isinstance(value, dict):
         raise InvalidInput(
             f'payload must be a JSON object such as {{"report_id": 7}}, not {type(value).__name__}'

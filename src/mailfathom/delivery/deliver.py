@@ -109,6 +109,16 @@ class Deliverer:
         if start is None:
             if current is None:
                 raise PermanentFailure(f"no outgoing email has id {email_id}: nothing to send")
+            if current["stage"] == _RECORDED:  # not begun: it is past its expiry
+                expired = self._store.expire_email(email_id, now=self._clock.now())
+                logger.info(
+                    "outgoing email %s %s",
+                    email_id,
+                    "expired before it was sent: Refused" if expired else "was not attempted",
+                )
+                if expired is None:  # it moved on meanwhile: let the job look again
+                    raise TransientFailure(f"outgoing email {email_id} changed; trying again")
+                return
             if current["stage"] == _BEGUN:
                 raise PermanentFailure(unknown_outcome_reason(current))
             logger.info("outgoing email %s is %s: nothing to send", email_id, current["stage"])

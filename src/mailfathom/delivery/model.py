@@ -89,6 +89,9 @@ class OutgoingEmail:
         """Retention has compacted this record (its message bytes are gone)."""
         return self.compacted_at is not None
 
+    #: After this instant, a record whose body never went out is Refused ("expired").
+    expires_at: datetime | None = field(default=None, kw_only=True)
+
     @property
     def ever_transmitted(self) -> bool:
         """True once a body may have gone out for this record (it can never be Cancelled)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
+from datetime import datetime
 from email.message import EmailMessage
 
 from mailfathom.clock import Clock
@@ -20,9 +21,9 @@ from mailfathom.delivery.message import freeze
 from mailfathom.delivery.model import OutboxEvent, OutgoingEmail, RecordedEmail
 from mailfathom.delivery.resolution import Resolution, decision
 from mailfathom.delivery.stage import OutgoingEmailStage
-from mailfathom.errors import IllegalTransition, NotFound
+from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
 from mailfathom.store.outbox_base import DeliveryJobSpec, EmailRow, NewEmail, OutboxStore
-from mailfathom.validate import check_actor, check_id, check_key, check_limit
+from mailfathom.validate import available_at, check_actor, check_id, check_key, check_limit
 
 __all__ = ["Outbox"]
 
@@ -54,6 +55,9 @@ class Outbox:
         idempotency_key: str | None = None,
         sender: str | None = None,
         recipients: Sequence[str] | None = None,
+        run_at: datetime | None = None,
+        priority: int = 0,
+        expires_at: datetime | None = None,
         connection: object | None = None,
     ) -> RecordedEmail:
         """Freeze ``message`` and record it with its delivery job, in one transaction.
@@ -64,9 +68,19 @@ class Outbox:
         are DKIM-signed when configured. An existing ``idempotency_key`` returns that
         record (``created=False``) and records nothing. With ``connection=`` the record
         is written in the caller's open transaction and nothing is committed for it.
+
+        ``run_at`` schedules the send (the delivery job is due then); ``priority`` orders
+        deliveries among themselves (higher first, as for jobs); after ``expires_at`` a
+        record whose body never went out is Refused with the reason "expired" instead
+        of being sent (a record whose body may have gone out is never expired).
         """
         key = check_key(idempotency_key)
         now = self._clock.now()
+        due, expiry = _schedule(now, run_at, expires_at)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise InvalidInput(f"priority must be an integer, not {priority!r}")
+        if not -(2**31) <= priority < 2**31:
+            raise InvalidInput(f"priority must be a 32-bit integer, not {priority!r}")
         frozen = freeze(
             message,
             sender=sender,
@@ -85,6 +99,9 @@ class Outbox:
                 smtputf8=frozen.smtputf8,
                 eightbit=not data.isascii(),
                 recipients=frozen.recipients,
+                run_at=due,
+                priority=priority,
+                expires_at=expiry,
             ),
             self._job,
             now=now,
@@ -99,6 +116,8 @@ class Outbox:
         row = self._store.get_email(check_id(email_id, "an outgoing email id"))
         if row is None:
             raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
+        if _expired(row, self._clock.now()):  # whoever sees it past its expiry settles it
+            row = self._store.expire_email(row["id"], now=self._clock.now()) or row
         return self._emails([row])[0]
 
     def message_bytes(self, email_id: int) -> bytes:
@@ -324,3 +343,33 @@ class Outbox:
 
 def _times(count: int) -> str:
     return "once" if count == 1 else f"{count} times"
+
+
+def _schedule(
+    now: datetime, run_at: datetime | None, expires_at: datetime | None
+) -> tuple[datetime | None, datetime | None]:
+    """The delivery's first due instant and the record's expiry, validated (UTC)."""
+    due = None if run_at is None else available_at(now, delay=None, run_at=run_at, hold=False)
+    if expires_at is None:
+        return due, None
+    try:
+        expiry = available_at(now, delay=None, run_at=expires_at, hold=False)
+    except InvalidInput as exc:
+        raise InvalidInput(str(exc).replace("run_at", "expires_at")) from None
+    assert expiry is not None
+    if expiry <= (due or now):
+        raise InvalidInput(
+            f"expires_at {expiry.isoformat()} is not after the send "
+            f"({(due or now).isoformat()}): give a later expiry, or none; nothing was recorded"
+        )
+    return due, expiry
+
+
+def _expired(row: EmailRow, now: datetime) -> bool:
+    expiry = row["expires_at"]
+    return (
+        expiry is not None
+        and expiry <= now
+        and row["stage"] == OutgoingEmailStage.RECORDED.value
+        and row["body_transmissions"] == 0
+    )

@@ -67,7 +67,8 @@ def parse_smtp_url(url: str) -> SmtpTarget:
     """Parse and check ``url``; anything unusable is a :class:`ConfigurationError`."""
     if not isinstance(url, str) or "://" not in url:
         raise ConfigurationError(
-            f"smtp_url {url!r} is not a URL: use smtp://user:password@host:587 or "
+            "smtp_url is not a URL (no scheme://; not shown, it may hold a password): use "
+            "smtp://user:password@host:587 or "
             "smtps://user:password@host:465 (MAILFATHOM_SMTP_URL)"
         )
     parts = urlsplit(url)
@@ -79,8 +80,11 @@ def parse_smtp_url(url: str) -> SmtpTarget:
         )
     try:
         port = parts.port or _DEFAULT_PORTS[scheme]
-    except ValueError as exc:
-        raise ConfigurationError(f"smtp_url has a bad port: {exc}") from exc
+    except ValueError:  # its message quotes the "port", which may be part of the password
+        raise ConfigurationError(
+            "smtp_url has a bad port (a number from 1 to 65535 is needed): if the password "
+            "holds any of / @ : # ? %, percent-encode them (%2F %40 %3A %23 %3F %25)"
+        ) from None
     if not parts.hostname:
         raise ConfigurationError("smtp_url names no host: write smtp://host:port")
     query = parse_qs(parts.query, keep_blank_values=True)
@@ -100,8 +104,14 @@ def parse_smtp_url(url: str) -> SmtpTarget:
     cafile = options.get("cafile") or None
     if cafile is not None and not Path(cafile).is_file():
         raise ConfigurationError(f"smtp_url cafile {cafile!r} is not a file")
-    username = unquote(parts.username) if parts.username else None
-    password = unquote(parts.password) if parts.password is not None else None
+    username = unquote(parts.username, errors="strict") if parts.username else None
+    try:
+        password = unquote(parts.password, errors="strict") if parts.password is not None else None
+    except UnicodeDecodeError:
+        raise ConfigurationError(
+            "smtp_url has a password whose percent-encoding is not UTF-8: encode it with "
+            "urllib.parse.quote(password, safe='')"
+        ) from None
     if password is not None and username is None:
         raise ConfigurationError("smtp_url has a password but no user: write user:password@")
     return SmtpTarget(

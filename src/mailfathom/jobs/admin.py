@@ -1,4 +1,5 @@
-"""``mf.jobs``: what operators read and do — get, list, count, history, requeue, drop, release.
+"""``mf.jobs``: what operators read and do — get, list, count, history, requeue, drop,
+release, hold, run now, abort.
 
 Every operator action is conditional on the job's current state and written to
 the audit trail in the same transaction; from any other state it is refused
@@ -24,6 +25,9 @@ __all__ = ["Jobs", "Throughput"]
 REQUEUE = OperatorAction("requeue", "requeue_job", ("DeadLettered",), "Pending")
 DROP = OperatorAction("drop", "drop_job", ("DeadLettered",), "Dropped")
 RELEASE = OperatorAction("release", "release_job", ("Pending",), "Pending")
+HOLD = OperatorAction("hold", "hold_job", ("Pending",), "Pending")
+RUN_NOW = OperatorAction("run_now", "run_now_job", ("Pending",), "Pending")
+ABORT = OperatorAction("abort", "abort_job", ("Claimed",), "Claimed")
 #: How often an action is tried when the job keeps racing back into a state it starts from.
 _TRIES = 3
 
@@ -163,6 +167,27 @@ class Jobs:
         """A held job (Pending with no available instant) becomes due now ("run now")."""
         return self._move(job_id, RELEASE, actor, reason)
 
+    def hold(self, job_id: int, *, actor: str, reason: str | None = None) -> Job:
+        """A Pending job no worker holds waits (held) until :meth:`release`: how an operator
+        stops work that has not failed."""
+        return self._move(job_id, HOLD, actor, reason)
+
+    def run_now(self, job_id: int, *, actor: str, reason: str | None = None) -> Job:
+        """A delayed or backed-off Pending job becomes due now (a held one: :meth:`release`)."""
+        return self._move(job_id, RUN_NOW, actor, reason)
+
+    def abort(self, job_id: int, *, actor: str, reason: str | None = None) -> Job:
+        """Ask the worker running a Claimed job to abort it.
+
+        The worker learns of it at its next heartbeat (a third of the lease): it cancels
+        a coroutine, kills a process-isolated attempt, and sets ``ctx.abort_requested``
+        for a plain handler. The attempt is recorded as ``Aborted`` and the job
+        dead-lettered as permanent, "aborted by <actor>: <reason>"; requeue and drop
+        apply from there. If the worker is gone, the reaper dead-letters the job the
+        same way when its lease expires. Returns the job, still Claimed.
+        """
+        return self._move(job_id, ABORT, actor, reason)
+
     def _move(self, job_id: int, move: OperatorAction, actor: str, reason: str | None) -> Job:
         check_actor(actor, reason)
         check_id(job_id)
@@ -204,6 +229,21 @@ def _refusal(job_id: int, move: OperatorAction, current: JobRow) -> IllegalTrans
             f"job {job_id} is not held (it is Pending and due at "
             f"{current['available_at']}): only a held job can be released; nothing changed"
         )
+    if move is HOLD and state == "Pending":
+        return IllegalTransition(f"job {job_id} is held already; nothing changed")
+    if move is RUN_NOW and state == "Pending":
+        if current["available_at"] is None:
+            return IllegalTransition(
+                f"job {job_id} is held: release it to run it now; nothing changed"
+            )
+        return IllegalTransition(
+            f"job {job_id} is due already (since {current['available_at']}); nothing changed"
+        )
+    if move is ABORT and state == "Claimed":
+        return IllegalTransition(
+            f"job {job_id} has an abort request already ({current['abort_reason']}); "
+            "nothing changed"
+        )
     return IllegalTransition(
         f"cannot {move.action} job {job_id}: it is {state}, and only "
         f"{' or '.join(move.from_states)} jobs can be {_past(move.action)}; nothing changed",
@@ -219,8 +259,23 @@ def _can_start(move: OperatorAction, job: JobRow) -> bool:
         return False
     if move is REQUEUE and job.get("compacted_at") is not None:
         return False
-    return move is not RELEASE or job["available_at"] is None
+    if move is RELEASE:
+        return job["available_at"] is None
+    if move is HOLD:
+        return job["available_at"] is not None
+    if move is RUN_NOW:
+        return False  # "due" depends on the instant: the refusal says what it is now
+    if move is ABORT:
+        return job["abort_reason"] is None
+    return True
 
 
 def _past(action: str) -> str:
-    return {"requeue": "requeued", "drop": "dropped", "release": "released"}[action]
+    return {
+        "requeue": "requeued",
+        "drop": "dropped",
+        "release": "released",
+        "hold": "held",
+        "run_now": "run now",
+        "abort": "aborted",
+    }[action]

@@ -16,17 +16,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import traceback
 from datetime import datetime, timedelta
 
 from mailfathom.clock import Clock
-from mailfathom.jobs.context import JobContext
+from mailfathom.jobs.context import AbortFlag, JobContext
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished
+from mailfathom.jobs.reasons import TRACEBACK_LIMIT, reason_of, storable, traceback_text
 from mailfathom.jobs.registry import JobKind
 from mailfathom.jobs.state import AttemptOutcome
 
 __all__ = [
+    "aborted",
     "context_for",
     "failed",
     "run_async",
@@ -40,16 +41,20 @@ __all__ = [
 handler_logger = logging.getLogger("mailfathom.jobs")
 
 
-def context_for(kind: JobKind, job: Job, started: datetime) -> JobContext:
-    """The context a handler receives: the job, its deadline and a logger."""
+def context_for(
+    kind: JobKind, job: Job, started: datetime, abort: AbortFlag | None = None
+) -> JobContext:
+    """The context a handler receives: the job, its deadline, a logger, its abort flag."""
     deadline = started + kind.timeout if kind.timeout is not None else None
-    return JobContext(job=job, deadline=deadline, logger=handler_logger)
+    if abort is None:
+        return JobContext(job=job, deadline=deadline, logger=handler_logger)
+    return JobContext(job=job, deadline=deadline, logger=handler_logger, abort=abort)
 
 
-def run_sync(kind: JobKind, job: Job, clock: Clock) -> Finished:
+def run_sync(kind: JobKind, job: Job, clock: Clock, abort: AbortFlag | None = None) -> Finished:
     """Call a plain handler here and now; never raises for what the handler does."""
     started = clock.now()
-    context = context_for(kind, job, started)
+    context = context_for(kind, job, started, abort)
     began = time.monotonic()
     try:
         kind.handler(context, **job.payload)
@@ -62,22 +67,36 @@ def run_sync(kind: JobKind, job: Job, clock: Clock) -> Finished:
     return succeeded(job, started)
 
 
-async def run_async(kind: JobKind, job: Job, clock: Clock) -> Finished:
-    """Await an ``async def`` handler, cancelling it at its timeout.
+async def run_async(
+    kind: JobKind, job: Job, clock: Clock, abort: AbortFlag | None = None
+) -> Finished:
+    """Await an ``async def`` handler, cancelling it at its timeout; never raises for
+    what the handler does.
 
-    ``CancelledError`` from outside (shutdown, a lost lease) propagates.
+    The handler runs in this very task (``asyncio.timeout``, not a task of its own),
+    so that whatever it raises, ``SystemExit`` and ``KeyboardInterrupt`` included,
+    is caught here and never reaches the event loop, which asyncio would stop. A
+    ``CancelledError`` the handler raises itself is its failure; a cancellation
+    from outside (shutdown, a lost lease, an abort: the task is being cancelled)
+    propagates.
     """
     started = clock.now()
-    context = context_for(kind, job, started)
+    context = context_for(kind, job, started, abort)
     seconds = kind.timeout.total_seconds() if kind.timeout is not None else None
-    began = time.monotonic()
+    task = asyncio.current_task()
+    deadline = asyncio.timeout(seconds)
     try:
-        await asyncio.wait_for(kind.handler(context, **job.payload), seconds)
+        async with deadline:
+            await kind.handler(context, **job.payload)
     except TimeoutError as exc:
-        if _overran(kind, began):
+        if deadline.expired():
             return timed_out(job, kind.timeout, started, None)
         return failed(job, exc, started)
-    except Exception as exc:
+    except asyncio.CancelledError as exc:
+        if task is not None and task.cancelling():
+            raise  # cancelled from outside: the runner drops the attempt
+        return failed(job, exc, started)
+    except BaseException as exc:  # a handler's SystemExit must not stop the event loop
         return failed(job, exc, started)
     return succeeded(job, started)
 
@@ -91,6 +110,21 @@ def succeeded(job: Job, started: datetime) -> Finished:
     return Finished(job=job, outcome=AttemptOutcome.SUCCEEDED, started_at=started)
 
 
+def aborted(job: Job, reason: str, started: datetime | None, ended: Finished | None) -> Finished:
+    """An operator aborted the attempt (``ended``: what the handler did meanwhile, if it
+    ended at all). A handler that returned anyway keeps its success: the work was done."""
+    if ended is not None and ended.outcome is AttemptOutcome.SUCCEEDED:
+        return ended
+    return Finished(
+        job=job,
+        outcome=AttemptOutcome.ABORTED,
+        error=ended.error if ended is not None else None,
+        message=reason,
+        traceback=ended.traceback if ended is not None else None,
+        started_at=started,
+    )
+
+
 def unknown_kind(job: Job, started: datetime) -> Finished:
     """No handler for the job's kind here: transient, so a rolling deploy heals itself."""
     return Finished(
@@ -102,12 +136,20 @@ def unknown_kind(job: Job, started: datetime) -> Finished:
 
 
 def failed(job: Job, exc: BaseException, started: datetime, tb: str | None = None) -> Finished:
-    """The handler raised ``exc`` (``tb``: its traceback text, when it was raised elsewhere)."""
+    """The handler raised ``exc`` (``tb``: its traceback text, when it was raised elsewhere).
+
+    Reads the exception's reason and traceback here, on the thread that ran the
+    handler, so that the worker's loop never runs the exception's own code; never
+    raises, whatever ``exc`` does when printed.
+    """
     return Finished(
         job=job,
         outcome=AttemptOutcome.FAILED,
         error=exc,
-        traceback=tb if tb is not None else "".join(traceback.format_exception(exc)),
+        traceback=traceback_text(exc)
+        if tb is None
+        else storable(tb, TRACEBACK_LIMIT, keep_end=True),
+        message=reason_of(exc),
         started_at=started,
     )
 
@@ -126,7 +168,7 @@ def timed_out(
         job=job,
         outcome=AttemptOutcome.EXECUTION_TIMEOUT,
         message=f"ran past its {limit}timeout{how}",
-        traceback="".join(traceback.format_exception(exc)) if exc is not None else None,
+        traceback=traceback_text(exc) if exc is not None else None,
         started_at=started,
     )
 

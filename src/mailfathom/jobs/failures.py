@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-__all__ = ["PermanentFailure", "TransientFailure"]
+__all__ = ["JobAborted", "PermanentFailure", "Snooze", "TransientFailure"]
 
 
 class PermanentFailure(Exception):
@@ -20,13 +20,70 @@ class PermanentFailure(Exception):
 
 
 class TransientFailure(Exception):
-    """The job may succeed later: retry after backoff, or after ``retry_after`` when given."""
+    """The job may succeed later: retry after backoff, or after ``retry_after`` when given.
+
+    ``retry_after`` is a :class:`~datetime.timedelta` or a number of seconds. A
+    number is kept as a timedelta; what cannot be one (a negative delay, NaN,
+    infinity, a value past a timedelta's range, another type) is kept as given,
+    and the worker then decides and says so in the attempt's reason: a delay over
+    a year waits a year, anything else that is not a delay retries after the
+    kind's backoff. Raising it never fails on its ``retry_after``.
+    """
 
     def __init__(self, reason: str, retry_after: timedelta | float | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
-        if retry_after is not None and not isinstance(retry_after, timedelta):
-            retry_after = timedelta(seconds=retry_after)
-        if retry_after is not None and retry_after < timedelta(0):
-            raise ValueError("retry_after must not be negative")
-        self.retry_after: timedelta | None = retry_after
+        self.retry_after: timedelta | float | None = _as_delay(retry_after)
+
+
+_LONGEST_SECONDS = timedelta.max.total_seconds() // 2
+
+
+def _as_delay(given: timedelta | float | None) -> timedelta | float | None:
+    """A number of seconds as a timedelta when it can be one; anything else as given."""
+    if isinstance(given, bool) or not isinstance(given, (int, float)):
+        return given
+    try:
+        if 0 <= given <= _LONGEST_SECONDS:
+            return timedelta(seconds=given)
+    except Exception:  # a number subclass that misbehaves: the worker says so
+        return given
+    return given
+
+
+class Snooze(Exception):
+    """Put the job back for ``seconds`` without spending an attempt: ``raise Snooze(60)``.
+
+    For a handler that finds it is too early (a resource not ready, a rate limit): the
+    job returns to Pending at now + ``seconds``, the attempt is recorded as ``Snoozed``
+    and is not counted against ``max_attempts``. After the ``snooze_limit`` setting's
+    number of snoozes (default 100) a snooze counts as a transient failure instead, so a
+    handler that snoozes forever still ends in the dead letters.
+    """
+
+    def __init__(self, seconds: timedelta | float) -> None:
+        if isinstance(seconds, timedelta):
+            seconds = seconds.total_seconds()
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not 0 <= seconds <= 366 * 86400
+        ):
+            raise ValueError(f"Snooze takes 0 to 31622400 seconds (a year), not {seconds!r}")
+        super().__init__(float(seconds))  # args: what pickling needs to rebuild it
+        self.seconds = float(seconds)
+
+    def __str__(self) -> str:
+        return f"snoozed for {self.seconds:g} s"
+
+
+class JobAborted(Exception):
+    """An operator aborted this attempt: raised by ``ctx.raise_if_aborted()``.
+
+    Let it propagate: the attempt is recorded as ``Aborted`` and the job dead-lettered
+    as permanent, with the operator's name and reason.
+    """
+
+    def __init__(self, reason: str = "aborted by an operator") -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -42,6 +42,7 @@ class Heartbeat:
         lease: timedelta,
         held: Callable[[], Sequence[Job]],
         on_lost: Callable[[set[tuple[int, int]]], None],
+        on_abort: Callable[[dict[int, str]], None] | None = None,
         interval: float | None = None,
     ) -> None:
         self._store = store
@@ -50,26 +51,30 @@ class Heartbeat:
         self._lease = lease
         self._held = held
         self._on_lost = on_lost
+        self._on_abort = on_abort
         self.interval = interval if interval is not None else lease.total_seconds() / 3
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._failing = False
 
     def beat(self) -> None:
-        """One heartbeat now: renew the leases (reporting the lost ones), then refresh the
-        registry row. Raises :class:`StoreError` when the database fails; a registry
-        failure is raised only after the leases were renewed, so it never costs a lease.
+        """One heartbeat now: renew the leases (reporting the lost ones and the operators'
+        abort requests, learnt in the same statement), then refresh the registry row.
+        Raises :class:`StoreError` when the database fails; a registry failure is raised
+        only after the leases were renewed, so it never costs a lease.
         """
         jobs = list(self._held())
         now = self._clock.now()
         held = [(job.id, job.attempts) for job in jobs]
         if held:
-            still = self._store.extend_leases(
+            still, aborts = self._store.renew_leases(
                 owner=self._registration.id, held=held, lease_until=now + self._lease
             )
             lost = {(job.id, job.attempts) for job in jobs if job.id not in still}
             if lost:
                 self._on_lost(lost)
+            if aborts and self._on_abort is not None:
+                self._on_abort(aborts)
         self._store.heartbeat(self._registration, now=now)
 
     def start(self) -> None:

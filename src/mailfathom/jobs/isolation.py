@@ -25,7 +25,6 @@ import select
 import signal
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from datetime import datetime
 from multiprocessing.connection import Connection
@@ -36,6 +35,7 @@ from mailfathom.jobs.context import JobContext
 from mailfathom.jobs.execute import context_for, failed, succeeded, timed_out
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished
+from mailfathom.jobs.reasons import error_type, text_of, traceback_text
 from mailfathom.jobs.registry import JobKind
 
 __all__ = ["ChildProcessDied", "ChildProcesses", "HandlerFailedInChild"]
@@ -89,7 +89,7 @@ class ChildProcesses:
         try:
             try:
                 process.start()
-            except Exception as exc:  # the handler or payload could not be pickled
+            except BaseException as exc:  # the handler or payload could not be pickled
                 return failed(job, exc, started)
             finally:
                 send.close()
@@ -157,20 +157,22 @@ def _answer(message: Any, process: Any, job: Job, started: datetime) -> Finished
     error: BaseException = HandlerFailedInChild(error_type, text)
     if blob is not None:
         # our own child's bytes, over a pipe only it and we hold
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(BaseException):  # an exception whose unpickling raises
             error = pickle.loads(blob)  # noqa: S301
     return failed(job, error, started, tb)
 
 
 def _kill(process: Any) -> None:
-    if process.pid is None:
-        return
-    if process.exitcode is None:
-        try:
-            process.kill()
-        except (OSError, ValueError):  # already gone, or already closed
+    """SIGKILL the child and reap it; a child already reaped and closed by the thread
+    that ran it (``kill_all`` races with that thread) is left alone."""
+    try:
+        if process.pid is None:
             return
-    process.join(5)
+        if process.exitcode is None:
+            process.kill()
+        process.join(5)
+    except (OSError, ValueError):  # already gone, or already closed
+        return
 
 
 def _child_main(
@@ -185,18 +187,13 @@ def _child_main(
         result = handler(context, **payload)
         if inspect.isawaitable(result):  # an async def handler
             asyncio.run(_awaited(result))
-    except BaseException as exc:
-        text = "".join(traceback.format_exception(exc))
+    except BaseException as exc:  # SystemExit, KeyboardInterrupt ... are failures too
         blob: bytes | None = None
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(BaseException):  # whatever its pickling does
             packed = pickle.dumps(exc)
             pickle.loads(packed)  # noqa: S301 - checks that it comes back
             blob = packed
-        cls = type(exc)
-        name = cls.__qualname__
-        if cls.__module__ != "builtins":
-            name = f"{cls.__module__}.{name}"
-        send.send(("error", blob, name, str(exc), text))
+        send.send(("error", blob, error_type(exc), text_of(exc), traceback_text(exc)))
     else:
         send.send(("ok",))
     send.close()

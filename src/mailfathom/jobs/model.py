@@ -40,6 +40,10 @@ class Job:
     failure_reason: str | None
     created_at: datetime
     finished_at: datetime | None
+    #: The operator's abort request on a Claimed job ("aborted by <actor>: <reason>").
+    abort_reason: str | None = field(default=None, kw_only=True)
+    #: How many times a handler snoozed the job since it was enqueued or requeued.
+    snoozes: int = field(default=0, kw_only=True)
     #: When retention compacted this terminal row: its payload is ``{}`` now and its
     #: failed attempts keep one summary line each (no traceback). Its key still holds.
     compacted_at: datetime | None = field(default=None, kw_only=True)

@@ -14,11 +14,28 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.errors import InvalidInput
-from mailfathom.jobs.failures import PermanentFailure, TransientFailure
+from mailfathom.jobs.failures import JobAborted, PermanentFailure, Snooze, TransientFailure
 from mailfathom.jobs.model import EnqueuedJob, Job
 from mailfathom.jobs.payload import encode as payload_text
-from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Registry, check_name
-from mailfathom.jobs.retry import Backoff
+from mailfathom.jobs.reasons import (
+    TRACEBACK_LIMIT,
+    describe_error,
+    error_type,
+    reason_of,
+    storable,
+    text_of,
+    traceback_text,
+    type_name,
+)
+from mailfathom.jobs.registry import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_QUEUE,
+    JobKind,
+    Registry,
+    check_name,
+)
+from mailfathom.jobs.retry import RETRY_AFTER_LIMIT, Backoff, retry_delay
+from mailfathom.jobs.signals import HardStop
 from mailfathom.jobs.state import AttemptOutcome, FailureClass
 from mailfathom.store.base import FailedAttempt, NewJob, Store
 from mailfathom.validate import available_at, check_key, check_max_attempts
@@ -51,12 +68,15 @@ class JobQueue:
         clock: Clock,
         *,
         max_payload_bytes: int,
+        snooze_limit: int = 100,
         rng: random.Random | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
         self.max_payload_bytes = max_payload_bytes
+        #: Snoozes a job may take before a snooze counts as a transient failure.
+        self.snooze_limit = snooze_limit
         self._rng = rng or random.Random()
 
     # -- enqueue -----------------------------------------------------------------------
@@ -142,55 +162,168 @@ class JobQueue:
         return [Job.from_row(row) for row in rows]
 
     def failure(self, result: Finished, now: datetime) -> FailedAttempt:
-        """Classify a failed attempt and decide: retry at some instant, or dead-letter."""
+        """Classify a failed attempt and decide: retry at some instant, or dead-letter.
+
+        Total: whatever the handler raised or carried (an unprintable message, an
+        absurd ``retry_after``, a misbehaving ``__cause__`` ...), this returns an
+        attempt both stores accept, with a readable reason; it never raises.
+        """
+        try:
+            return self._failure(result, now)
+        except HardStop:
+            raise
+        except BaseException as exc:  # a bug of ours, or an object past every guard
+            return self._undescribed(result, now, exc)
+
+    def _failure(self, result: Finished, now: datetime) -> FailedAttempt:
         job, error = result.job, result.error
         kind = self.registry.get(job.kind)
-        retry_after: timedelta | None = None
-        if isinstance(error, PermanentFailure):
-            failure_class, message = FailureClass.PERMANENT, error.reason
-        elif isinstance(error, TransientFailure):
-            failure_class, message = FailureClass.TRANSIENT, error.reason
-            retry_after = error.retry_after
-        elif error is not None and kind is not None and isinstance(error, kind.permanent):
-            failure_class, message = FailureClass.PERMANENT, describe_error(error)
+        if result.outcome is AttemptOutcome.ABORTED or issubclass(type(error), JobAborted):
+            return self._aborted(result)
+        if error is not None and issubclass(type(error), Snooze):
+            if job.snoozes < self.snooze_limit:
+                return self._snoozed(result, error, now)  # type: ignore[arg-type]
+            error = TransientFailure(
+                f"snoozed {job.snoozes} times, the snooze_limit setting's cap: the next "
+                "snooze counts as a failure (raise the limit or fix the handler)"
+            )
+            result = Finished(job, result.outcome, error=error, started_at=result.started_at)
+        if result.message:
+            message = storable(text_of(result.message))
+        elif error is not None:
+            message = reason_of(error)
         else:
-            failure_class = FailureClass.TRANSIENT
-            message = result.message or (describe_error(error) if error else result.outcome.value)
+            message = result.outcome.value
         used = job.attempts - job.attempt_base
-        if failure_class is FailureClass.PERMANENT:
-            retry_at = None
+        if error is not None and _is_permanent(error, kind):
+            failure_class, retry_at = FailureClass.PERMANENT, None
         elif used >= job.max_attempts:
-            retry_at = None
+            failure_class, retry_at = FailureClass.TRANSIENT, None
             message = f"attempts exhausted ({used} of {job.max_attempts}): {message}"
         else:
+            failure_class = FailureClass.TRANSIENT
+            retry_after, note = None, None
+            if error is not None and issubclass(type(error), TransientFailure):
+                retry_after, note = retry_delay(_retry_after(error))
+            if note is not None:
+                message = f"{message} ({note})"
             if retry_after is None:
                 backoff = kind.backoff if kind is not None else _DEFAULT_BACKOFF
-                retry_after = backoff.delay(job.attempts - job.attempt_base, self._rng)
-            retry_at = now + retry_after
+                retry_after = backoff.delay(used, self._rng)
+            retry_at = _later(now, retry_after)
+        if isinstance(result.traceback, str):
+            tb: str | None = storable(result.traceback, TRACEBACK_LIMIT, keep_end=True)
+        else:
+            tb = traceback_text(error) if error is not None else None
         return FailedAttempt(
             job_id=job.id,
             attempt=job.attempts,
             outcome=result.outcome.value,
             failure_class=failure_class.value,
-            error_type=_qualified_name(error) if error is not None else None,
+            error_type=error_type(error) if error is not None else None,
             message=message,
-            traceback=result.traceback,
+            traceback=tb,
             started_at=result.started_at or job.claimed_at,
             retry_at=retry_at,
         )
 
+    def _undescribed(self, result: Finished, now: datetime, exc: BaseException) -> FailedAttempt:
+        """The attempt of a failure that could not be read: transient, saying so."""
+        job = result.job
+        used = job.attempts - job.attempt_base
+        message = (
+            f"the failure could not be described ({type_name(type(exc))} while reading it); "
+            "see the worker's log"
+        )
+        exhausted = used >= job.max_attempts
+        if exhausted:
+            message = f"attempts exhausted ({used} of {job.max_attempts}): {message}"
+        outcome = result.outcome if isinstance(result.outcome, AttemptOutcome) else None
+        return FailedAttempt(
+            job_id=job.id,
+            attempt=job.attempts,
+            outcome=(outcome or AttemptOutcome.FAILED).value,
+            failure_class=FailureClass.TRANSIENT.value,
+            error_type=None,
+            message=message,
+            traceback=None,
+            started_at=result.started_at or job.claimed_at,
+            retry_at=None if exhausted else now + _DEFAULT_BACKOFF.delay(used, self._rng),
+        )
 
-def describe_error(error: BaseException) -> str:
-    """``Type: message`` (or just ``Type``), as attempts and logs show a failure."""
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    def _aborted(self, result: Finished) -> FailedAttempt:
+        """An operator's abort: the attempt is Aborted, the job dead-lettered as permanent."""
+        job, error = result.job, result.error
+        if result.outcome is AttemptOutcome.ABORTED and result.message:
+            message = storable(text_of(result.message))  # the operator's "aborted by ..."
+        elif error is not None and issubclass(type(error), JobAborted):
+            message = storable(text_of(error.reason))  # type: ignore[attr-defined]
+        elif result.message:
+            message = storable(text_of(result.message))
+        else:
+            message = "aborted by an operator"
+        return FailedAttempt(
+            job_id=job.id,
+            attempt=job.attempts,
+            outcome=AttemptOutcome.ABORTED.value,
+            failure_class=FailureClass.PERMANENT.value,
+            error_type=error_type(error) if error is not None else None,
+            message=message,
+            traceback=storable(result.traceback, TRACEBACK_LIMIT, keep_end=True)
+            if isinstance(result.traceback, str)
+            else None,
+            started_at=result.started_at or job.claimed_at,
+            retry_at=None,
+        )
+
+    def _snoozed(self, result: Finished, snooze: Snooze, now: datetime) -> FailedAttempt:
+        """``raise Snooze(s)``: Pending again at now + s, the attempt not counted."""
+        job = result.job
+        return FailedAttempt(
+            job_id=job.id,
+            attempt=job.attempts,
+            outcome=AttemptOutcome.SNOOZED.value,
+            failure_class=FailureClass.TRANSIENT.value,
+            error_type=None,
+            message=f"snoozed for {snooze.seconds:g} s ({job.snoozes + 1} of at most "
+            f"{self.snooze_limit} snoozes)",
+            traceback=None,
+            started_at=result.started_at or job.claimed_at,
+            retry_at=now + timedelta(seconds=snooze.seconds),
+            snoozed=True,
+        )
 
 
-def _qualified_name(error: BaseException) -> str:
+def _is_permanent(error: BaseException, kind: JobKind | None) -> bool:
+    """PermanentFailure, or a type the kind lists as permanent (a TransientFailure never)."""
     cls = type(error)
-    if cls.__module__ == "builtins":
-        return cls.__qualname__
-    return f"{cls.__module__}.{cls.__qualname__}"
+    if issubclass(cls, PermanentFailure):
+        return True
+    if issubclass(cls, TransientFailure) or kind is None or not kind.permanent:
+        return False
+    try:
+        return issubclass(cls, kind.permanent)
+    except HardStop:
+        raise
+    except BaseException:  # a listed class whose __subclasscheck__ misbehaves
+        return False
+
+
+def _retry_after(error: BaseException) -> object:
+    """The failure's ``retry_after``; None (the backoff) when reading it raises."""
+    try:
+        return getattr(error, "retry_after", None)
+    except HardStop:
+        raise
+    except BaseException:
+        return None
+
+
+def _later(now: datetime, delay: timedelta) -> datetime:
+    try:
+        return now + delay
+    except OverflowError:  # a custom backoff past the year 9999
+        return now + RETRY_AFTER_LIMIT
 
 
 def _check_priority(value: object) -> int:

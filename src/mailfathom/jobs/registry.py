@@ -82,6 +82,13 @@ class Registry:
             raise InvalidInput(f"job kind {kind.name!r} is registered twice: keep one handler")
         self._kinds[kind.name] = kind
 
+    def replace(self, kind: JobKind) -> None:
+        """Put ``kind`` in place of the registered kind of that name (integrations use it to
+        run handlers inside a framework's context); an unknown name is refused."""
+        if kind.name not in self._kinds:
+            raise InvalidInput(f"job kind {kind.name!r} is not registered: register it first")
+        self._kinds[kind.name] = kind
+
     def get(self, name: str) -> JobKind | None:
         """The kind called ``name``, or None."""
         return self._kinds.get(name)

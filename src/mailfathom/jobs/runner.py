@@ -20,11 +20,12 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from mailfathom.clock import Clock
+from mailfathom.jobs.context import AbortFlag
 from mailfathom.jobs.execute import failed, run_async, run_sync, unknown_kind
 from mailfathom.jobs.isolation import ChildProcesses
 from mailfathom.jobs.model import Job
@@ -59,6 +60,8 @@ class Running:
     #: Event per plain attempt costs more than a no-op job.
     cancelled: threading.Event | None = None
     future: concurrent.futures.Future[Finished] | None = None
+    #: Set (its ``reason``) when an operator aborts the attempt; the handler's ctx sees it.
+    abort: AbortFlag = field(default_factory=AbortFlag)
 
     def cancel(self) -> None:
         """Stop the attempt where that is possible: cancel a coroutine, kill a child process.
@@ -91,6 +94,7 @@ class Runner:
         self._children = ChildProcesses()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
+        self._closing = threading.Event()  # set when close() stops the loop
         self._lock = threading.Lock()
 
     def prepare(self, job: Job) -> Running:
@@ -126,18 +130,26 @@ class Runner:
             self._pool.submit(lambda: self._isolated(running, kind))
         elif running.mode == "async":
             future = asyncio.run_coroutine_threadsafe(
-                run_async(kind, job, self._clock), self._event_loop()
+                run_async(kind, job, self._clock, running.abort), self._event_loop()
             )
             running.future = future
             future.add_done_callback(lambda done: self._async_done(running, done))
         else:
-            self._pool.submit(lambda: self._done(running, run_sync(kind, job, self._clock)))
+            self._pool.submit(lambda: self._threaded(running, kind))
+
+    def _threaded(self, running: Running, kind: JobKind) -> None:
+        try:
+            result = run_sync(kind, running.job, self._clock, running.abort)
+        except BaseException as exc:  # a bug of ours: still an outcome, so the job ends
+            logger.exception("job_id=%d: internal error running its handler", running.job.id)
+            result = failed(running.job, exc, running.started_at)
+        self._done(running, result)
 
     def _isolated(self, running: Running, kind: JobKind) -> None:
         try:
             assert running.cancelled is not None  # every isolated attempt has one
             result = self._children.run(kind, running.job, self._clock, running.cancelled)
-        except Exception as exc:  # starting the child failed in an unexpected way
+        except BaseException as exc:  # starting the child failed in an unexpected way
             result = failed(running.job, exc, running.started_at)
         if result is not None:
             self._done(running, result)
@@ -164,12 +176,41 @@ class Runner:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
+                self._closing.clear()
                 thread = threading.Thread(
-                    target=loop.run_forever, name=f"mailfathom-loop-{self._worker_id}", daemon=True
+                    target=self._serve,
+                    args=(loop,),
+                    name=f"mailfathom-loop-{self._worker_id}",
+                    daemon=True,
                 )
                 thread.start()
                 self._loop, self._loop_thread = loop, thread
             return self._loop
+
+    def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run the event loop until :meth:`close` stops it, whatever handlers do to it.
+
+        A handler's own ``SystemExit`` never gets here (``run_async`` catches it),
+        but one raised by a task or callback a handler started would stop the loop,
+        and a handler may call ``loop.stop()``: either way the loop runs on, so
+        that later ``async def`` jobs on this worker still run.
+        """
+        while True:
+            try:
+                loop.run_forever()
+            except BaseException as exc:
+                logger.error(
+                    "worker=%s %s escaped onto the event loop (raised by a task or callback "
+                    "an async handler started); the loop runs on",
+                    self._worker_id,
+                    describe_error(exc),
+                )
+                continue
+            if self._closing.is_set() or loop.is_closed():
+                return
+            logger.error(
+                "worker=%s an async handler stopped the event loop; it runs on", self._worker_id
+            )
 
     def kill_children(self) -> None:
         """SIGKILL every isolated attempt's process at once."""
@@ -187,6 +228,7 @@ class Runner:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and _has_tasks(loop):
             time.sleep(0.01)
+        self._closing.set()
         loop.call_soon_threadsafe(loop.stop)
         thread.join(max(deadline - time.monotonic(), 0.1))
         if not thread.is_alive():
@@ -264,7 +306,7 @@ class _DaemonPool:
                 return
             try:
                 task()
-            except Exception:  # a bug of ours; the handler's own errors never get here
+            except BaseException:  # a bug of ours; the handler's own errors never get here
                 logger.exception("internal error in a worker thread")
             with self._lock:
                 self._idle += 1

@@ -60,6 +60,10 @@ class AttemptOutcome(StrEnum):
     SHUTDOWN_TIMEOUT = "ShutdownTimeout"
     LEASE_EXPIRED = "LeaseExpired"
     UNKNOWN_KIND = "UnknownKind"
+    #: An operator aborted the attempt (the job is dead-lettered as permanent).
+    ABORTED = "Aborted"
+    #: The handler raised ``Snooze``: back to Pending later, no attempt spent.
+    SNOOZED = "Snoozed"
 
 
 # Every legal move: target -> the states it may come from.

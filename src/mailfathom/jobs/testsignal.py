@@ -123,6 +123,8 @@ class WorkerSignals:
     - ``outcome_discarded``: the outcome of an attempt the worker had given up
       (shutdown timeout) arrived and was thrown away.
     - ``lease_lost``: the heartbeat found these ``(id, attempt)`` leases gone.
+    - ``abort_seen``: the heartbeat brought an operator's abort request for this job,
+      and the worker acted on it (cancelled, killed, or flagged for a thread).
     - ``released``: jobs claimed ahead that never started went back to Pending
       (late, or the worker stopped), no attempt spent.
     - ``loop_waits``: the main loop decided what to claim and record and is about to
@@ -148,6 +150,7 @@ class WorkerSignals:
     lease_lost: TestSignal[set[tuple[int, int]]] = field(
         default_factory=lambda: TestSignal("lease_lost")
     )
+    abort_seen: TestSignal[Job] = field(default_factory=lambda: TestSignal("abort_seen"))
     released: TestSignal[list[Job]] = field(default_factory=lambda: TestSignal("released"))
     loop_waits: TestSignal[Load] = field(default_factory=lambda: TestSignal("loop_waits"))
     stopped: TestSignal[int] = field(default_factory=lambda: TestSignal("stopped"))

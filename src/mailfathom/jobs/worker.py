@@ -46,8 +46,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from mailfathom.errors import InvalidInput, StoreError
+from mailfathom.jobs.aborts import flag_aborted, stop_aborted
 from mailfathom.jobs.claim_ahead import ReadyJobs
-from mailfathom.jobs.execute import shutdown_timed_out
+from mailfathom.jobs.execute import aborted, shutdown_timed_out
 from mailfathom.jobs.heartbeat import Heartbeat
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.outcomes import Outage
@@ -207,6 +208,7 @@ class Worker:
             lease=self.lease,
             held=self._held,
             on_lost=self._lost,
+            on_abort=self._abort,
         )
         while True:
             try:
@@ -442,6 +444,8 @@ class Worker:
 
     def _finished(self, running: Running, result: Finished | None) -> None:
         """Called by the runner, on any thread, when an attempt ends (None: it was stopped)."""
+        if running.abort.reason is not None and not running.abandoned:
+            result = aborted(running.job, running.abort.reason, running.started_at, result)
         with self._lock:
             if self._running.get(running.job.id) is running:
                 del self._running[running.job.id]
@@ -522,6 +526,16 @@ class Worker:
                 else "stopping it",
             )
             running.cancel()
+
+    def _abort(self, aborts: dict[int, str]) -> None:
+        """Operators asked to abort these jobs (the heartbeat learnt it): see ``aborts``."""
+        with self._lock:
+            victims, unstarted = flag_aborted(self._running.values(), self._ready, aborts)
+        for job in unstarted:  # claimed ahead, never started: Aborted without running
+            self._done.add(aborted(job, aborts[job.id], self._clock.now(), None))
+        stop_aborted(victims, unstarted, aborts, self.signals)
+        if unstarted:
+            self._wake.set()
 
     def _warn_overruns(self, now: float) -> None:
         with self._lock:

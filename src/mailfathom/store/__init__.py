@@ -28,8 +28,8 @@ def open_store(url: str, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> SqlSt
         path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
         if not path:
             raise ConfigurationError(
-                f"database_url {url!r} has no file path: write sqlite:///relative/path.db "
-                "or sqlite:////absolute/path.db"
+                f"database_url {redact_url(url)!r} has no file path: write "
+                "sqlite:///relative/path.db or sqlite:////absolute/path.db"
             )
         return SqlStore(SQLiteDatabase(path), clock_skew=clock_skew)
     if scheme in ("postgresql", "postgres"):
@@ -42,10 +42,38 @@ def open_store(url: str, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> SqlSt
     )
 
 
+_SECRET_OPTIONS = frozenset({"password", "sslpassword"})
+
+
 def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``, safe to log or show."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """``url`` with every password replaced by ``***``, safe to log or show.
+
+    Masks the password in ``user:password@`` and the value of a ``password=`` (or
+    ``sslpassword=``) option in the query. Text that does not parse as a URL (no
+    scheme, a bad port: a password with an unencoded ``/`` or ``#``) keeps only
+    its scheme and what follows its last ``@``.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a bad port is a ValueError: mask it all
+    except ValueError:
+        parts = None
+    if parts is None or "://" not in url:
+        if "@" not in url and parts is not None:
+            return url
+        scheme = url.partition("://")[0] + "://" if "://" in url else ""
+        return f"{scheme}***" + (url[url.rindex("@") :] if "@" in url else "")
+    netloc = parts.netloc
+    userinfo, at, hostport = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
+    pairs = parts.query.split("&") if parts.query else []
+    query = "&".join(
+        f"{pair.partition('=')[0]}=***"
+        if pair.partition("=")[0].lower() in _SECRET_OPTIONS
+        else pair
+        for pair in pairs
+    )
+    if netloc == parts.netloc and query == parts.query:
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    return parts._replace(netloc=netloc, query=query).geturl()

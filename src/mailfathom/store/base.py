@@ -21,6 +21,8 @@ __all__ = [
     "JobRow",
     "NewJob",
     "OperatorAction",
+    "PausedQueueRow",
+    "QueueEventRow",
     "ScheduleDefinition",
     "ScheduleRow",
     "Store",
@@ -54,6 +56,8 @@ class JobRow(TypedDict):
     finished_at: datetime | None
     #: When retention compacted the row (payload emptied, tracebacks gone); None: whole.
     compacted_at: datetime | None
+    abort_reason: str | None
+    snoozes: int
 
 
 class AttemptRow(TypedDict):
@@ -69,6 +73,26 @@ class AttemptRow(TypedDict):
     worker: str | None
     started_at: datetime | None
     finished_at: datetime
+
+
+class PausedQueueRow(TypedDict):
+    """A queue no worker claims from until it is resumed."""
+
+    queue: str
+    paused_at: datetime
+    actor: str
+    reason: str | None
+
+
+class QueueEventRow(TypedDict):
+    """One pause or resume of a queue."""
+
+    id: int
+    queue: str
+    at: datetime
+    actor: str
+    action: str
+    reason: str | None
 
 
 class EventRow(TypedDict):
@@ -173,6 +197,8 @@ class FailedAttempt:
     traceback: str | None
     started_at: datetime | None
     retry_at: datetime | None
+    #: A snooze (``raise Snooze``): back to Pending at ``retry_at``, no attempt spent.
+    snoozed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +289,37 @@ class Store(Protocol):
     ) -> set[int]:
         """Renew the leases on ``(job id, attempt)`` pairs, never to an earlier expiry than
         they have; return the ids still held."""
+        ...
+
+    def renew_leases(
+        self, *, owner: str, held: Sequence[tuple[int, int]], lease_until: datetime
+    ) -> tuple[set[int], dict[int, str]]:
+        """:meth:`extend_leases` in the same one statement, also returning the jobs an
+        operator asked to abort: ``(ids still held, {id: abort reason})``."""
+        ...
+
+    def paused_queues(self) -> list[PausedQueueRow]:
+        """Every paused queue, by name."""
+        ...
+
+    def pause_queue(
+        self, queue: str, *, actor: str, reason: str | None, now: datetime
+    ) -> PausedQueueRow | None:
+        """Pause ``queue`` fleet-wide (audited); None when it was paused already."""
+        ...
+
+    def resume_queue(
+        self, queue: str, *, actor: str, reason: str | None, now: datetime
+    ) -> PausedQueueRow | None:
+        """Resume ``queue`` (audited, idle workers woken); None when it was not paused."""
+        ...
+
+    def queue_events(self, *, queue: str | None, limit: int) -> list[QueueEventRow]:
+        """Pauses and resumes, newest first."""
+        ...
+
+    def queue_summary(self) -> list[dict[str, Any]]:
+        """Per queue with unfinished jobs: ``queue``, ``pending``, ``held``, ``running``."""
         ...
 
     def release_unstarted(self, *, owner: str, held: Sequence[tuple[int, int]]) -> set[int]:

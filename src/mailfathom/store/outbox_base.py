@@ -55,6 +55,7 @@ class EmailRow(TypedDict):
     reply_code: int | None
     reply_text: str | None
     reason: str | None
+    expires_at: datetime | None
 
 
 class RecipientRow(TypedDict):
@@ -94,6 +95,11 @@ class NewEmail:
     smtputf8: bool
     eightbit: bool
     recipients: tuple[str, ...]
+    #: When the delivery job is first due (None: at once), and its priority.
+    run_at: datetime | None = None
+    priority: int = 0
+    #: After this instant a record whose body never went out is Refused ("expired").
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +222,11 @@ class OutboxStore(Protocol):
 
     def recent_events(self, *, limit: int, before_id: int | None = None) -> list[OutboxEventRow]:
         """Every record's operator actions, newest first, older than ``before_id``."""
+        ...
+
+    def expire_email(self, email_id: int, *, now: datetime) -> EmailRow | None:
+        """Recorded → Refused ("expired") when past ``expires_at`` and never transmitted;
+        returns the refused record, or None when nothing changed."""
         ...
 
     def begin_attempt(

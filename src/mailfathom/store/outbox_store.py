@@ -37,6 +37,7 @@ _EMAIL_TIMES = (
     "transmission_begun_at",
     "compacted_at",
     "finished_at",
+    "expires_at",
 )
 
 
@@ -102,6 +103,9 @@ class SqlOutboxStore:
             "eightbit": email.eightbit,
             "now": stamp,
             "addresses": json.dumps(list(email.recipients)),
+            "expires_at": self.db.time_param(email.expires_at),
+            "available_at": stamp if email.run_at is None else self.db.time_param(email.run_at),
+            "priority": email.priority,
         }
         if "record_email" in self._q:
             return self._record_email(params, job, connection)
@@ -115,7 +119,9 @@ class SqlOutboxStore:
                 self._q["insert_recipients"],
                 {"email_id": email_id, "addresses": params["addresses"]},
             )
-            created = self._attach_job(cur, email_id, job, stamp, stamp)
+            created = self._attach_job(
+                cur, email_id, job, params["available_at"], stamp, priority=email.priority
+            )
             return created, self._recipients_of(cur, email_id), True
 
     def _record_email(
@@ -147,7 +153,14 @@ class SqlOutboxStore:
         return [self._recipient(row) for row in cur.fetchall()]
 
     def _attach_job(
-        self, cur: Cursor, email_id: int, job: DeliveryJobSpec, available_at: Any, now: Any
+        self,
+        cur: Cursor,
+        email_id: int,
+        job: DeliveryJobSpec,
+        available_at: Any,
+        now: Any,
+        *,
+        priority: int = 0,
     ) -> EmailRow:
         """Insert the record's delivery job (same transaction) and point the record at it."""
         cur.execute(
@@ -156,7 +169,7 @@ class SqlOutboxStore:
                 "kind": job.kind,
                 "queue": job.queue,
                 "payload": json.dumps({"email_id": email_id}),
-                "priority": 0,
+                "priority": priority,
                 "idempotency_key": None,
                 "available_at": available_at,
                 "max_attempts": job.max_attempts,
@@ -268,6 +281,18 @@ class SqlOutboxStore:
             cur.execute(self._q["owed_recipients"], {"id": email_id})
             owed = [self._recipient(r) for r in cur.fetchall()]
             return AttemptStart(email=email, message=message, recipients=owed), None
+
+        return self._write(write)
+
+    def expire_email(self, email_id: int, *, now: datetime) -> EmailRow | None:
+        """Recorded → Refused ("expired") if ``email_id`` is past its ``expires_at`` and no
+        body ever went out for it; None (nothing changed) otherwise."""
+        params = {"id": email_id, "now": self.db.time_param(now)}
+
+        def write(cur: Cursor) -> EmailRow | None:
+            cur.execute(self._q["expire_email"], params)
+            row = cur.fetchone()
+            return None if row is None else self._email(row)
 
         return self._write(write)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import threading
 import time
@@ -27,10 +28,12 @@ from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import Format
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
+from mailfathom.store.callers import driver_connection
 from mailfathom.store.database import Cursor
 from mailfathom.store.queries import load_queries
 
@@ -153,12 +156,12 @@ class PostgresDatabase:
     def transaction(self, connection: object | None = None) -> Iterator[Cursor]:
         """One transaction on a pooled connection, or the caller's own transaction."""
         if connection is not None:
-            caller = self._callers_connection(connection)
+            caller = self._callers_connection(driver_connection(connection))
             try:
                 # A savepoint inside the caller's open transaction (nothing is committed on
                 # its behalf); BEGIN … COMMIT on an autocommit connection, so the write is
                 # atomic either way.
-                with caller.transaction(), caller.cursor(row_factory=dict_row) as cur:
+                with caller.transaction(), _callers_cursor(caller) as cur:
                     yield _WrappedCursor(cur)
             except psycopg.Error as exc:
                 raise _store_error(exc) from exc
@@ -188,7 +191,8 @@ class PostgresDatabase:
         """The caller's connection, once it is known to be on this store's database."""
         if not isinstance(connection, psycopg.Connection):
             raise InvalidInput(
-                f"connection= must be a psycopg.Connection for a PostgreSQL store, not "
+                f"connection= must be a psycopg.Connection (or a SQLAlchemy Session or "
+                f"Connection on the postgresql+psycopg driver) for a PostgreSQL store, not "
                 f"{type(connection).__name__}"
             )
         # On a non-autocommit connection this also opens the caller's transaction, so the
@@ -307,6 +311,25 @@ class PostgresDatabase:
         return json.dumps(list(values), separators=(",", ":"))
 
 
+#: Types whose loaders a framework may replace on its connections (Django reads jsonb
+#: as text and timestamptz in its TIME_ZONE); the caller's cursor gets psycopg's own back.
+_OUR_LOADERS = ("json", "jsonb", "timestamptz")
+
+
+def _callers_cursor(connection: psycopg.Connection[Any]) -> psycopg.Cursor[dict[str, Any]]:
+    """A cursor on the caller's connection that reads and binds as our pooled ones do:
+    a plain server-binding cursor (not the connection's ``cursor_factory``, which may
+    bind on the client) with psycopg's default loaders for the types we read back."""
+    cursor = psycopg.Cursor(connection, row_factory=dict_row)
+    for name in _OUR_LOADERS:
+        info = psycopg.adapters.types[name]
+        for fmt in (Format.TEXT, Format.BINARY):
+            loader = psycopg.adapters.get_loader(info.oid, fmt)
+            if loader is not None:
+                cursor.adapters.register_loader(info.oid, loader)
+    return cursor
+
+
 _WHERE = "SELECT current_database() AS database, current_schema() AS schema"
 
 
@@ -387,10 +410,28 @@ def _pool_timeout(url: str) -> float:
     try:
         given = conninfo_to_dict(url).get("connect_timeout")
     except psycopg.Error as exc:
+        # libpq quotes the offending part, which may be (part of) the password: mask any
+        # quoted text taken from the user:password part or a password= option.
+        options = re.findall(r"[?&](?:ssl)?password=([^&]*)", url, flags=re.IGNORECASE)
+        secret = " ".join([url.partition("://")[2].rpartition("@")[0], *options])
+        reason = re.sub(
+            r'"([^"]*)"',
+            lambda m: '"…"' if m.group(1) and m.group(1) in secret else m.group(0),
+            _first_line(exc),
+        )
         raise ConfigurationError(
-            f"database_url is not a valid PostgreSQL URL ({_first_line(exc)}): write "
-            "postgresql://user:password@host:port/dbname?option=value with libpq's options"
-        ) from exc
+            f"database_url is not a valid PostgreSQL URL ({reason}): write "
+            "postgresql://user:password@host:port/dbname?option=value with libpq's options, "
+            "and percent-encode any of % / @ : # ? in the password (%25 %2F %40 %3A %23 %3F)"
+        ) from None
+    port = conninfo_to_dict(url).get("port")
+    if port is not None and not all(p.strip().isdigit() for p in str(port).split(",")):
+        # Most often a password with an unencoded "/" or "#": never echo it.
+        raise ConfigurationError(
+            "database_url has a port that is not a number (not shown: it may be part of the "
+            "password): percent-encode any of % / @ : # ? in the password "
+            "(%25 %2F %40 %3A %23 %3F)"
+        )
     if given is None:
         return _DEFAULT_POOL_TIMEOUT
     try:

@@ -24,6 +24,7 @@ from mailfathom.store.base import (
     OperatorAction,
     ThroughputRow,
 )
+from mailfathom.store.controls_store import ControlStore
 from mailfathom.store.database import Cursor, Database
 from mailfathom.store.migrate import load_migrations
 from mailfathom.store.worker_store import WorkerStore
@@ -40,9 +41,9 @@ _JOB_TIMES = (
 )
 
 
-class SqlStore(WorkerStore):
+class SqlStore(WorkerStore, ControlStore):
     """A :class:`Store` over any :class:`Database` (the worker registry and schedules
-    come from :class:`WorkerStore`)."""
+    come from :class:`WorkerStore`, paused queues from :class:`ControlStore`)."""
 
     def __init__(self, database: Database, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> None:
         self.db = database
@@ -276,8 +277,8 @@ class SqlStore(WorkerStore):
                 {
                     "job_id": row["id"],
                     "attempt": row["attempts"],
-                    "outcome": "LeaseExpired",
-                    "failure_class": "Transient",
+                    "outcome": "LeaseExpired" if row["abort_reason"] is None else "Aborted",
+                    "failure_class": row["failure_class"],
                     "error_type": None,
                     "message": row["failure_reason"],
                     "traceback": None,
@@ -292,8 +293,15 @@ class SqlStore(WorkerStore):
         self, *, owner: str, held: Sequence[tuple[int, int]], lease_until: datetime
     ) -> set[int]:
         """Renew leases still held by ``owner``; returns their ids."""
+        return self.renew_leases(owner=owner, held=held, lease_until=lease_until)[0]
+
+    def renew_leases(
+        self, *, owner: str, held: Sequence[tuple[int, int]], lease_until: datetime
+    ) -> tuple[set[int], dict[int, str]]:
+        """Renew leases still held by ``owner``: their ids, and those an operator asked to
+        abort with the request's text (one statement)."""
         if not held:
-            return set()
+            return set(), {}
         with self.db.transaction() as cur:
             cur.execute(
                 self._q["extend_leases"],
@@ -303,7 +311,9 @@ class SqlStore(WorkerStore):
                     "lease_until": self.db.time_param(lease_until),
                 },
             )
-            return {row["id"] for row in cur.fetchall()}
+            rows = cur.fetchall()
+        aborts = {row["id"]: row["abort_reason"] for row in rows if row["abort_reason"]}
+        return {row["id"] for row in rows}, aborts
 
     def release_unstarted(self, *, owner: str, held: Sequence[tuple[int, int]]) -> set[int]:
         """Jobs claimed by ``owner`` that never started go back to Pending, their attempt
@@ -371,7 +381,10 @@ class SqlStore(WorkerStore):
             "failure_class": failure.failure_class,
             "failure_reason": failure.message,
         }
-        if failure.retry_at is None:
+        if failure.snoozed:
+            params["retry_at"] = self.db.time_param(failure.retry_at)
+            cur.execute(self._q["snooze_job"], params)
+        elif failure.retry_at is None:
             cur.execute(self._q["dead_letter_job"], params)
         else:
             params["retry_at"] = self.db.time_param(failure.retry_at)
@@ -513,7 +526,8 @@ class SqlStore(WorkerStore):
             before = cur.fetchone()
             if before is None:
                 return None, None
-            cur.execute(self._q[move.query], {"id": job_id, "now": stamp})
+            abort = f"aborted by {actor}" + (f": {reason}" if reason else "")
+            cur.execute(self._q[move.query], {"id": job_id, "now": stamp, "abort": abort})
             after = cur.fetchone()
             if after is None:
                 return None, self._job(before)

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
+from mailfathom.store.callers import driver_connection
 from mailfathom.store.database import Cursor
 from mailfathom.store.migrate import split_statements
 from mailfathom.store.queries import load_queries
@@ -87,6 +88,7 @@ class SQLiteDatabase:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None and self._local.pid == os.getpid():
             return conn
+        _create_private(self.path)  # when first opened: a store never used makes no file
         try:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, cached_statements=256
@@ -145,7 +147,7 @@ class SQLiteDatabase:
     def transaction(self, connection: object | None = None) -> Iterator[Cursor]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``, or the caller's own transaction."""
         if connection is not None:
-            with self._callers_savepoint(connection) as cursor:
+            with self._callers_savepoint(driver_connection(connection)) as cursor:
                 yield cursor
             return
         conn = self._connection()
@@ -235,7 +237,8 @@ class SQLiteDatabase:
     def _callers_cursor(self, connection: object) -> Cursor:
         if not isinstance(connection, sqlite3.Connection):
             raise InvalidInput(
-                f"connection= must be a sqlite3.Connection for a SQLite store, not "
+                f"connection= must be a sqlite3.Connection (or a SQLAlchemy Session or "
+                f"Connection) for a SQLite store, not "
                 f"{type(connection).__name__}"
             )
         try:
@@ -305,6 +308,9 @@ class SQLiteDatabase:
                 step = min(int(pages), free)  # 0 would mean "every free page"
                 if step > 0 and conn.execute("PRAGMA auto_vacuum").fetchall()[0][0] == 2:
                     conn.execute(f"PRAGMA incremental_vacuum({step})").fetchall()
+                    # the file shrinks when the WAL is written back: do it now, as far as
+                    # readers allow (PASSIVE waits for nobody)
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             except sqlite3.Error as exc:
                 raise _store_error(exc) from exc
         return free
@@ -364,6 +370,25 @@ class _WrappedCursor:
 
     def fetchall(self) -> list[Any]:
         return self._cursor.fetchall()
+
+
+def _create_private(path: str) -> None:
+    """Create the database file readable by its owner only (0600), if it does not exist.
+
+    It holds payloads, message bytes and the console's session key. SQLite gives the
+    ``-wal`` and ``-shm`` files the database file's permissions, so they are private too.
+    An existing file keeps the permissions it has.
+    """
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot create the SQLite database {path!r} ({exc.strerror}): check the folder's "
+            "permissions or choose another path"
+        ) from None
+    os.close(fd)
 
 
 def _store_error(exc: sqlite3.Error) -> StoreError:

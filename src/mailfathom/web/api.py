@@ -28,13 +28,18 @@ from mailfathom.console.serialize import (
     job_detail_json,
     job_json,
     job_page_json,
+    jsonable,
     overview_json,
+    queue_bulk_json,
+    queue_json,
     schedule_json,
     throughput_json,
     unknown_page_json,
     worker_json,
 )
 from mailfathom.errors import InvalidInput, MailFathomError
+from mailfathom.jobs.payload import MAX_DEPTH
+from mailfathom.web.delegated import user_of
 from mailfathom.web.handlers import status_for
 from mailfathom.web.params import is_whole_number
 
@@ -77,8 +82,15 @@ async def _json_object(request: Request) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(raw)
+    except RecursionError:
+        raise InvalidInput(
+            f"the request body is nested too deeply to read: payloads may nest at most "
+            f"{MAX_DEPTH} levels"
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"the request body is not valid JSON: {exc}") from None
+    except ValueError as exc:  # an integer longer than Python reads (4300 digits)
+        raise InvalidInput(f"the request body cannot be read: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidInput("the request body must be a JSON object")
     return data
@@ -95,8 +107,9 @@ def _int_param(
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    if not is_whole_number(raw) or not low <= int(raw) <= high:
-        raise InvalidInput(f"{name} must be a whole number from {low} to {high}, not {raw!r}")
+    if not is_whole_number(raw) or len(raw) > 19 or not low <= int(raw) <= high:
+        shown = raw if len(raw) <= 40 else raw[:40] + "…"
+        raise InvalidInput(f"{name} must be a whole number from {low} to {high}, not {shown!r}")
     return int(raw)
 
 
@@ -116,8 +129,11 @@ def _text(data: dict[str, Any], name: str, *, longest: int = 2000) -> str | None
     return value
 
 
-def _actor(data: dict[str, Any]) -> str:
+def _actor(request: Request, data: dict[str, Any]) -> str:
     actor = _text(data, "actor", longest=100)
+    user = user_of(request)  # the host application's auth= said who this is
+    if user is not None:
+        return f"api:{user.name}"
     return f"api:{actor.strip()}" if actor and actor.strip() else "api"
 
 
@@ -190,9 +206,9 @@ def act(request: Request, data: dict[str, Any]) -> Any:
     _check_keys(data, {"reason", "actor"})
     action = str(request.path_params["action"])
     if action not in ACTIONS:
-        raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
+        raise InvalidInput(f"unknown action {action!r}: use {', '.join(ACTIONS)}")
     job = _console(request).act(
-        action, _job_id(request), actor=_actor(data), reason=_text(data, "reason")
+        action, _job_id(request), actor=_actor(request, data), reason=_text(data, "reason")
     )
     return job_json(job)
 
@@ -203,7 +219,7 @@ def bulk(request: Request, data: dict[str, Any]) -> Any:
     _check_keys(data, {"ids", "filter", "reason", "actor"})
     action = str(request.path_params["action"])
     if action not in ACTIONS:
-        raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
+        raise InvalidInput(f"unknown action {action!r}: use {', '.join(ACTIONS)}")
     console = _console(request)
     ids, given_filter = data.get("ids"), data.get("filter")
     if (ids is None) == (given_filter is None):
@@ -220,8 +236,49 @@ def bulk(request: Request, data: dict[str, Any]) -> Any:
         ):
             raise InvalidInput("filter must be an object of text values (state, kind, …)")
         targets = console.matching_ids(action, JobQuery.parse(given_filter))
-    result = console.bulk(action, targets, actor=_actor(data), reason=_text(data, "reason"))
+    result = console.bulk(
+        action, targets, actor=_actor(request, data), reason=_text(data, "reason")
+    )
     return bulk_json(result)
+
+
+@endpoint()
+def queues(request: Request, _: dict[str, Any]) -> Any:
+    """Every queue with unfinished jobs or a pause."""
+    return {"queues": [queue_json(q) for q in _console(request).queues()]}
+
+
+@endpoint(body=True)
+def pause_queue(request: Request, data: dict[str, Any]) -> Any:
+    """Pause one queue fleet-wide."""
+    _check_keys(data, {"reason", "actor"})
+    queues = _console(request).mf.queues
+    name, reason = str(request.path_params["name"]), _text(data, "reason")
+    return jsonable(queues.pause(name, actor=_actor(request, data), reason=reason))
+
+
+@endpoint(body=True)
+def resume_queue(request: Request, data: dict[str, Any]) -> Any:
+    """Resume one paused queue."""
+    _check_keys(data, {"reason", "actor"})
+    queues = _console(request).mf.queues
+    name, reason = str(request.path_params["name"]), _text(data, "reason")
+    return jsonable(queues.resume(name, actor=_actor(request, data), reason=reason))
+
+
+@endpoint(body=True)
+def bulk_queues(request: Request, data: dict[str, Any]) -> Any:
+    """Pause or resume the listed queues."""
+    _check_keys(data, {"queues", "reason", "actor"})
+    action = str(request.path_params["action"])
+    if action not in ("pause", "resume"):
+        raise InvalidInput(f"unknown queue action {action!r}: use pause or resume")
+    names = data.get("queues")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise InvalidInput("queues must be a non-empty list of queue names")
+    console = _console(request)
+    act = console.pause_queues if action == "pause" else console.resume_queues
+    return queue_bulk_json(act(names, actor=_actor(request, data), reason=_text(data, "reason")))
 
 
 @endpoint()
@@ -238,7 +295,7 @@ def pause_schedule(request: Request, data: dict[str, Any]) -> Any:
     _check_keys(data, {"reason", "actor"})
     console = _console(request)
     schedule = console.pause_schedule(
-        str(request.path_params["name"]), actor=_actor(data), reason=_text(data, "reason")
+        str(request.path_params["name"]), actor=_actor(request, data), reason=_text(data, "reason")
     )
     return schedule_json(schedule, console.now())
 
@@ -248,7 +305,9 @@ def resume_schedule(request: Request, data: dict[str, Any]) -> Any:
     """Resume a schedule from its next tick."""
     _check_keys(data, {"actor"})
     console = _console(request)
-    schedule = console.resume_schedule(str(request.path_params["name"]), actor=_actor(data))
+    schedule = console.resume_schedule(
+        str(request.path_params["name"]), actor=_actor(request, data)
+    )
     return schedule_json(schedule, console.now())
 
 
@@ -301,7 +360,7 @@ def cancel_email(request: Request, data: dict[str, Any]) -> Any:
     """Cancel a Recorded email."""
     _check_keys(data, {"reason", "actor"})
     email = _console(request).cancel_email(
-        _email_id(request), actor=_actor(data), reason=_text(data, "reason")
+        _email_id(request), actor=_actor(request, data), reason=_text(data, "reason")
     )
     return email_json(email)
 
@@ -314,7 +373,7 @@ def resolve_email(request: Request, data: dict[str, Any]) -> Any:
     if not isinstance(decision, str):
         raise InvalidInput("decision is required: 'delivered', 'send_again' or 'give_up'")
     email = _console(request).resolve_email(
-        _email_id(request), decision, actor=_actor(data), reason=_text(data, "reason")
+        _email_id(request), decision, actor=_actor(request, data), reason=_text(data, "reason")
     )
     return email_json(email)
 
@@ -324,7 +383,7 @@ def record_email_again(request: Request, data: dict[str, Any]) -> Any:
     """Record a Refused email's bytes again as a new message."""
     _check_keys(data, {"reason", "actor"})
     email = _console(request).record_email_again(
-        _email_id(request), actor=_actor(data), reason=_text(data, "reason")
+        _email_id(request), actor=_actor(request, data), reason=_text(data, "reason")
     )
     return JSONResponse(email_json(email), status_code=201)
 
@@ -371,8 +430,12 @@ routes = [
     Route("/api/jobs", create_job, methods=["POST"]),
     Route("/api/jobs/counts", job_counts),
     Route("/api/jobs/bulk/{action}", bulk, methods=["POST"]),
-    Route("/api/jobs/{job_id:int}", get_job),
-    Route("/api/jobs/{job_id:int}/{action}", act, methods=["POST"]),
+    Route("/api/jobs/{job_id:id}", get_job),
+    Route("/api/jobs/{job_id:id}/{action}", act, methods=["POST"]),
+    Route("/api/queues", queues),
+    Route("/api/queues/bulk/{action}", bulk_queues, methods=["POST"]),
+    Route("/api/queues/{name}/pause", pause_queue, methods=["POST"]),
+    Route("/api/queues/{name}/resume", resume_queue, methods=["POST"]),
     Route("/api/schedules", schedules),
     Route("/api/schedules/{name:path}/pause", pause_schedule, methods=["POST"]),
     Route("/api/schedules/{name:path}/resume", resume_schedule, methods=["POST"]),
@@ -380,10 +443,10 @@ routes = [
     Route("/api/outbox", list_emails),
     Route("/api/outbox/counts", email_counts),
     Route("/api/outbox/unknown", unknown_emails),
-    Route("/api/outbox/{email_id:int}", get_email),
-    Route("/api/outbox/{email_id:int}/cancel", cancel_email, methods=["POST"]),
-    Route("/api/outbox/{email_id:int}/resolve", resolve_email, methods=["POST"]),
-    Route("/api/outbox/{email_id:int}/record-again", record_email_again, methods=["POST"]),
+    Route("/api/outbox/{email_id:id}", get_email),
+    Route("/api/outbox/{email_id:id}/cancel", cancel_email, methods=["POST"]),
+    Route("/api/outbox/{email_id:id}/resolve", resolve_email, methods=["POST"]),
+    Route("/api/outbox/{email_id:id}/record-again", record_email_again, methods=["POST"]),
     Route("/api/kinds", kinds),
     Route("/api/audit", audit),
     Route("/api/throughput", throughput),

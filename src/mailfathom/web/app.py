@@ -1,8 +1,16 @@
 """``create_app``: the console's ASGI application (pages, JSON API, static files).
 
-Internal. The middleware order matters: the session middleware decodes the
-signed cookie first, then :class:`~mailfathom.web.security.Guard` enforces the
-host, token, origin and content-type rules before any handler runs.
+Internal. The middleware order matters, outermost first:
+
+1. :class:`~mailfathom.web.security.SecurityHeaders` adds the CSP, no-framing and
+   no-sniff headers to every response, error pages included;
+2. :class:`~mailfathom.web.security.ServerErrors` turns an unexpected exception into
+   a 500 that still passes through (1);
+3. :class:`~mailfathom.web.limits.BodyDeadline` answers 408 to a body that trickles in;
+4. :class:`~mailfathom.web.sessions.SessionCookies` decodes the signed cookie (its key
+   is kept in the database) and writes it back only where a cookie belongs;
+5. :class:`~mailfathom.web.security.Guard` enforces the host, token, session,
+   back-off, origin and content-type rules before any handler runs.
 """
 
 from __future__ import annotations
@@ -10,17 +18,20 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from mailfathom.console import Console
-from mailfathom.web import api, inbox_pages, outbox_pages, pages, schedule_pages
+from mailfathom.web import api, inbox_pages, outbox_pages, pages, queue_pages, schedule_pages
+from mailfathom.web.delegated import DelegatedGuard
 from mailfathom.web.features import Features, detect_features
+from mailfathom.web.limits import BODY_SECONDS, BodyDeadline
 from mailfathom.web.render import HERE
-from mailfathom.web.security import Access, Guard
+from mailfathom.web.security import Access, Guard, SecurityHeaders, ServerErrors
+from mailfathom.web.sessions import SessionCookies, SessionStore
+from mailfathom.web.throttle import Throttle
 
 __all__ = ["Features", "create_app"]
 
@@ -31,37 +42,55 @@ def create_app(
     access: Access | None = None,
     features: Features | None = None,
     extra_routes: list[BaseRoute] | None = None,
+    body_seconds: float = BODY_SECONDS,
+    delegated_auth: bool = False,
 ) -> Starlette:
-    """The console for ``console``'s app. ``access`` defaults to an open loopback console."""
+    """The console for ``console``'s app. ``access`` defaults to an open loopback console.
+
+    Reads (or makes) the session-signing key in the database, so the database must be
+    migrated first. A request body must arrive within ``body_seconds``.
+
+    ``delegated_auth=True``: the host application authenticates (the ``auth=`` of
+    :func:`mailfathom.web.create_app`, which wraps this app), so the token guard gives
+    way to :class:`~mailfathom.web.delegated.DelegatedGuard`.
+    """
     access = access or Access.for_bind("127.0.0.1", None)
+    sessions = SessionStore(console.mf)
+    throttle = Throttle(console.now)
     routes: list[BaseRoute] = [
+        *(extra_routes or []),  # the caller's, ahead of the API's catch-all
         *api.routes,
         Route("/api/{rest:path}", api.not_found, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
         *pages.routes,
         *inbox_pages.routes,
         *outbox_pages.routes,
         *schedule_pages.routes,
-        *(extra_routes or []),
+        *queue_pages.routes,
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(
         routes=routes,
         middleware=[
+            Middleware(SecurityHeaders),
+            Middleware(ServerErrors),
+            Middleware(BodyDeadline, seconds=body_seconds),
             Middleware(
-                SessionMiddleware,
-                secret_key=access.session_secret,
-                session_cookie="mailfathom_session",
-                max_age=12 * 3600,
-                same_site="strict",
-                https_only=access.secure_cookies,
+                SessionCookies,
+                secret=sessions.secret_for(access.token),
+                protected=access.protected,
+                secure=access.secure_cookies,
             ),
-            Middleware(Guard, access=access),
+            Middleware(DelegatedGuard)
+            if delegated_auth
+            else Middleware(Guard, access=access, sessions=sessions, throttle=throttle),
         ],
         exception_handlers={HTTPException: _http_error},
         max_body_size=2_000_000,
     )
     app.state.console = console
     app.state.access = access
+    app.state.sessions = sessions
+    app.state.throttle = throttle
     app.state.features = features or detect_features(console)
     return app
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from mailfathom.errors import (
     ConfigurationError,
@@ -75,6 +76,9 @@ def form_action(handler: Callable[[Request, FormData], Response]) -> Endpoint:
 
     @wraps(handler)
     async def endpoint(request: Request) -> Response:
+        refusal = await _unreadable_form(request)
+        if refusal is not None:
+            return refusal
         form = await request.form(max_files=0, max_fields=10_000)
         check_csrf(request, form)
         try:
@@ -84,6 +88,30 @@ def form_action(handler: Callable[[Request, FormData], Response]) -> Endpoint:
 
     endpoint.checks_csrf = True  # type: ignore[attr-defined]
     return endpoint
+
+
+async def _unreadable_form(request: Request) -> Response | None:
+    """A 400 for a form that is not URL-encoded UTF-8 text; None when it is.
+
+    Starlette would quietly replace bytes that are not UTF-8 (with U+FFFD, or read them
+    as Latin-1 in a multipart form), changing what the operator typed; refuse instead.
+    """
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind == "multipart/form-data":
+        message = "send the form URL-encoded (application/x-www-form-urlencoded), as the page does"
+        return PlainTextResponse(message, status_code=415)
+    if kind != "application/x-www-form-urlencoded":
+        return None  # no form fields at all: the CSRF check refuses it
+    raw = await request.body()
+    try:
+        parse_qsl(raw.decode("utf-8"), keep_blank_values=True, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        return PlainTextResponse(
+            "refused: the form holds bytes that are not UTF-8 text; send it from the console's "
+            "own page (or encode the values as UTF-8)",
+            status_code=400,
+        )
+    return None
 
 
 def form_values(form: FormData, *names: str) -> dict[str, Any]:

@@ -16,7 +16,10 @@ from mailfathom.web.handlers import form_action, view
 from mailfathom.web.preview import preview, preview_response
 from mailfathom.web.render import flash, page
 
-__all__ = ["routes"]
+__all__ = ["INBOX_PAGE", "routes"]
+
+#: Messages listed at most (the newest); the rest stay in the Maildir.
+INBOX_PAGE = 100
 
 
 def _console(request: Request) -> Console:
@@ -26,11 +29,16 @@ def _console(request: Request) -> Console:
 
 @view
 def inbox(request: Request) -> Response:
-    """Captured messages, newest first."""
+    """The newest captured messages (headers only: the list never parses a body)."""
+    console = _console(request)
     return page(
         request,
         "inbox.html",
-        {"messages": _console(request).inbox_messages(), "refresh": True},
+        {
+            "messages": console.inbox_messages(limit=INBOX_PAGE),
+            "total": console.inbox_count(),
+            "refresh": True,
+        },
     )
 
 

@@ -65,6 +65,18 @@ def answer(description: str, schema: str) -> dict[str, Any]:
 ERRORS = {
     "400": answer("Bad input: the message says what to change; nothing changed.", "Error"),
     "401": answer("The console token is missing or wrong.", "Error"),
+    "429": {
+        **answer(
+            "Too many wrong tokens from this address: wait Retry-After seconds, then retry.",
+            "Error",
+        ),
+        "headers": {
+            "Retry-After": {
+                "description": "Seconds to wait.",
+                "schema": {"type": "integer", "minimum": 1},
+            }
+        },
+    },
     "503": answer("The database is unavailable.", "Error"),
 }
 
@@ -99,6 +111,10 @@ def operation(
             "content": {"application/json": {"schema": ref(body)}},
         }
         op["responses"]["415"] = answer("The body must be JSON.", "Error")
+        op["responses"]["408"] = {
+            "description": "The body did not arrive in time (30 s); nothing changed.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
     return op
 
 
@@ -132,7 +148,10 @@ ACTION = {
     "name": "action",
     "in": "path",
     "required": True,
-    "schema": {"type": "string", "enum": ["requeue", "drop", "release"]},
+    "schema": {
+        "type": "string",
+        "enum": ["requeue", "drop", "release", "hold", "run_now", "abort"],
+    },
 }
 
 #: Schemas every area uses.

@@ -11,6 +11,7 @@ from mailfathom.web.openapi_common import (
     ACTION,
     ID,
     JOB_ID,
+    NAME,
     TIME,
     TIME_OR_NULL,
     answer,
@@ -31,6 +32,8 @@ _OUTCOMES = [
     "ShutdownTimeout",
     "LeaseExpired",
     "UnknownKind",
+    "Aborted",
+    "Snoozed",
 ]
 
 _JOB: dict[str, Any] = {
@@ -54,6 +57,8 @@ _JOB: dict[str, Any] = {
     "created_at": TIME,
     "finished_at": TIME_OR_NULL,
     "compacted_at": TIME_OR_NULL,
+    "abort_reason": nullable("string"),
+    "snoozes": {"type": "integer", "minimum": 0},
     "held": {"type": "boolean"},
     "attempts_left": {"type": "integer", "minimum": 0},
 }
@@ -162,7 +167,7 @@ SCHEMAS: dict[str, Any] = {
     ),
     "BulkResult": object_schema(
         {
-            "action": {"type": "string", "enum": ["requeue", "drop", "release"]},
+            "action": ACTION["schema"],
             "done": {"type": "array", "items": ID},
             "refused": {
                 "type": "array",
@@ -170,6 +175,51 @@ SCHEMAS: dict[str, Any] = {
             },
         }
     ),
+    "PausedQueue": object_schema(
+        {
+            "queue": {"type": "string"},
+            "paused_at": TIME,
+            "actor": {"type": "string"},
+            "reason": nullable("string"),
+        }
+    ),
+    "Queue": object_schema(
+        {
+            "queue": {"type": "string"},
+            "pending": {"type": "integer", "minimum": 0},
+            "held": {"type": "integer", "minimum": 0},
+            "running": {"type": "integer", "minimum": 0},
+            "paused": {"anyOf": [ref("PausedQueue"), {"type": "null"}]},
+        }
+    ),
+    "QueueBulkResult": object_schema(
+        {
+            "action": {"type": "string", "enum": ["pause", "resume"]},
+            "done": {"type": "array", "items": {"type": "string"}},
+            "refused": {
+                "type": "array",
+                "items": object_schema({"queue": {"type": "string"}, "error": {"type": "string"}}),
+            },
+        }
+    ),
+    "QueueBody": {
+        "type": "object",
+        "properties": {
+            "reason": {"type": "string", "maxLength": 2000},
+            "actor": {"type": "string", "maxLength": 100},
+        },
+        "additionalProperties": False,
+    },
+    "QueueBulkBody": {
+        "type": "object",
+        "properties": {
+            "queues": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "reason": {"type": "string", "maxLength": 2000},
+            "actor": {"type": "string", "maxLength": 100},
+        },
+        "required": ["queues"],
+        "additionalProperties": False,
+    },
     "JobFilter": {
         "type": "object",
         "properties": {
@@ -259,7 +309,8 @@ PATHS: dict[str, Any] = {
     },
     "/api/jobs/{job_id}/{action}": {
         "post": operation(
-            "Requeue or drop a dead letter, or release (run) a held job; audited",
+            "Requeue or drop a dead letter, release (run) a held job, hold a Pending job, "
+            "run a delayed one now, or abort a Claimed one; audited",
             answer("The job afterwards", "Job"),
             params=[JOB_ID, ACTION],
             body="ActionBody",
@@ -274,6 +325,58 @@ PATHS: dict[str, Any] = {
             params=[ACTION],
             body="BulkBody",
             operation_id="bulkAction",
+        )
+    },
+    "/api/queues": {
+        "get": operation(
+            "Every queue with unfinished jobs or a pause",
+            {
+                "description": "Queues by name",
+                "content": {
+                    "application/json": {
+                        "schema": object_schema(
+                            {"queues": {"type": "array", "items": ref("Queue")}}
+                        )
+                    }
+                },
+            },
+            operation_id="queues",
+        )
+    },
+    "/api/queues/{name}/pause": {
+        "post": operation(
+            "Pause a queue fleet-wide: no worker claims from it; enqueue goes on; audited",
+            answer("The pause", "PausedQueue"),
+            params=[NAME],
+            body="QueueBody",
+            errors=("409",),
+            operation_id="pauseQueue",
+        )
+    },
+    "/api/queues/{name}/resume": {
+        "post": operation(
+            "Resume a paused queue (idle workers are woken); audited",
+            answer("The pause it ended", "PausedQueue"),
+            params=[NAME],
+            body="QueueBody",
+            errors=("409",),
+            operation_id="resumeQueue",
+        )
+    },
+    "/api/queues/bulk/{action}": {
+        "post": operation(
+            "Pause or resume several queues, each audited",
+            answer("What was done and what was refused", "QueueBulkResult"),
+            params=[
+                {
+                    "name": "action",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string", "enum": ["pause", "resume"]},
+                }
+            ],
+            body="QueueBulkBody",
+            operation_id="bulkQueues",
         )
     },
     "/api/kinds": {

@@ -58,6 +58,7 @@ SCHEMAS: dict[str, Any] = {
             "reply_code": nullable("integer"),
             "reply_text": nullable("string"),
             "reason": nullable("string"),
+            "expires_at": TIME_OR_NULL,
         }
     ),
     "EmailPage": object_schema(

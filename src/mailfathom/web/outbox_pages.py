@@ -15,7 +15,7 @@ from mailfathom.console import Console
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import InvalidInput
 from mailfathom.web.handlers import form_action, form_values, view
-from mailfathom.web.params import is_whole_number
+from mailfathom.web.params import paging_id
 from mailfathom.web.preview import preview, preview_response
 from mailfathom.web.render import flash, operator, page
 
@@ -54,10 +54,7 @@ def outbox(request: Request) -> Response:
     """Records newest first, by stage, paged by id."""
     console = _console(request)
     stage = request.query_params.get("stage") or None
-    raw_before = request.query_params.get("before") or ""
-    if raw_before and not is_whole_number(raw_before):
-        raise InvalidInput(f"before must be a positive whole number, not {raw_before!r}")
-    before = int(raw_before) if raw_before else None
+    before = paging_id(request.query_params.get("before"), "before")
     found = console.outbox(stage, before_id=before, limit=50)
     return page(
         request,
@@ -99,10 +96,7 @@ def email_preview(request: Request) -> Response:
 @view
 def unknown(request: Request) -> Response:
     """Unknown outcomes, oldest first, 50 a page, each with its Resolve button."""
-    raw_after = request.query_params.get("after") or ""
-    if raw_after and not is_whole_number(raw_after):
-        raise InvalidInput(f"after must be a positive whole number, not {raw_after!r}")
-    after = int(raw_after) if raw_after else None
+    after = paging_id(request.query_params.get("after"), "after")
     found = _console(request).unknown_outcomes(after_id=after, limit=50)
     return page(
         request,
@@ -180,12 +174,12 @@ routes = [
     Route("/outbox", outbox, name="outbox"),
     Route("/outbox/test-email", send_test_email, methods=["POST"], name="test_email"),
     Route("/outbox/unknown", unknown, name="unknown"),
-    Route("/outbox/{email_id:int}", email_detail, name="email"),
-    Route("/outbox/{email_id:int}/preview", email_preview, name="email_preview"),
-    Route("/outbox/{email_id:int}/resolve", resolve_form, name="resolve_form"),
-    Route("/outbox/{email_id:int}/resolve", resolve, methods=["POST"], name="resolve"),
-    Route("/outbox/{email_id:int}/cancel", confirm, name="confirm_cancel"),
-    Route("/outbox/{email_id:int}/cancel", cancel, methods=["POST"], name="cancel"),
-    Route("/outbox/{email_id:int}/record-again", confirm, name="confirm_record_again"),
-    Route("/outbox/{email_id:int}/record-again", record_again, methods=["POST"], name="again"),
+    Route("/outbox/{email_id:id}", email_detail, name="email"),
+    Route("/outbox/{email_id:id}/preview", email_preview, name="email_preview"),
+    Route("/outbox/{email_id:id}/resolve", resolve_form, name="resolve_form"),
+    Route("/outbox/{email_id:id}/resolve", resolve, methods=["POST"], name="resolve"),
+    Route("/outbox/{email_id:id}/cancel", confirm, name="confirm_cancel"),
+    Route("/outbox/{email_id:id}/cancel", cancel, methods=["POST"], name="cancel"),
+    Route("/outbox/{email_id:id}/record-again", confirm, name="confirm_record_again"),
+    Route("/outbox/{email_id:id}/record-again", record_again, methods=["POST"], name="again"),
 ]

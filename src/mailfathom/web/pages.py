@@ -8,20 +8,21 @@ POST that does it.
 
 from __future__ import annotations
 
-import json
-
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from mailfathom.console import ACTIONS, Console, JobQuery
+from mailfathom.console.serialize import pretty_json
 from mailfathom.console.service import parse_instant
 from mailfathom.errors import InvalidInput
 from mailfathom.web.chart import SERIES, throughput_chart
 from mailfathom.web.handlers import form_action, form_values, view
 from mailfathom.web.params import is_whole_number
 from mailfathom.web.render import flash, operator, page
+from mailfathom.web.security import token_matches
+from mailfathom.web.throttle import client_address, log_refusal
 
 __all__ = ["routes"]
 
@@ -32,8 +33,26 @@ ATTENTION_LINKS = {
     "held": "/jobs?state=Held",
     "unknown_outcomes": "/outbox/unknown",
     "dead_workers": "/workers",
+    "paused_queues": "/queues",
 }
-_PAST = {"requeue": "requeued", "drop": "dropped", "release": "released (it runs now)"}
+_PAST = {
+    "requeue": "requeued",
+    "drop": "dropped",
+    "release": "released (it runs now)",
+    "hold": "held (no worker takes it until it is released)",
+    "run_now": "made due now",
+    "abort": "asked to abort (its worker stops it at its next heartbeat)",
+}
+#: Each action's button label.
+LABELS = {
+    "requeue": "Requeue",
+    "drop": "Drop",
+    "release": "Run",
+    "hold": "Hold",
+    "run_now": "Run now",
+    "abort": "Abort",
+}
+_PRIORITY_DIGITS = 10  # a 32-bit integer; longer text is refused before int() reads it
 
 
 def _console(request: Request) -> Console:
@@ -48,15 +67,16 @@ def _query(request: Request) -> JobQuery:
 def _positive(text: str | None, what: str) -> int | None:
     if text is None or text == "":
         return None
-    if not is_whole_number(text) or not 1 <= int(text) < 2**63:
-        raise InvalidInput(f"{what} must be a positive whole number, not {text!r}")
+    if not is_whole_number(text) or len(text) > 19 or not 1 <= int(text) < 2**63:
+        shown = text if len(text) <= 40 else text[:40] + "…"
+        raise InvalidInput(f"{what} must be a positive whole number below 2**63, not {shown!r}")
     return int(text)
 
 
 def _action_name(request: Request) -> str:
     action = str(request.path_params["action"])
     if action not in ACTIONS:
-        raise InvalidInput(f"unknown action {action!r}: use requeue, drop or release")
+        raise InvalidInput(f"unknown action {action!r}: use {', '.join(ACTIONS)}")
     return action
 
 
@@ -106,7 +126,7 @@ def job_detail(request: Request) -> Response:
     job_id = _positive(str(request.path_params["job_id"]), "job id")
     assert job_id is not None
     detail = _console(request).job(job_id)
-    payload = json.dumps(detail.job.payload, indent=2, ensure_ascii=False, sort_keys=True)
+    payload = pretty_json(detail.job.payload)
     return page(request, "job.html", {"detail": detail, "job": detail.job, "payload": payload})
 
 
@@ -117,7 +137,7 @@ def confirm_action(request: Request) -> Response:
     assert job_id is not None
     action = _action_name(request)
     job = _console(request).mf.jobs.get(job_id)
-    return page(request, "confirm.html", {"job": job, "action": action})
+    return page(request, "confirm.html", {"job": job, "action": action, "labels": LABELS})
 
 
 @form_action
@@ -135,7 +155,7 @@ def do_action(request: Request, form: FormData) -> Response:
 def _bulk_targets(request: Request, values: dict[str, str | None], ids: list[str]) -> list[int]:
     action = values["action"] or ""
     if action not in ACTIONS:
-        raise InvalidInput(f"unknown bulk action {action!r}: use requeue, drop or release")
+        raise InvalidInput(f"unknown bulk action {action!r}: use {', '.join(ACTIONS)}")
     if values.get("scope") == "matching":
         query = JobQuery.parse({name: values.get(name) for name in _FILTERS})
         return _console(request).matching_ids(action, query)
@@ -191,8 +211,10 @@ def create_job(request: Request, form: FormData) -> Response:
     values = form_values(form, "kind", "payload", "queue", "priority", "run_at")
     try:
         priority_text = (values["priority"] or "0").strip()
-        if not is_whole_number(priority_text.removeprefix("-")):
-            raise InvalidInput(f"priority must be a whole number, not {priority_text!r}")
+        digits = priority_text.removeprefix("-")
+        if not is_whole_number(digits) or len(digits) > _PRIORITY_DIGITS:
+            shown = priority_text if len(priority_text) <= 40 else priority_text[:40] + "…"
+            raise InvalidInput(f"priority must be a whole number (32-bit), not {shown!r}")
         run_at = (values["run_at"] or "").strip()
         job = console.create_job(
             (values["kind"] or "").strip(),
@@ -239,30 +261,52 @@ def login_form(request: Request) -> Response:
 
 @form_action
 def login(request: Request, form: FormData) -> Response:
-    """Check the token; start an authenticated session (a fresh one, against fixation)."""
-    from mailfathom.web.security import token_matches
+    """Check the token; start a new server-side session (a fresh cookie, against fixation).
 
+    Failed attempts are counted per client address: past a few, the address waits
+    (429 with ``Retry-After``), right token or not.
+    """
     values = form_values(form, "token", "name", "next")
     target = _next_target(values["next"])
     access = request.app.state.access
     if not access.protected:
         return RedirectResponse(target, status_code=303)
+    throttle = request.app.state.throttle
+    address = client_address(request)
+    wait = throttle.retry_after(address)
+    if wait is not None:
+        message = f"Too many failed logins from {address}: wait {wait} s, then try again."
+        log_refusal(request, "throttled", message, retry_after=wait)
+        response = page(request, "login.html", {"next": target, "error": message}, status_code=429)
+        response.headers["retry-after"] = str(wait)
+        return response
     if not token_matches(access.token, values["token"]):
+        throttle.failed(address)
+        log_refusal(request, "login_failed", "the login form was given a wrong token")
         return page(
             request,
             "login.html",
             {"next": target, "error": "That is not the console token: check MAILFATHOM_WEB_TOKEN."},
             status_code=401,
         )
+    throttle.succeeded(address)
     name = "".join(ch for ch in (values["name"] or "").strip() if ch.isprintable())[:60]
+    sessions = request.app.state.sessions
+    previous = request.session.get("sid")
+    if isinstance(previous, str):  # logging in again ends the session it replaces
+        sessions.end(previous)
+    session_id = sessions.start(name)
     request.session.clear()
-    request.session.update({"auth": True, "operator": name or "operator"})
+    request.session["sid"] = session_id
     return RedirectResponse(target, status_code=303)
 
 
 @form_action
 def logout(request: Request, form: FormData) -> Response:
-    """End the session."""
+    """End the session on the server (every copy of its cookie stops working)."""
+    session_id = request.session.get("sid")
+    if isinstance(session_id, str):
+        request.app.state.sessions.end(session_id)
     request.session.clear()
     target = "/login" if request.app.state.access.protected else "/"
     return RedirectResponse(target, status_code=303)
@@ -275,9 +319,9 @@ routes = [
     Route("/jobs/new", create_job, methods=["POST"], name="create_job"),
     Route("/jobs/bulk", bulk_confirm, name="bulk_confirm"),
     Route("/jobs/bulk", bulk_do, methods=["POST"], name="bulk_do"),
-    Route("/jobs/{job_id:int}", job_detail, name="job"),
-    Route("/jobs/{job_id:int}/{action}", confirm_action, name="confirm_action"),
-    Route("/jobs/{job_id:int}/{action}", do_action, methods=["POST"], name="do_action"),
+    Route("/jobs/{job_id:id}", job_detail, name="job"),
+    Route("/jobs/{job_id:id}/{action}", confirm_action, name="confirm_action"),
+    Route("/jobs/{job_id:id}/{action}", do_action, methods=["POST"], name="do_action"),
     Route("/audit", audit_log, name="audit"),
     Route("/login", login_form, name="login_form"),
     Route("/login", login, methods=["POST"], name="login"),

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import email
 import email.policy
+import re
 from dataclasses import dataclass
 from email.message import EmailMessage
+from email.parser import BytesHeaderParser
 
 import nh3
 from starlette.responses import Response
 
-__all__ = ["PREVIEW_POLICY", "Preview", "preview", "preview_response"]
+__all__ = ["MAX_MULTIPARTS", "PREVIEW_POLICY", "Preview", "preview", "preview_response"]
 
 PREVIEW_POLICY = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; "
@@ -34,6 +36,9 @@ _ATTRIBUTES: dict[str, set[str]] = {
     "font": {"color", "face", "size"},
 }
 _TAGS = set(nh3.ALLOWED_TAGS) | {"font"}
+#: More multipart containers than this and the message is shown by its headers alone.
+MAX_MULTIPARTS = 100
+_MULTIPART = re.compile(rb"^content-type:[ \t]*multipart/", re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +48,8 @@ class Preview:
     headers: list[tuple[str, str]]
     text: str | None
     html: str | None
+    #: Why the message could not be shown (too deeply nested, broken), else None.
+    problem: str | None = None
 
 
 def sanitize_html(html: str) -> str:
@@ -57,11 +64,36 @@ def sanitize_html(html: str) -> str:
 
 
 def preview(raw: bytes) -> Preview:
-    """Parse ``raw`` and pick its plain-text and (sanitised) HTML bodies."""
-    message = email.message_from_bytes(raw, policy=email.policy.default)
-    assert isinstance(message, EmailMessage)
-    headers = [(name, str(value)) for name, value in message.items()]
-    return Preview(headers=headers, text=_body(message, "plain"), html=_html(message))
+    """Parse ``raw`` and pick its plain-text and (sanitised) HTML bodies.
+
+    Fails soft: a message the parser cannot follow (MIME nested deeper than Python's
+    recursion limit, a part that breaks the parser) is shown by its headers alone,
+    with the reason, and its source stays available.
+    """
+    if len(_MULTIPART.findall(raw)) > MAX_MULTIPARTS:  # a cheap look before a costly parse
+        problem = (
+            f"it has more than {MAX_MULTIPARTS} multipart parts: its MIME parts are nested "
+            "too deeply (or are too many) to follow"
+        )
+        return Preview(headers=_headers_only(raw), text=None, html=None, problem=problem)
+    try:
+        message = email.message_from_bytes(raw, policy=email.policy.default)
+        assert isinstance(message, EmailMessage)
+        headers = [(name, str(value)) for name, value in message.items()]
+        return Preview(headers=headers, text=_body(message, "plain"), html=_html(message))
+    except RecursionError:
+        problem = "its MIME parts are nested too deeply to follow"
+    except Exception as exc:  # a hostile message must not break the page
+        problem = f"the email parser failed on it ({type(exc).__name__})"
+    return Preview(headers=_headers_only(raw), text=None, html=None, problem=problem)
+
+
+def _headers_only(raw: bytes) -> list[tuple[str, str]]:
+    try:
+        head = BytesHeaderParser(policy=email.policy.default).parsebytes(raw)
+        return [(name, str(value)) for name, value in head.items()]
+    except Exception:  # fail soft: no headers rather than no page
+        return []
 
 
 def _body(message: EmailMessage, subtype: str) -> str | None:

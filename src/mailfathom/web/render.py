@@ -20,9 +20,13 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from mailfathom.console.query import JobQuery
-from mailfathom.web.security import CSRF_FIELD, csrf_token
+from mailfathom.web.delegated import user_of
+from mailfathom.web.security import CSRF_FIELD, csrf_token, logged_in
 
-__all__ = ["flash", "operator", "page", "templates"]
+__all__ = ["ANONYMOUS", "flash", "operator", "page", "templates"]
+
+#: The stored operator name of a login that gave none.
+ANONYMOUS = ""
 
 HERE = Path(__file__).parent
 _STATE_CLASS = {
@@ -81,9 +85,22 @@ templates = Jinja2Templates(env=_environment())
 
 
 def operator(request: Request) -> str:
-    """Who acts in this session, for the audit trail: ``web:<name>``."""
-    name = request.session.get("operator")
-    return f"web:{name}" if isinstance(name, str) and name else "web:console"
+    """Who acts in this session, for the audit trail.
+
+    ``web:<name>`` when the host application's ``auth=`` said who this is;
+    ``web:console`` on an open loopback console. Behind a token, everyone holds the
+    same token, so the name typed at login is only what the operator said it was:
+    ``web:<name> (self-declared)`` (``web:operator`` when no name was given).
+    """
+    user = user_of(request)
+    if user is not None:
+        return f"web:{user.name}"
+    found = logged_in(request)
+    if found is None:
+        return "web:console"
+    if found.operator == ANONYMOUS:
+        return "web:operator"
+    return f"web:{found.operator} (self-declared)"
 
 
 def flash(request: Request, message: str) -> None:
@@ -105,6 +122,7 @@ def page(
         "csrf_field": CSRF_FIELD,
         "csrf_token": csrf_token(request.session),
         "operator": operator(request),
+        "logged_in": logged_in(request) is not None,
         "protected": state.access.protected,
         "features": state.features,
         "flash": request.session.pop("flash", None),

@@ -7,45 +7,62 @@ Internal. The rules:
   it under another name).
 * With a token (``MAILFATHOM_WEB_TOKEN``) every page and API call needs it: the
   API as ``Authorization: Bearer <token>``, browsers through the login form,
-  which sets a signed session cookie (``SameSite=Strict``, ``HttpOnly``).
+  which starts a server-side session (:mod:`mailfathom.web.sessions`). A weak
+  token is refused at start (:func:`check_token`); wrong tokens and logins back
+  off per client address and every refusal is logged (:mod:`mailfathom.web.throttle`).
 * Every state-changing form carries the session's CSRF token
   (:func:`check_csrf`); a state-changing API call must send JSON (a cross-site
   HTML form cannot); any unsafe request whose ``Origin`` is another site is refused.
-* Every response carries a strict Content-Security-Policy and no-sniff,
-  same-origin-referrer and no-framing headers.
+* Every response, a 500 from :class:`ServerErrors` included, carries a strict
+  Content-Security-Policy and no-sniff, same-origin-referrer and no-framing
+  headers (:class:`SecurityHeaders`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import ipaddress
 import json
+import logging
+import math
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mailfathom.errors import ConfigurationError
+from mailfathom.web.sessions import LOGGED_IN, LoggedIn, SessionStore
+from mailfathom.web.throttle import Throttle, client_address, log_refusal
 
 __all__ = [
     "CSRF_FIELD",
+    "MAKE_TOKEN",
     "Access",
     "Guard",
+    "SecurityHeaders",
+    "ServerErrors",
     "check_csrf",
+    "check_token",
     "csrf_token",
     "is_loopback",
+    "logged_in",
+    "token_bits",
     "token_matches",
 ]
 
 CSRF_FIELD = "csrf_token"
-MIN_TOKEN_LENGTH = 16
+#: The command that makes a good token, quoted in every refusal.
+MAKE_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'  # noqa: S105
+MIN_TOKEN_BITS = 128
+MIN_DISTINCT = 8
+error_log = logging.getLogger("mailfathom.web")
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 _PUBLIC_PREFIXES = ("/static/",)
 _PUBLIC_PATHS = {"/login"}
@@ -69,40 +86,74 @@ def is_loopback(host: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Access:
-    """The console's access rules: the token (if any) and the session signing secret."""
+    """The console's access rules: the token (if any) and whether cookies are ``Secure``."""
 
     token: str | None
-    session_secret: str
     #: The session cookie is ``Secure`` (HTTPS only): the console is served behind TLS.
     secure_cookies: bool = False
 
     @classmethod
     def for_bind(cls, host: str, token: str | None, *, secure_cookies: bool = False) -> Access:
-        """Rules for a console bound to ``host``; refuses a non-loopback bind without a token."""
+        """Rules for a console bound to ``host``; refuses a non-loopback bind without a token,
+        and a weak token anywhere (:func:`check_token`)."""
         token = token or None
         if token is None and not is_loopback(host):
             raise ConfigurationError(
                 f"refusing to serve the console on {host}, which is not a loopback address, "
-                "without a token: set MAILFATHOM_WEB_TOKEN (or --token) to a long random "
-                "secret, or bind 127.0.0.1"
+                "without a token: set MAILFATHOM_WEB_TOKEN (or --token-file) to a long random "
+                f"secret ({MAKE_TOKEN}), or bind 127.0.0.1"
             )
-        if token is not None and len(token) < MIN_TOKEN_LENGTH:
-            raise ConfigurationError(
-                f"the console token is {len(token)} characters: use at least "
-                f"{MIN_TOKEN_LENGTH} random characters (python -c 'import secrets; "
-                "print(secrets.token_urlsafe(32))')"
-            )
-        if token is None:
-            secret = secrets.token_urlsafe(32)
-        else:  # stable across restarts and processes; a new token ends every session
-            mac = hmac.new(token.encode(), b"mailfathom console session", hashlib.sha256)
-            secret = mac.hexdigest()
-        return cls(token=token, session_secret=secret, secure_cookies=secure_cookies)
+        if token is not None:
+            check_token(token)
+        return cls(token=token, secure_cookies=secure_cookies)
 
     @property
     def protected(self) -> bool:
         """True when a token is required."""
         return self.token is not None
+
+
+def token_bits(token: str) -> float:
+    """A simple estimate of a token's strength: length * log2(size of the alphabet it uses).
+
+    The alphabet is the sum of the classes the token draws from (26 lower-case letters,
+    26 upper-case, 10 digits, 33 others). ``secrets.token_urlsafe(32)`` scores about 256.
+    """
+    pool = sum(
+        size
+        for present, size in (
+            (any(c.islower() for c in token), 26),
+            (any(c.isupper() for c in token), 26),
+            (any(c.isdigit() for c in token), 10),
+            (any(not c.isalnum() for c in token), 33),
+        )
+        if present
+    )
+    return len(token) * math.log2(pool) if pool > 1 else 0.0
+
+
+def check_token(token: str) -> None:
+    """Refuse a console token that is easy to guess, saying how to make a good one.
+
+    Refused: any whitespace (it is lost or added too easily), fewer than
+    :data:`MIN_DISTINCT` different characters (``aaaa…``, ``abab…``), or fewer than
+    :data:`MIN_TOKEN_BITS` bits by :func:`token_bits`.
+    """
+    problem = None
+    if any(c.isspace() for c in token):
+        problem = "contains whitespace"
+    elif len(set(token)) < MIN_DISTINCT:
+        problem = f"uses only {len(set(token))} different characters"
+    elif token_bits(token) < MIN_TOKEN_BITS:
+        problem = (
+            f"is too easy to guess ({len(token)} characters, about {token_bits(token):.0f} "
+            f"bits; at least {MIN_TOKEN_BITS} are needed)"
+        )
+    if problem is not None:
+        raise ConfigurationError(
+            f"the console token {problem}: make a random one with {MAKE_TOKEN} and put it "
+            "in MAILFATHOM_WEB_TOKEN or a file named by --token-file"
+        )
 
 
 def token_matches(expected: str | None, given: str | None) -> bool:
@@ -122,23 +173,35 @@ def csrf_token(session: dict[str, Any]) -> str:
 
 
 def check_csrf(request: Request, form: Mapping[str, Any]) -> None:
-    """Refuse (403) a form whose CSRF token is missing or is not this session's."""
+    """Refuse (403, logged) a form whose CSRF token is missing or is not this session's."""
     given = form.get(CSRF_FIELD)
     expected = request.session.get("csrf")
     if not isinstance(given, str) or not isinstance(expected, str) or not given:
-        raise HTTPException(403, "refused: this form has no CSRF token; reload the page and retry")
-    if not hmac.compare_digest(given.encode(), expected.encode()):
-        raise HTTPException(
-            403, "refused: this form's CSRF token is not this session's; reload the page and retry"
-        )
+        message = "refused: this form has no CSRF token; reload the page and retry"
+    elif not hmac.compare_digest(given.encode(), expected.encode()):
+        message = "refused: this form's CSRF token is not this session's; reload the page and retry"
+    else:
+        return
+    log_refusal(request, "csrf", message)
+    raise HTTPException(403, message)
+
+
+def logged_in(request: HTTPConnection) -> LoggedIn | None:
+    """This request's live browser session, as the guard found it (None when there is none)."""
+    found = request.scope.get(LOGGED_IN)
+    return found if isinstance(found, LoggedIn) else None
 
 
 class Guard:
     """ASGI middleware (inside the session middleware) enforcing the rules above."""
 
-    def __init__(self, app: ASGIApp, access: Access) -> None:
+    def __init__(
+        self, app: ASGIApp, access: Access, sessions: SessionStore, throttle: Throttle
+    ) -> None:
         self.app = app
         self.access = access
+        self.sessions = sessions
+        self.throttle = throttle
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -146,23 +209,25 @@ class Guard:
             return
         request = Request(scope)
         csrf_token(scope["session"])
-        refusal = self._refusal(request)
+        refusal = await self._refusal(request)
         if refusal is not None:
-            await refusal(scope, receive, _with_headers(send))
+            await refusal(scope, receive, send)
             return
-        await self.app(scope, receive, _with_headers(send))
+        await self.app(scope, receive, send)
 
-    def _refusal(self, request: Request) -> ASGIApp | None:
+    async def _refusal(self, request: Request) -> ASGIApp | None:
         host = request.headers.get("host", "")
         if not self.access.protected and not is_loopback(_hostname(host)):
-            return _plain(
-                421, f"refused: this console answers only to loopback names, not {host!r}"
-            )
+            message = f"refused: this console answers only to loopback names, not {host!r}"
+            log_refusal(request, "host", message, host=host)
+            return _plain(421, message)
         api = request.url.path.startswith("/api/") or request.url.path == "/api"
         if request.method in _UNSAFE:
             origin = request.headers.get("origin")
             if origin and _hostport(origin) != host.lower():
-                return _plain(403, "refused: a state-changing request from another site")
+                message = "refused: a state-changing request from another site"
+                log_refusal(request, "origin", message, origin=origin)
+                return _plain(403, message)
             if api and not _is_json(request.headers):
                 return _json(
                     415,
@@ -172,25 +237,95 @@ class Guard:
         if not self.access.protected or self._public(request.url.path):
             return None
         if api:
-            scheme, _, given = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() == "bearer" and token_matches(self.access.token, given.strip()):
+            return self._bearer(request)
+        session_id = request.session.get("sid")
+        if isinstance(session_id, str):
+            found = await run_in_threadpool(self.sessions.check, session_id)
+            if found is not None:
+                request.scope[LOGGED_IN] = found
                 return None
-            return _json(
-                401,
-                "Unauthorized",
-                "send the console token as 'Authorization: Bearer <token>'",
-                {"www-authenticate": 'Bearer realm="mailfathom"'},
-            )
-        if request.session.get("auth") is True:
-            return None
         if request.method == "GET":
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return _redirect(f"/login?next={quote(target, safe='')}")
         return _plain(401, "refused: log in first")
 
+    def _bearer(self, request: Request) -> ASGIApp | None:
+        given = request.headers.get("authorization")
+        address = client_address(request)
+        wait = self.throttle.retry_after(address)
+        if wait is not None:
+            message = f"too many failed attempts from {address}: retry in {wait} s"
+            log_refusal(request, "throttled", message, retry_after=wait)
+            return _json(429, "TooManyRequests", message, {"retry-after": str(wait)})
+        scheme, _, presented = (given or "").partition(" ")
+        if scheme.lower() == "bearer" and token_matches(self.access.token, presented.strip()):
+            self.throttle.succeeded(address)
+            return None
+        if given is not None:
+            self.throttle.failed(address)
+            log_refusal(request, "bad_token", "the bearer token is not the console token")
+        return _json(
+            401,
+            "Unauthorized",
+            "send the console token as 'Authorization: Bearer <token>'",
+            {"www-authenticate": 'Bearer realm="mailfathom"'},
+        )
+
     @staticmethod
     def _public(path: str) -> bool:
         return path in _PUBLIC_PATHS or path.startswith(_PUBLIC_PREFIXES)
+
+
+class SecurityHeaders:
+    """ASGI middleware (the outermost of ours) adding the security headers to every response,
+    the error pages of :class:`ServerErrors` included."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        await self.app(scope, receive, _with_headers(send))
+
+
+class ServerErrors:
+    """ASGI middleware (inside :class:`SecurityHeaders`): an unexpected exception becomes a
+    plain 500 (JSON under ``/api``) that says what to do, and a logged traceback."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sender(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sender)
+        except Exception:
+            if started:
+                raise
+            error_log.exception(
+                "the console failed on %s %s", scope.get("method"), scope["path"][:200]
+            )
+            message = (
+                "the console failed unexpectedly: its log has the traceback; retry, or report it"
+            )
+            path: str = scope["path"]
+            if path == "/api" or path.startswith("/api/"):
+                response = _json(500, "InternalError", message)
+            else:
+                response = _plain(500, message)
+            await response(scope, receive, send)
 
 
 def _with_headers(send: Send) -> Send:

@@ -16,6 +16,7 @@ from mailfathom.console import Console
 from mailfathom.devmail import Inbox
 from mailfathom.web.app import create_app
 from mailfathom.web.features import Features
+from mailfathom.web.limits import server_config
 from mailfathom.web.security import Access
 
 if TYPE_CHECKING:
@@ -50,15 +51,8 @@ def console_url(host: str, port: int) -> str:
 
 
 def serve(app: Starlette, *, host: str, port: int, log_level: str = "warning") -> None:
-    """Run the console until SIGINT / SIGTERM."""
+    """Run the console until SIGINT / SIGTERM, with :func:`~mailfathom.web.limits.server_config`'s
+    limits (off loopback, put a reverse proxy in front: docs/console.md)."""
     logging.getLogger("uvicorn.error").setLevel(log_level.upper())
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level=log_level,
-        access_log=False,
-        server_header=False,
-        proxy_headers=False,
-    )
+    config = server_config(app, host=host, port=port, log_level=log_level)
     uvicorn.Server(config).run()

@@ -55,37 +55,45 @@ SELECT * FROM mf_jobs WHERE id = %(id)s;
 -- Expired means it ended at least the clock-skew margin ago (lease_cutoff is now minus
 -- clock_skew), so a reaper whose clock runs ahead of the claimer's takes no healthy job.
 -- Rows another transaction holds (being finished, or reaped by another worker) are skipped.
+-- A job an operator asked to abort is dead-lettered as permanent instead, whatever attempts
+-- it has left: the abort takes effect even though its worker is gone.
 WITH expired AS MATERIALIZED (
     SELECT id FROM mf_jobs
     WHERE state = 'Claimed' AND lease_expires_at <= %(lease_cutoff)s
     FOR UPDATE SKIP LOCKED
 )
 UPDATE mf_jobs
-SET state = CASE WHEN attempts - attempt_base >= max_attempts THEN 'DeadLettered' ELSE 'Pending' END,
+SET state = CASE WHEN abort_reason IS NOT NULL OR attempts - attempt_base >= max_attempts
+                 THEN 'DeadLettered' ELSE 'Pending' END,
     available_at = %(now)s,
-    finished_at = CASE WHEN attempts - attempt_base >= max_attempts THEN %(now)s END,
-    failure_class = 'Transient',
-    failure_reason = 'lease expired: worker ' || lease_owner || ' stopped renewing it',
+    finished_at = CASE WHEN abort_reason IS NOT NULL OR attempts - attempt_base >= max_attempts
+                       THEN %(now)s END,
+    failure_class = CASE WHEN abort_reason IS NOT NULL THEN 'Permanent' ELSE 'Transient' END,
+    failure_reason = coalesce(abort_reason || ' (its worker ' || lease_owner || ' was gone)',
+                              'lease expired: worker ' || lease_owner || ' stopped renewing it'),
     lease_owner = NULL,
     lease_expires_at = NULL
 FROM expired
 WHERE mf_jobs.id = expired.id
-RETURNING mf_jobs.id, attempts, state, claimed_by, claimed_at, failure_reason;
+RETURNING mf_jobs.id, attempts, state, claimed_by, claimed_at, failure_class, failure_reason,
+          abort_reason;
 
 -- name: claim_jobs
 -- One statement: the due jobs in claim order, leased to %(owner)s, each attempt counted.
 -- The MATERIALIZED CTE picks and locks the rows exactly once (a sub-select could be
 -- re-run by the planner); rows other claimers hold are skipped, never waited for.
+-- Jobs of paused queues are skipped (a hashed lookup in the tiny paused set).
 WITH due AS MATERIALIZED (
     SELECT id FROM mf_jobs
     WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= %(now)s
+      AND queue NOT IN (SELECT queue FROM mf_paused_queues)
     ORDER BY priority DESC, available_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
 UPDATE mf_jobs
 SET state = 'Claimed', lease_owner = %(owner)s, lease_expires_at = %(lease_until)s,
-    claimed_by = %(owner)s, claimed_at = %(now)s, attempts = attempts + 1
+    claimed_by = %(owner)s, claimed_at = %(now)s, attempts = attempts + 1, abort_reason = NULL
 FROM due
 WHERE mf_jobs.id = due.id
 RETURNING mf_jobs.*;
@@ -93,11 +101,12 @@ RETURNING mf_jobs.*;
 -- name: claim_jobs_in_queues
 -- As claim_jobs, restricted to the queues in the JSON array %(queues)s. Each queue is read
 -- through its own ordered range of mf_jobs_queue_claimable (so a backlog in another queue
--- costs nothing), up to %(limit)s rows each, then the best %(limit)s overall are leased.
+-- costs nothing; a paused queue is left out), up to %(limit)s rows each, then the best %(limit)s overall are leased.
 -- The few extra rows locked per queue stay locked only until this transaction commits.
 WITH due AS MATERIALIZED (
     SELECT picked.id
-    FROM (SELECT DISTINCT jsonb_array_elements_text(%(queues)s::jsonb)) AS wanted (queue)
+    FROM (SELECT DISTINCT jsonb_array_elements_text(%(queues)s::jsonb)
+          EXCEPT SELECT queue FROM mf_paused_queues) AS wanted (queue)
     CROSS JOIN LATERAL (
         SELECT id, priority, available_at FROM mf_jobs
         WHERE queue = wanted.queue
@@ -111,13 +120,14 @@ WITH due AS MATERIALIZED (
 )
 UPDATE mf_jobs
 SET state = 'Claimed', lease_owner = %(owner)s, lease_expires_at = %(lease_until)s,
-    claimed_by = %(owner)s, claimed_at = %(now)s, attempts = attempts + 1
+    claimed_by = %(owner)s, claimed_at = %(now)s, attempts = attempts + 1, abort_reason = NULL
 FROM due
 WHERE mf_jobs.id = due.id
 RETURNING mf_jobs.*;
 
 -- name: extend_leases
--- Renews the leases %(owner)s still holds; returns the ids it still holds. A lease only
+-- Renews the leases %(owner)s still holds; returns the ids it still holds, each with the
+-- operator's abort request if there is one (the worker learns of it in the same trip). A lease only
 -- grows: a renewal from a clock stepped backwards never shortens it. A row locked
 -- by another transaction is being finished or reaped right now: it is skipped (not
 -- renewed, not returned) rather than waited for, so a heartbeat never deadlocks with
@@ -132,7 +142,7 @@ WITH mine AS MATERIALIZED (
 UPDATE mf_jobs SET lease_expires_at = GREATEST(lease_expires_at, %(lease_until)s)
 FROM mine
 WHERE mf_jobs.id = mine.id
-RETURNING mf_jobs.id;
+RETURNING mf_jobs.id, mf_jobs.abort_reason;
 
 -- name: release_unstarted
 -- Jobs %(owner)s claimed (ahead of its free slots) and never started: Pending again, due
@@ -164,6 +174,15 @@ SET state = 'Pending', available_at = %(retry_at)s, lease_owner = NULL, lease_ex
 WHERE id = %(id)s AND attempts = %(attempt)s AND state = 'Claimed' AND lease_owner = %(owner)s
 RETURNING id;
 
+-- name: snooze_job
+-- The handler snoozed: Pending again at %(retry_at)s, the attempt given back (attempt_base
+-- grows with attempts, so attempt numbers stay unique and the budget is untouched).
+UPDATE mf_jobs
+SET state = 'Pending', available_at = %(retry_at)s, lease_owner = NULL, lease_expires_at = NULL,
+    attempt_base = attempt_base + 1, snoozes = snoozes + 1
+WHERE id = %(id)s AND attempts = %(attempt)s AND state = 'Claimed' AND lease_owner = %(owner)s
+RETURNING id;
+
 -- name: dead_letter_job
 UPDATE mf_jobs
 SET state = 'DeadLettered', finished_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL,
@@ -184,7 +203,8 @@ SELECT * FROM mf_job_attempts WHERE job_id = %(id)s ORDER BY attempt;
 -- Operator: a dead letter gets a fresh attempt budget; its history stays. A compacted
 -- one cannot run again (its payload is gone).
 UPDATE mf_jobs
-SET state = 'Pending', available_at = %(now)s, finished_at = NULL, attempt_base = attempts
+SET state = 'Pending', available_at = %(now)s, finished_at = NULL, attempt_base = attempts,
+    snoozes = 0, abort_reason = NULL
 WHERE id = %(id)s AND state = 'DeadLettered' AND compacted_at IS NULL
 RETURNING *;
 
@@ -198,6 +218,25 @@ RETURNING *;
 -- Operator: a held job becomes due now.
 UPDATE mf_jobs SET available_at = %(now)s
 WHERE id = %(id)s AND state = 'Pending' AND available_at IS NULL
+RETURNING *;
+
+-- name: hold_job
+-- Operator: a Pending job no worker holds waits (held) until released.
+UPDATE mf_jobs SET available_at = NULL
+WHERE id = %(id)s AND state = 'Pending' AND available_at IS NOT NULL
+RETURNING *;
+
+-- name: run_now_job
+-- Operator: a delayed or backed-off Pending job becomes due now.
+UPDATE mf_jobs SET available_at = %(now)s
+WHERE id = %(id)s AND state = 'Pending' AND available_at > %(now)s
+RETURNING *;
+
+-- name: abort_job
+-- Operator: ask the worker holding a Claimed job to stop it (%(abort)s names the actor).
+-- Asked once: a second request changes nothing and is refused.
+UPDATE mf_jobs SET abort_reason = %(abort)s
+WHERE id = %(id)s AND state = 'Claimed' AND abort_reason IS NULL
 RETURNING *;
 
 -- name: insert_event
@@ -273,11 +312,46 @@ WHERE finished_at >= %(since)s
 GROUP BY 1, 2;
 
 -- name: throughput_failures
--- Attempts that failed (and were retried or dead-lettered) since :since, per UTC minute.
+-- Attempts that failed (and were retried or dead-lettered; a snooze is no failure) since :since, per UTC minute.
 SELECT to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI') AS minute, 'Failed' AS outcome, count(*) AS n
 FROM mf_job_attempts
-WHERE finished_at >= %(since)s
+WHERE finished_at >= %(since)s AND outcome <> 'Snoozed'
 GROUP BY 1, 2;
 
 -- name: count_jobs
 SELECT state, count(*) AS n FROM mf_jobs GROUP BY state;
+
+-- name: paused_queues
+SELECT * FROM mf_paused_queues ORDER BY queue;
+
+-- name: pause_queue
+-- Returns the row only when the queue was not paused already.
+INSERT INTO mf_paused_queues (queue, paused_at, actor, reason)
+VALUES (%(queue)s, %(now)s, %(actor)s, %(reason)s)
+ON CONFLICT (queue) DO NOTHING
+RETURNING *;
+
+-- name: resume_queue
+DELETE FROM mf_paused_queues WHERE queue = %(queue)s RETURNING *;
+
+-- name: insert_queue_event
+INSERT INTO mf_queue_events (queue, at, actor, action, reason)
+VALUES (%(queue)s, %(now)s, %(actor)s, %(action)s, %(reason)s);
+
+-- name: queue_events
+-- Pauses and resumes, newest first (one queue's, or every queue's when %(queue)s is NULL).
+SELECT * FROM mf_queue_events
+WHERE (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: queue_names
+-- Every queue with an unfinished job, with its due, held and running counts.
+SELECT queue,
+       count(*) FILTER (WHERE state = 'Pending' AND available_at IS NOT NULL) AS pending,
+       count(*) FILTER (WHERE state = 'Pending' AND available_at IS NULL) AS held,
+       count(*) FILTER (WHERE state = 'Claimed') AS running
+FROM mf_jobs
+WHERE state IN ('Pending', 'Claimed')
+GROUP BY queue
+ORDER BY queue;

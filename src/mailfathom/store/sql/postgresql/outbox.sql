@@ -5,13 +5,13 @@
 -- name: insert_email
 -- Records a frozen message unless its idempotency key exists; returns nothing when it does.
 INSERT INTO mf_outbox (stage, idempotency_key, message_id, sender, subject, message, size,
-                       smtputf8, eightbit, created_at)
+                       smtputf8, eightbit, created_at, expires_at)
 VALUES ('Recorded', %(idempotency_key)s, %(message_id)s, %(sender)s, %(subject)s, %(message)s, %(size)s,
-        %(smtputf8)s, %(eightbit)s, %(now)s)
+        %(smtputf8)s, %(eightbit)s, %(now)s, %(expires_at)s)
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: record_email
 -- The whole record in one statement (one round trip, and one commit when it runs on its
@@ -23,21 +23,22 @@ WITH ids AS MATERIALIZED (
     SELECT nextval('mf_outbox_id_seq') AS email_id, nextval('mf_jobs_id_seq') AS job_id
 ), email AS (
     INSERT INTO mf_outbox (id, stage, idempotency_key, message_id, sender, subject, message,
-                           size, smtputf8, eightbit, created_at, job_id)
+                           size, smtputf8, eightbit, created_at, job_id, expires_at)
     OVERRIDING SYSTEM VALUE
     SELECT email_id, 'Recorded', %(idempotency_key)s, %(message_id)s, %(sender)s, %(subject)s,
-           %(message)s, %(size)s, %(smtputf8)s, %(eightbit)s, %(now)s, job_id
+           %(message)s, %(size)s, %(smtputf8)s, %(eightbit)s, %(now)s, job_id,
+           %(expires_at)s::timestamptz
     FROM ids
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
               smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-              body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason
+              body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 ), job AS (
     INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, available_at,
                          max_attempts, created_at)
     OVERRIDING SYSTEM VALUE
-    SELECT email.job_id, %(kind)s, %(queue)s, jsonb_build_object('email_id', email.id), 0,
-           'Pending', %(now)s, %(max_attempts)s, %(now)s
+    SELECT email.job_id, %(kind)s, %(queue)s, jsonb_build_object('email_id', email.id),
+           %(priority)s, 'Pending', %(available_at)s::timestamptz, %(max_attempts)s, %(now)s
     FROM email
     RETURNING id
 ), recipients AS (
@@ -54,7 +55,7 @@ FROM email;
 -- name: email_by_key
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 FROM mf_outbox WHERE idempotency_key = %(idempotency_key)s;
 
 -- name: insert_recipients
@@ -67,12 +68,12 @@ FROM jsonb_array_elements_text(%(addresses)s::jsonb) WITH ORDINALITY;
 UPDATE mf_outbox SET job_id = %(job_id)s WHERE id = %(id)s
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: get_email
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 FROM mf_outbox WHERE id = %(id)s;
 
 -- name: email_message
@@ -94,7 +95,7 @@ ORDER BY position;
 -- Newest first, keyset-paginated by id; the stage filter is optional.
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 FROM mf_outbox
 WHERE (%(stage)s::text IS NULL OR stage = %(stage)s::text)
   AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
@@ -106,7 +107,7 @@ LIMIT %(limit)s;
 -- Oldest first, keyset-paginated by id (after_id).
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 FROM mf_outbox AS o
 WHERE o.stage = 'TransmissionBegun'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
@@ -132,12 +133,14 @@ SELECT 1 AS live FROM mf_outbox AS o JOIN mf_jobs AS j ON j.id = o.job_id
 WHERE o.id = %(id)s AND j.state = 'Claimed' AND j.lease_expires_at > %(lease_cutoff)s;
 
 -- name: begin_attempt
--- A delivery attempt starts (before any SMTP command): only a Recorded record, counted.
+-- A delivery attempt starts (before any SMTP command): only a Recorded record, counted,
+-- and not one past its expiry whose body never went out (expire_email refuses that one).
 UPDATE mf_outbox SET attempts = attempts + 1, last_attempt_at = %(now)s
 WHERE id = %(id)s AND stage = 'Recorded'
+  AND (expires_at IS NULL OR expires_at > %(now)s OR body_transmissions > 0)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: mark_transmission_begun
 -- After the 354, before the body: only if nothing (cancel, newer attempt) moved it meanwhile.
@@ -159,7 +162,7 @@ SET stage = %(to_stage)s::text,
 WHERE id = %(id)s AND stage = %(from_stage)s AND attempts = %(attempt)s
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: set_recipient_reply
 UPDATE mf_outbox_recipients
@@ -192,7 +195,7 @@ WHERE id = %(id)s AND stage = 'Recorded' AND body_transmissions = 0
                   AND j.state = 'Claimed' AND j.lease_expires_at > %(lease_cutoff)s)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: resolve_email
 -- Operator: settle an unknown outcome (TransmissionBegun, no live delivery lease), or give up
@@ -210,7 +213,7 @@ WHERE id = %(id)s
                   AND j.state = 'Claimed' AND j.lease_expires_at > %(lease_cutoff)s)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: insert_outbox_event
 INSERT INTO mf_outbox_events (email_id, at, actor, action, from_stage, to_stage, reason)
@@ -225,3 +228,13 @@ SELECT * FROM mf_outbox_events
 WHERE (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
 ORDER BY id DESC
 LIMIT %(limit)s;
+
+-- name: expire_email
+-- A Recorded record past its expires_at whose body never went out is Refused ("expired").
+-- A record with a body transmission on its count is never expired: it may have arrived.
+UPDATE mf_outbox SET stage = 'Refused', finished_at = %(now)s, reason = 'expired'
+WHERE id = %(id)s AND stage = 'Recorded' AND expires_at IS NOT NULL AND expires_at <= %(now)s
+  AND body_transmissions = 0
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;

@@ -24,27 +24,35 @@ SELECT * FROM mf_jobs WHERE id = :id;
 -- Jobs whose worker vanished: the lost attempt counts; out of attempts means dead-lettered.
 -- Expired means it ended at least the clock-skew margin ago (lease_cutoff is now minus
 -- clock_skew), so a reaper whose clock runs ahead of the claimer's takes no healthy job.
+-- A job an operator asked to abort is dead-lettered as permanent instead, whatever attempts
+-- it has left: the abort takes effect even though its worker is gone.
 UPDATE mf_jobs
-SET state = CASE WHEN attempts - attempt_base >= max_attempts THEN 'DeadLettered' ELSE 'Pending' END,
+SET state = CASE WHEN abort_reason IS NOT NULL OR attempts - attempt_base >= max_attempts
+                 THEN 'DeadLettered' ELSE 'Pending' END,
     available_at = :now,
-    finished_at = CASE WHEN attempts - attempt_base >= max_attempts THEN :now END,
-    failure_class = 'Transient',
-    failure_reason = 'lease expired: worker ' || lease_owner || ' stopped renewing it',
+    finished_at = CASE WHEN abort_reason IS NOT NULL OR attempts - attempt_base >= max_attempts
+                       THEN :now END,
+    failure_class = CASE WHEN abort_reason IS NOT NULL THEN 'Permanent' ELSE 'Transient' END,
+    failure_reason = coalesce(abort_reason || ' (its worker ' || lease_owner || ' was gone)',
+                              'lease expired: worker ' || lease_owner || ' stopped renewing it'),
     lease_owner = NULL,
     lease_expires_at = NULL
 WHERE state = 'Claimed' AND lease_expires_at <= :lease_cutoff
-RETURNING id, attempts, state, claimed_by, claimed_at, failure_reason;
+RETURNING id, attempts, state, claimed_by, claimed_at, failure_class, failure_reason,
+          abort_reason;
 
 -- name: claim_jobs
 -- One statement: the due jobs in claim order, leased to :owner, each attempt counted.
+-- Jobs of paused queues are skipped (the paused set is tiny: one lookup per row walked).
 -- INDEXED BY: walk the claim-order index and stop at :limit; left to itself the planner
 -- picks mf_jobs_state and sorts every pending job on every claim.
 UPDATE mf_jobs
 SET state = 'Claimed', lease_owner = :owner, lease_expires_at = :lease_until,
-    claimed_by = :owner, claimed_at = :now, attempts = attempts + 1
+    claimed_by = :owner, claimed_at = :now, attempts = attempts + 1, abort_reason = NULL
 WHERE id IN (
     SELECT id FROM mf_jobs INDEXED BY mf_jobs_claimable
     WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
+      AND queue NOT IN (SELECT queue FROM mf_paused_queues)
     ORDER BY priority DESC, available_at, id
     LIMIT :limit
 )
@@ -58,7 +66,7 @@ RETURNING *;
 -- `queue IN (…)` sorts every pending job of those queues on every claim.
 UPDATE mf_jobs
 SET state = 'Claimed', lease_owner = :owner, lease_expires_at = :lease_until,
-    claimed_by = :owner, claimed_at = :now, attempts = attempts + 1
+    claimed_by = :owner, claimed_at = :now, attempts = attempts + 1, abort_reason = NULL
 WHERE id IN (
     SELECT id FROM ({each_queue})
     ORDER BY priority DESC, available_at, id
@@ -68,21 +76,24 @@ RETURNING *;
 
 -- name: claim_jobs_in_one_queue
 -- One queue's due jobs in claim order, at most :limit; {n} is the queue's position.
+-- Nothing when the queue is paused.
 SELECT * FROM (
     SELECT id, priority, available_at FROM mf_jobs INDEXED BY mf_jobs_queue_claimable
     WHERE queue = :queue_{n} AND state = 'Pending' AND available_at IS NOT NULL
       AND available_at <= :now
+      AND NOT EXISTS (SELECT 1 FROM mf_paused_queues WHERE queue = :queue_{n})
     ORDER BY priority DESC, available_at, id
     LIMIT :limit
 )
 
 -- name: extend_leases
--- Renews the leases :owner still holds; returns the ids it still holds.
+-- Renews the leases :owner still holds; returns the ids it still holds, each with the
+-- operator's abort request if there is one (so the worker learns of it in the same trip).
 -- A lease only grows: a renewal from a clock stepped backwards never shortens it.
 UPDATE mf_jobs SET lease_expires_at = max(lease_expires_at, :lease_until)
 WHERE state = 'Claimed' AND lease_owner = :owner
   AND (id, attempts) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:held))
-RETURNING id;
+RETURNING id, abort_reason;
 
 -- name: release_unstarted
 -- Jobs :owner claimed (ahead of its free slots) and never started: Pending again, due as
@@ -110,6 +121,15 @@ SET state = 'Pending', available_at = :retry_at, lease_owner = NULL, lease_expir
 WHERE id = :id AND attempts = :attempt AND state = 'Claimed' AND lease_owner = :owner
 RETURNING id;
 
+-- name: snooze_job
+-- The handler snoozed: Pending again at :retry_at, the attempt given back (attempt_base
+-- grows with attempts, so attempt numbers stay unique and the budget is untouched).
+UPDATE mf_jobs
+SET state = 'Pending', available_at = :retry_at, lease_owner = NULL, lease_expires_at = NULL,
+    attempt_base = attempt_base + 1, snoozes = snoozes + 1
+WHERE id = :id AND attempts = :attempt AND state = 'Claimed' AND lease_owner = :owner
+RETURNING id;
+
 -- name: dead_letter_job
 UPDATE mf_jobs
 SET state = 'DeadLettered', finished_at = :now, lease_owner = NULL, lease_expires_at = NULL,
@@ -130,7 +150,8 @@ SELECT * FROM mf_job_attempts WHERE job_id = :id ORDER BY attempt;
 -- Operator: a dead letter gets a fresh attempt budget; its history stays. A compacted
 -- one cannot run again (its payload is gone).
 UPDATE mf_jobs
-SET state = 'Pending', available_at = :now, finished_at = NULL, attempt_base = attempts
+SET state = 'Pending', available_at = :now, finished_at = NULL, attempt_base = attempts,
+    snoozes = 0, abort_reason = NULL
 WHERE id = :id AND state = 'DeadLettered' AND compacted_at IS NULL
 RETURNING *;
 
@@ -144,6 +165,25 @@ RETURNING *;
 -- Operator: a held job becomes due now.
 UPDATE mf_jobs SET available_at = :now
 WHERE id = :id AND state = 'Pending' AND available_at IS NULL
+RETURNING *;
+
+-- name: hold_job
+-- Operator: a Pending job no worker holds waits (held) until released.
+UPDATE mf_jobs SET available_at = NULL
+WHERE id = :id AND state = 'Pending' AND available_at IS NOT NULL
+RETURNING *;
+
+-- name: run_now_job
+-- Operator: a delayed or backed-off Pending job becomes due now.
+UPDATE mf_jobs SET available_at = :now
+WHERE id = :id AND state = 'Pending' AND available_at > :now
+RETURNING *;
+
+-- name: abort_job
+-- Operator: ask the worker holding a Claimed job to stop it (:abort names the actor).
+-- Asked once: a second request changes nothing and is refused.
+UPDATE mf_jobs SET abort_reason = :abort
+WHERE id = :id AND state = 'Claimed' AND abort_reason IS NULL
 RETURNING *;
 
 -- name: insert_event
@@ -214,11 +254,46 @@ WHERE finished_at >= :since
 GROUP BY 1, 2;
 
 -- name: throughput_failures
--- Attempts that failed (and were retried or dead-lettered) since :since, per UTC minute.
+-- Attempts that failed (and were retried or dead-lettered; a snooze is no failure) since :since, per UTC minute.
 SELECT substr(finished_at, 1, 16) AS minute, 'Failed' AS outcome, count(*) AS n
 FROM mf_job_attempts
-WHERE finished_at >= :since
+WHERE finished_at >= :since AND outcome <> 'Snoozed'
 GROUP BY 1, 2;
 
 -- name: count_jobs
 SELECT state, count(*) AS n FROM mf_jobs GROUP BY state;
+
+-- name: paused_queues
+SELECT * FROM mf_paused_queues ORDER BY queue;
+
+-- name: pause_queue
+-- Returns the row only when the queue was not paused already.
+INSERT INTO mf_paused_queues (queue, paused_at, actor, reason)
+VALUES (:queue, :now, :actor, :reason)
+ON CONFLICT (queue) DO NOTHING
+RETURNING *;
+
+-- name: resume_queue
+DELETE FROM mf_paused_queues WHERE queue = :queue RETURNING *;
+
+-- name: insert_queue_event
+INSERT INTO mf_queue_events (queue, at, actor, action, reason)
+VALUES (:queue, :now, :actor, :action, :reason);
+
+-- name: queue_events
+-- Pauses and resumes, newest first (one queue's, or every queue's when :queue is NULL).
+SELECT * FROM mf_queue_events
+WHERE (:queue IS NULL OR queue = :queue)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: queue_names
+-- Every queue that has a job or a pause, with its due, held and running counts.
+SELECT queue,
+       sum(state = 'Pending' AND available_at IS NOT NULL) AS pending,
+       sum(state = 'Pending' AND available_at IS NULL) AS held,
+       sum(state = 'Claimed') AS running
+FROM mf_jobs
+WHERE state IN ('Pending', 'Claimed')
+GROUP BY queue
+ORDER BY queue;

@@ -8,10 +8,13 @@
 -- Existing records are counted from what they still show: a transmission_begun_at, a
 -- last reason from the end of data, each audited "send_again". Records already Cancelled
 -- stay at 0 (a final record is never rewritten; its audit trail still tells).
+--
+-- The two CHECKs are unnamed here (PostgreSQL names them): SQLite 3.40 reports a failed
+-- CHECK by the name of the last named constraint added with ALTER TABLE, whichever CHECK
+-- failed, so named ones would make every other outbox CHECK failure read as these.
 ALTER TABLE mf_outbox ADD COLUMN body_transmissions INTEGER NOT NULL DEFAULT 0
-    CONSTRAINT mf_outbox_transmissions_counted CHECK (body_transmissions >= 0)
-    CONSTRAINT mf_outbox_cancelled_never_transmitted
-        CHECK (stage <> 'Cancelled' OR body_transmissions = 0);
+    CHECK (body_transmissions >= 0)
+    CHECK (stage <> 'Cancelled' OR body_transmissions = 0);
 
 UPDATE mf_outbox
 SET body_transmissions =

@@ -3,14 +3,14 @@
 -- still refused), attempt count, failure and times; its payload becomes {} and its
 -- attempts keep one summary line each (no traceback). A compacted email keeps its
 -- envelope, Message-ID, stage, per-recipient replies and failure; its bytes become empty.
--- compacted_at says when; the CHECKs below hold it to that.
+-- compacted_at says when; the CHECKs below hold it to that. (They are unnamed: SQLite
+-- would report a later unnamed table CHECK that fails under the last name it read.)
 ALTER TABLE mf_jobs ADD COLUMN compacted_at TEXT
     -- only a terminal row is compacted, and a compacted row stays terminal (so a
     -- compacted dead letter can never be requeued: its payload is gone)
-    CONSTRAINT mf_jobs_compacted_terminal
-        CHECK (compacted_at IS NULL OR state IN ('Succeeded', 'DeadLettered', 'Dropped'))
+    CHECK (compacted_at IS NULL OR state IN ('Succeeded', 'DeadLettered', 'Dropped'))
     -- a compacted row has given up its payload
-    CONSTRAINT mf_jobs_compacted_payload CHECK (compacted_at IS NULL OR payload = '{}');
+    CHECK (compacted_at IS NULL OR payload = '{}');
 
 -- The pruner's work list: terminal rows not yet compacted, oldest finished first.
 CREATE INDEX mf_jobs_compactable ON mf_jobs (state, finished_at)
@@ -24,10 +24,9 @@ BEGIN
 END;
 
 ALTER TABLE mf_outbox ADD COLUMN compacted_at TEXT
-    CONSTRAINT mf_outbox_compacted_final
-        CHECK (compacted_at IS NULL OR stage IN ('Sent', 'Refused', 'Cancelled'))
+    CHECK (compacted_at IS NULL OR stage IN ('Sent', 'Refused', 'Cancelled'))
     -- the bytes are empty exactly when the record is compacted (record never stores none)
-    CONSTRAINT mf_outbox_compacted_message CHECK ((compacted_at IS NOT NULL) = (length(message) = 0));
+    CHECK ((compacted_at IS NOT NULL) = (length(message) = 0));
 
 CREATE INDEX mf_outbox_compactable ON mf_outbox (stage, finished_at)
     WHERE compacted_at IS NULL AND finished_at IS NOT NULL;

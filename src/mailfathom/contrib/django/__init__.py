@@ -1,0 +1,56 @@
+"""Django integration: ``INSTALLED_APPS += ["mailfathom.contrib.django"]`` (docs/django.md).
+
+- ``EMAIL_BACKEND = "mailfathom.contrib.django.EmailBackend"``: Django's mail is
+  recorded into the outbox in the caller's transaction;
+- ``TASKS = {"default": {"BACKEND": "mailfathom.contrib.django.TaskBackend"}}``:
+  ``@task`` functions run as mailfathom jobs;
+- :func:`enqueue` and :func:`job`: jobs written in Django's transaction, handlers
+  run with Django's connection handling;
+- ``manage.py mailfathom worker|web|migrate|jobs|outbox …``: the ``mailfathom``
+  command on the project's app.
+
+The app is built from the ``MAILFATHOM`` setting on first use (:func:`get_app`).
+``EmailBackend`` and ``TaskBackend`` are imported on first access, so naming this
+package in ``INSTALLED_APPS`` imports nothing that needs settings.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mailfathom.contrib.django.app import (
+    config,
+    django_connection,
+    enqueue,
+    get_app,
+    job,
+    with_django_connections,
+)
+
+if TYPE_CHECKING:
+    from mailfathom.contrib.django.mail import EmailBackend
+    from mailfathom.contrib.django.tasks import TaskBackend
+
+__all__ = [
+    "EmailBackend",
+    "TaskBackend",
+    "config",
+    "django_connection",
+    "enqueue",
+    "get_app",
+    "job",
+    "with_django_connections",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """``EmailBackend`` and ``TaskBackend``, imported when Django first asks for them."""
+    if name == "EmailBackend":
+        from mailfathom.contrib.django.mail import EmailBackend
+
+        return EmailBackend
+    if name == "TaskBackend":
+        from mailfathom.contrib.django.tasks import TaskBackend
+
+        return TaskBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

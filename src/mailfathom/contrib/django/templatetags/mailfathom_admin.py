@@ -1,0 +1,17 @@
+"""``{% mailfathom_console_url %}``: where the operator console is, for the admin's link."""
+
+from __future__ import annotations
+
+from django import template
+
+from mailfathom.contrib.django.app import config
+
+__all__ = ["mailfathom_console_url", "register"]
+
+register = template.Library()
+
+
+@register.simple_tag
+def mailfathom_console_url() -> str:
+    """``MAILFATHOM["CONSOLE_URL"]``, else the address ``manage.py mailfathom web`` serves."""
+    return config().console_url

@@ -1,0 +1,206 @@
+"""Flask: ``MailFathomFlask(app)``, jobs inside an application context, ``flask mailfathom``.
+
+::
+
+    from flask import Flask
+    from mailfathom.contrib.flask import MailFathomFlask
+
+    app = Flask(__name__)
+    app.config["MAILFATHOM_DATABASE_URL"] = "sqlite:///app.db"
+    mailfathom = MailFathomFlask(app)          # or MailFathomFlask() + init_app(app)
+
+    @mailfathom.job("accounts.welcome")
+    def welcome(ctx, user_id):                 # current_app, g and extensions work here
+        ...
+
+Then ``flask mailfathom migrate`` and ``flask mailfathom worker``. Every job the
+extension's worker runs (``flask mailfathom worker``, :meth:`MailFathomFlask.worker`)
+runs inside ``app.app_context()``, a fresh one per job, as a request gets one:
+kinds registered with :meth:`MailFathomFlask.job` everywhere (any worker that
+imports the app), and those registered on ``mf.job`` directly when this
+extension's worker runs them (except ``isolation="process"`` ones, which must use
+:meth:`MailFathomFlask.job`).
+
+Configuration (``app.config``), used when no ``mf=`` is given:
+``MAILFATHOM_DATABASE_URL`` and ``MAILFATHOM_SMTP_URL`` (each falls back to the
+environment, then ``mailfathom.toml``, then the default, as :class:`MailFathom` does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+from flask import Flask, current_app
+from flask.cli import AppGroup
+
+from mailfathom.app import MailFathom
+from mailfathom.errors import ConfigurationError
+from mailfathom.jobs.registry import Handler
+from mailfathom.jobs.worker import Worker
+
+__all__ = ["MailFathomFlask", "cli"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_EXTENSION = "mailfathom"
+_WRAPPED = "__mailfathom_flask_app__"
+
+
+class MailFathomFlask:
+    """The Flask extension: one :class:`MailFathom` (``.mf``) beside one Flask app.
+
+    ``MailFathomFlask(app)``, or ``MailFathomFlask(mf=mf)`` then ``init_app(app)`` in an
+    application factory. Without ``mf`` it is built by :meth:`init_app` from the
+    app's config, so register jobs at import time only when ``mf`` is given.
+    """
+
+    def __init__(self, app: Flask | None = None, *, mf: MailFathom | None = None) -> None:
+        self._mf = mf
+        self._app: Flask | None = None
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask) -> None:
+        """Attach to ``app``: ``app.extensions["mailfathom"]``, and ``flask mailfathom``."""
+        if self._app is not None and self._app is not app:
+            raise ConfigurationError(
+                "this MailFathomFlask is already attached to another Flask app: make one "
+                "extension per app (its jobs run in that app's context)"
+            )
+        if self._mf is None:
+            self._mf = MailFathom(
+                app.config.get("MAILFATHOM_DATABASE_URL"),
+                smtp_url=app.config.get("MAILFATHOM_SMTP_URL"),
+            )
+        self._app = app
+        app.extensions[_EXTENSION] = self
+        app.cli.add_command(cli)
+
+    @property
+    def mf(self) -> MailFathom:
+        """The :class:`MailFathom` this extension drives."""
+        if self._mf is None:
+            raise ConfigurationError(
+                "MailFathomFlask has no MailFathom yet: call init_app(app) first, or pass "
+                "mf=MailFathom(...) when you create the extension"
+            )
+        return self._mf
+
+    @property
+    def app(self) -> Flask:
+        """The Flask app whose context jobs run in."""
+        if self._app is None:
+            raise ConfigurationError(
+                "MailFathomFlask is not attached to a Flask app: call init_app(app) first"
+            )
+        return self._app
+
+    def job(self, kind: str, **options: Any) -> Callable[[F], F]:
+        """``mf.job(kind, **options)``, the handler running inside the app's context.
+
+        Returns the wrapped handler (calling it directly also pushes a context), so
+        an ``isolation="process"`` kind pickles and runs it as it is.
+        """
+
+        def register(handler: F) -> F:
+            wrapped = self._in_context(handler)
+            self.mf.job(kind, **options)(wrapped)
+            return wrapped  # type: ignore[return-value]
+
+        return register
+
+    def worker(
+        self,
+        concurrency: int | None = None,
+        queues: Sequence[str] | None = None,
+        **options: Any,
+    ) -> Worker:
+        """``mf.worker(...)`` after every thread-run kind of ``mf`` was set to run in the
+        app's context (those registered with :meth:`job` already do)."""
+        registry = self.mf.registry
+        for name in registry.names():
+            kind = registry.get(name)
+            if kind is None or kind.isolation != "thread" or hasattr(kind.handler, _WRAPPED):
+                continue
+            registry.replace(dataclasses.replace(kind, handler=self._in_context(kind.handler)))
+        return self.mf.worker(concurrency, queues, **options)
+
+    def _in_context(self, handler: Handler) -> Handler:
+        if hasattr(handler, _WRAPPED):
+            return handler
+        ext = self
+        if inspect.iscoroutinefunction(handler):
+
+            @functools.wraps(handler)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                with ext.app.app_context():
+                    return await handler(*args, **kwargs)
+
+            setattr(run_async, _WRAPPED, True)
+            return run_async
+
+        @functools.wraps(handler)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with ext.app.app_context():
+                return handler(*args, **kwargs)
+
+        setattr(run, _WRAPPED, True)
+        return run
+
+
+def _extension() -> MailFathomFlask:
+    found = current_app.extensions.get(_EXTENSION)
+    if not isinstance(found, MailFathomFlask):
+        raise click.UsageError(
+            "this Flask app has no MailFathomFlask extension: create one with "
+            "MailFathomFlask(app) (or init_app(app)) in the app factory"
+        )
+    return found
+
+
+#: ``flask mailfathom ...``: added to the app's CLI by :meth:`MailFathomFlask.init_app`.
+cli = AppGroup("mailfathom", help="mailfathom's jobs and outbox for this Flask app.")
+
+
+@cli.command("migrate")
+def migrate() -> None:
+    """Create or upgrade mailfathom's tables (idempotent)."""
+    applied = _extension().mf.migrate()
+    click.echo(f"applied {len(applied)} migration(s)" if applied else "schema is up to date")
+
+
+@cli.command("worker")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Jobs at once [10].")
+@click.option("--queues", default=None, metavar="A,B", help="Comma-separated queues [all].")
+@click.option("--burst", is_flag=True, help="Run what is due, then exit.")
+@click.option("--lease", type=click.FloatRange(min=1), default=None, help="Lease seconds [30].")
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds a stopping worker waits for running jobs [30].",
+)
+def worker(
+    concurrency: int | None,
+    queues: str | None,
+    burst: bool,
+    lease: float | None,
+    shutdown_timeout: float | None,
+) -> None:
+    """Run a worker (each job in an app context) until SIGTERM/SIGINT, or with --burst
+    until nothing is due."""
+    names = None
+    if queues is not None:
+        names = [name.strip() for name in queues.split(",") if name.strip()]
+        if not names:
+            raise click.BadParameter("give at least one queue name", param_hint="--queues")
+    ran = (
+        _extension()
+        .worker(concurrency, names, lease=lease, shutdown_timeout=shutdown_timeout)
+        .run(burst=burst)
+    )
+    click.echo(f"worker stopped after {ran} attempt(s)")

@@ -1,0 +1,46 @@
+"""The application's own connection, as ``connection=`` receives it.
+
+Internal. ``connection=`` takes a DB-API connection (``sqlite3`` / ``psycopg``) or a
+SQLAlchemy ``Session``, ``scoped_session`` or ``Connection`` (sync): those are
+unwrapped here to the driver connection underneath, so the write joins the
+transaction SQLAlchemy holds open and commits or rolls back with it. SQLAlchemy is
+looked at only when the application has already imported it: this module never
+imports it first, and mailfathom does not depend on it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from mailfathom.errors import InvalidInput
+
+__all__ = ["driver_connection"]
+
+
+def driver_connection(connection: object) -> object:
+    """The DB-API connection under ``connection`` (itself when it is one already).
+
+    A SQLAlchemy ``Session`` gives the connection of its transaction (begun if need be);
+    a ``Connection`` outside a transaction begins one, as its first statement would, so
+    that ``conn.commit()`` / ``conn.rollback()`` decide the write's fate.
+    """
+    if "sqlalchemy" not in sys.modules:
+        return connection
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.orm import Session, scoped_session
+
+    if isinstance(connection, Session | scoped_session):
+        connection = connection.connection()
+    if not isinstance(connection, Connection):
+        return connection
+    if connection.closed or connection.invalidated:
+        raise InvalidInput(
+            "connection= is a closed SQLAlchemy Connection: pass one that is open, inside "
+            "the transaction the job belongs to"
+        )
+    if not connection.in_transaction():
+        connection.begin()
+    driver = connection.connection.dbapi_connection
+    if driver is None:  # pragma: no cover - an open, valid connection always has one
+        raise InvalidInput("connection= has no driver connection: pass an open one")
+    return driver

@@ -1,0 +1,108 @@
+"""Limits that keep slow or greedy clients from holding the console: a deadline for request
+bodies, and the uvicorn settings it is served with.
+
+Internal. uvicorn times out idle keep-alive connections but not a body that trickles
+in; :class:`BodyDeadline` answers 408 to a request whose body has not fully arrived
+within :data:`BODY_SECONDS`. :func:`server_config` caps the connections served at
+once (more are answered 503 at once) and the size of an incomplete request head.
+Off loopback the console belongs behind a reverse proxy that buffers requests and
+limits connections per client (docs/console.md, Security).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = [
+    "BODY_SECONDS",
+    "CONNECTION_LIMIT",
+    "KEEP_ALIVE_SECONDS",
+    "BodyDeadline",
+    "server_config",
+]
+
+#: The whole request body must arrive within this many seconds of the first read.
+BODY_SECONDS = 30.0
+#: Connections (and requests in flight) served at once; more are answered 503.
+CONNECTION_LIMIT = 100
+#: An idle keep-alive connection is closed after this many seconds.
+KEEP_ALIVE_SECONDS = 5
+#: Largest request head (request line and headers) buffered before it is complete.
+HEAD_BYTES = 64 * 1024
+
+
+class _BodyLate(Exception):
+    """The request body did not arrive in time."""
+
+
+class BodyDeadline:
+    """ASGI middleware: a body that has not fully arrived within ``seconds`` gets a 408."""
+
+    def __init__(self, app: ASGIApp, seconds: float = BODY_SECONDS) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        complete = False
+        started = False
+
+        async def timed_receive() -> Message:
+            nonlocal deadline, complete
+            if complete:  # after the body: waiting for a disconnect is not bounded
+                return await receive()
+            if deadline is None:
+                deadline = loop.time() + self.seconds
+            try:
+                message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
+            except TimeoutError:
+                raise _BodyLate from None
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                complete = True
+            return message
+
+        async def watched_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, timed_receive, watched_send)
+        except _BodyLate:
+            if started:
+                raise
+            from starlette.responses import PlainTextResponse
+
+            late = PlainTextResponse(
+                f"the request body did not arrive within {self.seconds:g} s: send it at once",
+                status_code=408,
+                headers={"connection": "close"},
+            )
+            await late(scope, receive, send)
+
+
+def server_config(
+    app: ASGIApp, *, host: str, port: int, log_level: str = "warning"
+) -> uvicorn.Config:
+    """How uvicorn serves the console: no access log or server header, no trust in
+    forwarded headers, short keep-alive, a connection limit, a bounded request head."""
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        limit_concurrency=CONNECTION_LIMIT,
+        h11_max_incomplete_event_size=HEAD_BYTES,
+        timeout_graceful_shutdown=10,
+    )

@@ -1,0 +1,21 @@
+"""mailfathom job handlers, found by the contrib app's ``jobs`` autodiscovery."""
+
+from django.db import connection
+
+from mailfathom import JobContext
+from mailfathom.contrib.django import job
+from shop.models import Order
+
+
+@job("shop.note")
+def note_job(ctx: JobContext, note: str) -> None:
+    """Create an Order from a job, through the ORM, on a worker thread."""
+    Order.objects.create(note=note)
+
+
+@job("shop.connection")
+def connection_job(ctx: JobContext, note: str) -> None:
+    """Say whether this thread's Django connection was still open when the job began
+    (it must not be: with CONN_MAX_AGE=0 it is closed after each job, as after a request)."""
+    was_open = connection.connection is not None
+    Order.objects.create(note=f"{note}:open={was_open}")

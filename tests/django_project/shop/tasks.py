@@ -1,0 +1,17 @@
+"""A Django task that writes through the ORM from the worker."""
+
+from django_tasks import TaskContext, task
+
+from shop.models import Order
+
+
+@task()
+def record_note(note: str) -> None:
+    """Create an Order whose note says the task ran."""
+    Order.objects.create(note=note)
+
+
+@task(takes_context=True)
+def record_attempt(context: TaskContext, note: str) -> None:
+    """Create an Order whose note carries the attempt number."""
+    Order.objects.create(note=f"{note}:attempt{context.attempt}")

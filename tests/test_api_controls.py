@@ -1,0 +1,82 @@
+"""The JSON API's operator controls on every store: hold, run now and abort (one job and
+in bulk), and pausing and resuming queues, each audited."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from consolekit import make_client, register_demo_kinds
+from mailfathom import FakeClock, JobState, MailFathom
+
+
+@pytest.fixture
+def client(mf: MailFathom) -> Any:
+    register_demo_kinds(mf)
+    return make_client(mf)
+
+
+def test_hold_run_now_and_abort_one_job(client: Any, mf: MailFathom, clock: FakeClock) -> None:
+    later = mf.enqueue("demo.ok", {}, delay=3600)
+    held = client.post(f"/api/jobs/{later.id}/hold", json={"reason": "wait", "actor": "amy"})
+    assert held.status_code == 200 and held.json()["held"] is True
+    again = client.post(f"/api/jobs/{later.id}/hold", json={})
+    assert again.status_code == 409 and "held already" in again.json()["error"]["message"]
+    client.post(f"/api/jobs/{later.id}/release", json={})
+
+    delayed = mf.enqueue("demo.ok", {}, delay=3600)
+    now = client.post(f"/api/jobs/{delayed.id}/run_now", json={})
+    assert now.status_code == 200
+    assert mf.jobs.get(delayed.id).available_at == clock.now()
+    assert client.post(f"/api/jobs/{delayed.id}/run_now", json={}).status_code == 409
+
+    mf.queue.claim("w", 10, timedelta(seconds=30))
+    running = mf.jobs.list(state=JobState.CLAIMED)[0]
+    aborted = client.post(f"/api/jobs/{running.id}/abort", json={"reason": "stuck", "actor": "amy"})
+    assert aborted.status_code == 200
+    assert aborted.json()["abort_reason"] == "aborted by api:amy: stuck"
+    assert aborted.json()["state"] == "Claimed"
+    assert [e.action for e in mf.jobs.events(running.id)][-1] == "abort"
+
+
+def test_bulk_hold_and_abort_over_a_filter(client: Any, mf: MailFathom) -> None:
+    jobs = [mf.enqueue("demo.ok", {"i": i}, queue="mail").id for i in range(4)]
+    other = mf.enqueue("demo.ok", {}, queue="other")
+    held = client.post("/api/jobs/bulk/hold", json={"filter": {"queue": "mail"}}).json()
+    assert sorted(held["done"]) == sorted(jobs) and held["refused"] == []
+    assert not mf.jobs.get(other.id).held
+    mf.jobs.release(jobs[0], actor="ops")
+    mf.queue.claim("w", 10, timedelta(seconds=30))
+    claimed = sorted(j.id for j in mf.jobs.list(state=JobState.CLAIMED))
+    assert claimed == sorted([jobs[0], other.id])
+    by_filter = client.post("/api/jobs/bulk/abort", json={"filter": {}, "reason": "drain"})
+    assert sorted(by_filter.json()["done"]) == claimed
+    by_ids = client.post("/api/jobs/bulk/abort", json={"ids": [jobs[1]]}).json()
+    assert by_ids["done"] == [] and by_ids["refused"][0]["id"] == jobs[1]
+    wrong = client.post("/api/jobs/bulk/abort", json={"filter": {"state": "Pending"}})
+    assert wrong.status_code == 400
+
+
+def test_pause_list_and_resume_queues(client: Any, mf: MailFathom) -> None:
+    mf.enqueue("demo.ok", {}, queue="mail")
+    paused = client.post("/api/queues/mail/pause", json={"reason": "relay down", "actor": "bo"})
+    assert paused.status_code == 200
+    assert paused.json()["queue"] == "mail" and paused.json()["actor"] == "api:bo"
+    twice = client.post("/api/queues/mail/pause", json={})
+    assert twice.status_code == 409
+    listed = client.get("/api/queues").json()["queues"]
+    (mail,) = [q for q in listed if q["queue"] == "mail"]
+    assert mail["pending"] == 1 and mail["paused"]["reason"] == "relay down"
+    assert client.post("/api/queues/mail/pause", json={"why": "x"}).status_code == 400
+    assert client.post("/api/queues/bad name!/pause", json={}).status_code in (400, 404)
+
+    bulk = client.post("/api/queues/bulk/resume", json={"queues": ["mail", "other"]}).json()
+    assert bulk["done"] == ["mail"]
+    assert bulk["refused"][0]["queue"] == "other"
+    assert "is not paused" in bulk["refused"][0]["error"]
+    assert mf.queues.paused() == []
+    assert client.post("/api/queues/bulk/launch", json={"queues": ["a"]}).status_code == 400
+    assert client.post("/api/queues/bulk/pause", json={"queues": []}).status_code == 400
+    assert [e.action for e in mf.queues.events("mail")] == ["resume", "pause"]
