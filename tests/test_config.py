@@ -109,6 +109,13 @@ SETTINGS_REFUSED = [
     ("dkim_domain", "example.com", "DKIM signing needs"),
     ("clock_skew", -1, "clock_skew must be a number of seconds from 0 to"),
     ("clock_skew", 7200, "clock_skew must be a number of seconds from 0 to"),
+    ("retention", {"Succeeded": "soon"}, r"retention\['Succeeded'\] = 'soon' is not a retention"),
+    ("retention_kinds", {"k": {"Claimed": "1d"}}, r"retention_kinds\['k'\] names \['Claimed'\]"),
+    ("email_retention", {"Sent": 0}, r"email_retention\['Sent'\] = 0 must be a positive"),
+    ("audit_retention", "1 year", "audit_retention = '1 year' is not a retention period"),
+    ("retention_delete_keyless", "yes", "retention_delete_keyless must be true or false"),
+    ("prune_interval", -1, "prune_interval must be a number of seconds"),
+    ("prune_batch", 0, "prune_batch must be an integer from 1 to 100000"),
 ]
 
 

@@ -22,6 +22,7 @@ RUN_ELSEWHERE = {
     "docs/sqlalchemy.md": "tests/test_integration_docs.py runs its Python blocks",
     "docs/testing.md": "tests/test_integration_docs.py runs it as a user's test suite",
     "docs/observability.md": "tests/test_observability_docs.py runs its Python blocks",
+    "docs/retention.md": "tests/test_retention_docs.py runs its Python blocks",
 }
 
 

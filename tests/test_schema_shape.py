@@ -41,6 +41,7 @@ JOBS_COLUMNS = {
     "failure_reason": (True, "TEXT", "text"),
     "created_at": (False, "TEXT", "timestamp with time zone"),
     "finished_at": (True, "TEXT", "timestamp with time zone"),
+    "compacted_at": (True, "TEXT", "timestamp with time zone"),
     "abort_reason": (True, "TEXT", "text"),  # operator controls
     "snoozes": (False, "INTEGER", "integer"),
     "trace_context": (True, "TEXT", "text"),
@@ -60,6 +61,8 @@ JOBS_CHECKS = Counter(
         ("lease_expires_at", "lease_owner"): 1,
         ("failure_class", "failure_reason", "state"): 1,
         ("attempt_base", "attempts", "state"): 1,
+        ("compacted_at", "state"): 1,  # retention: only a terminal row is compacted
+        ("compacted_at", "payload"): 1,  # and a compacted row has no payload
         ("snoozes",): 1,
         ("trace_context",): 1,
     }
@@ -79,6 +82,8 @@ OUTBOX_CHECKS = Counter(
         ("reason", "stage"): 1,
         ("body_transmissions",): 1,  # never below 0 (0005)
         ("body_transmissions", "stage"): 1,  # Cancelled only if no body ever went out (0005)
+        ("compacted_at", "stage"): 1,  # retention: only a final record is compacted
+        ("compacted_at", "message"): 1,  # its bytes are empty exactly when compacted
     }
 )
 SQLITE_BOOLEAN_CHECKS = Counter({("smtputf8",): 1, ("eightbit",): 1})
@@ -93,6 +98,10 @@ JOBS_INDEXES = {
     "mf_jobs_leases": (("lease_expires_at",), "state='claimed'"),
     "mf_jobs_state": (("state", "id"), None),
     "mf_jobs_kind": (("kind", "id"), None),
+    "mf_jobs_compactable": (
+        ("state", "finished_at"),
+        "compacted_at is null and finished_at is not null",
+    ),
 }
 
 
@@ -280,6 +289,7 @@ def test_migrating_from_empty_gives_the_expected_job_tables(mf: MailFathom) -> N
     assert jobs["indexes"] == JOBS_INDEXES
     assert jobs["foreign"] == set()
     guards = {"mf_jobs_state_moves", "mf_jobs_refuse_stranded_email"}  # migration 0004
+    guards.add("mf_jobs_compaction_kept")  # retention
     expected_triggers = guards | ({"mf_jobs_notify"} if mf.store.dialect == "postgresql" else set())
     assert jobs["triggers"] == expected_triggers
 
@@ -296,7 +306,10 @@ def test_migrating_from_empty_gives_the_expected_job_tables(mf: MailFathom) -> N
         "finished_at",
     ]
     events = schema["mf_job_events"]
-    assert events["indexes"] == {"mf_job_events_job": (("job_id", "id"), None)}
+    assert events["indexes"] == {
+        "mf_job_events_job": (("job_id", "id"), None),
+        "mf_job_events_at": (("at",), None),
+    }
     assert events["foreign"] == {("job_id", "mf_jobs", "id", "CASCADE")}
 
 
@@ -308,7 +321,11 @@ def test_migrating_from_empty_gives_the_expected_outbox_tables(mf: MailFathom) -
     )
     assert outbox["checks"] == expected
     assert outbox["unique"] == {("idempotency_key",)}
-    assert outbox["triggers"] == {"mf_outbox_stage_moves", "mf_outbox_transmissions_kept"}
+    assert outbox["triggers"] == {
+        "mf_outbox_stage_moves",
+        "mf_outbox_transmissions_kept",
+        "mf_outbox_compaction_kept",  # retention: once compacted, always
+    }
     assert schema["mf_outbox_recipients"]["checks"] == OUTBOX_RECIPIENTS_CHECKS
     assert schema["mf_outbox_recipients"]["unique"] == {("email_id", "address")}
     assert schema["mf_outbox_events"]["checks"] == OUTBOX_EVENTS_CHECKS
@@ -353,6 +370,7 @@ def test_postgres_announces_new_jobs_with_a_trigger(postgres_schema_url: str) ->
                 "AND NOT tgisinternal ORDER BY tgname"
             )
             assert [r["tgname"] for r in cur.fetchall()] == [
+                "mf_jobs_compaction_kept",
                 "mf_jobs_notify",
                 "mf_jobs_refuse_stranded_email",
                 "mf_jobs_state_moves",

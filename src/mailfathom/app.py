@@ -20,6 +20,7 @@ from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.smtp_url import parse_smtp_url
 from mailfathom.jobs.admin import Jobs
 from mailfathom.jobs.model import EnqueuedJob
+from mailfathom.jobs.pruner import WORKER_DUTY, PeriodicPruner, Progress, Pruner, PruneReport
 from mailfathom.jobs.queue import JobQueue
 from mailfathom.jobs.queues import Queues
 from mailfathom.jobs.registry import (
@@ -36,6 +37,7 @@ from mailfathom.jobs.workers import Workers
 from mailfathom.store import open_store
 from mailfathom.store.outbox_base import DeliveryJobSpec
 from mailfathom.store.outbox_store import SqlOutboxStore
+from mailfathom.store.retention_store import RetentionStore
 
 __all__ = ["MailFathom"]
 
@@ -80,6 +82,8 @@ class MailFathom:
         self.queues = Queues(self.store, self.clock)
         self.schedules = Schedules(self.queue, self.clock)
         self.workers = Workers(self.store, self.clock, clock_skew=skew)
+        self.retention = RetentionStore(self.store.db, clock_skew=skew)
+        self._policy = settings.retention_policy()
         self._init_outbox(settings)
 
     def _init_outbox(self, settings: Settings) -> None:
@@ -152,12 +156,17 @@ class MailFathom:
         backoff: Backoff | None = None,
         permanent: tuple[type[BaseException], ...] = (),
         isolation: Isolation = "thread",
+        retention: Mapping[str, Any] | str | float | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function as the handler of ``kind``.
 
         The handler is called as ``handler(ctx, **payload)``. Exceptions whose type
         is in ``permanent`` dead-letter at once; others retry with ``backoff``.
+        ``retention`` gives the kind its own periods: ``{"Succeeded": "1d"}``, or one
+        period for Succeeded and Dropped (docs/retention.md).
         """
+        if retention is not None:
+            self._policy = self._policy.with_kind(kind, retention)
 
         def register(handler: F) -> F:
             self.registry.add(
@@ -260,6 +269,26 @@ class MailFathom:
             name, cron=cron, kind=kind, payload=payload, timezone=timezone, queue=queue
         )
 
+    def pruner(self, *, duty: float = 1.0) -> Pruner:
+        """A pruner for this app's retention rules (settings plus ``@job(retention=)``);
+        ``duty`` < 1 rests between batches (a worker's thread uses ``WORKER_DUTY``)."""
+        return Pruner(
+            self.retention,
+            self.clock,
+            self._policy,
+            batch_size=self.settings.prune_batch,
+            duty=duty,
+        )
+
+    def prune(self, *, dry_run: bool = False, progress: Progress | None = None) -> PruneReport:
+        """One pruning pass now: compact (or, by opt-in, delete) what retention says is old.
+
+        ``dry_run=True`` only counts what a pass would do and changes nothing. The report
+        gives rows per table, state and action; ``ran`` is False when another pruner
+        (a worker, most likely) holds the lease.
+        """
+        return self.pruner().run(dry_run=dry_run, progress=progress)
+
     def worker(
         self,
         concurrency: int | None = None,
@@ -285,4 +314,13 @@ class MailFathom:
             ),
             poll_interval=poll_interval,
             schedules=self.schedules.declared(),
+            pruner=self._periodic_pruner(),
+        )
+
+    def _periodic_pruner(self) -> PeriodicPruner | None:
+        """The worker's pruning thread (None when ``prune_interval`` is 0)."""
+        if not self.settings.prune_interval:
+            return None
+        return PeriodicPruner(
+            self.pruner(duty=WORKER_DUTY), self.clock, interval=self.settings.prune_interval
         )

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import tomllib
@@ -18,6 +19,7 @@ from mailfathom.validate import check_max_attempts
 
 if TYPE_CHECKING:
     from mailfathom.delivery.dkim import DkimSigner
+    from mailfathom.retention import RetentionPolicy
 
 __all__ = ["Settings"]
 
@@ -84,6 +86,27 @@ class Settings:
     #: the console is served behind TLS (a reverse proxy); over plain HTTP browsers
     #: would then never send the cookie back and logging in would not stick.
     web_secure_cookies: bool = False
+    #: How long terminal jobs keep their payload and tracebacks, per state
+    #: (``{"Succeeded": "7d", "Dropped": "30d"}``; a period, seconds, or "never"). States
+    #: not named keep their default: Succeeded 7 days, Dropped 30 days, DeadLettered never
+    #: (it waits for an operator, and a requeue needs the payload). After it, a row is
+    #: compacted in place: it keeps its key forever (docs/retention.md).
+    retention: Mapping[str, Any] | None = None
+    #: Per job kind, its own periods for the states it names
+    #: (``{"reports.build": {"Succeeded": "1d"}}``); ``@mf.job(..., retention=)`` adds to it.
+    retention_kinds: Mapping[str, Mapping[str, Any]] | None = None
+    #: How long Sent / Refused / Cancelled emails keep their bytes (default 30 days each).
+    email_retention: Mapping[str, Any] | None = None
+    #: How long operators' audit events are kept; longer than the rows by default.
+    audit_retention: str | float | None = "365d"
+    #: Delete, instead of compacting, rows past their period that have no idempotency key
+    #: (nothing can ever collide with them). Off: every row stays, compacted.
+    retention_delete_keyless: bool = False
+    #: Seconds between a worker's pruning passes (one worker at a time across the fleet
+    #: prunes); 0: workers never prune (run ``mailfathom prune`` from cron instead).
+    prune_interval: float = 60.0
+    #: Rows per pruning transaction: small, so claims never wait long behind one.
+    prune_batch: int = 100
 
     @classmethod
     def load(
@@ -168,6 +191,25 @@ class Settings:
             raise ConfigurationError(f"lease must be at least 1 second, not {self.lease!r}")
         check_clock_skew(self.clock_skew)
         self._validate_delivery()
+        self.retention_policy()
+        if (
+            isinstance(self.prune_interval, bool)
+            or not isinstance(self.prune_interval, (int, float))
+            or not math.isfinite(self.prune_interval)
+            or self.prune_interval < 0
+        ):
+            raise ConfigurationError(
+                f"prune_interval must be a number of seconds (0: workers never prune), "
+                f"not {self.prune_interval!r}"
+            )
+        if (
+            isinstance(self.prune_batch, bool)
+            or not isinstance(self.prune_batch, int)
+            or not 1 <= self.prune_batch <= 100_000
+        ):
+            raise ConfigurationError(
+                f"prune_batch must be an integer from 1 to 100000, not {self.prune_batch!r}"
+            )
 
     def validated(self) -> Settings:
         """This object: every value was checked when it was made."""
@@ -207,6 +249,18 @@ class Settings:
         if given:
             DkimSigner.load(str(self.dkim_domain), str(self.dkim_selector), str(self.dkim_key_file))
 
+    def retention_policy(self) -> RetentionPolicy:
+        """The retention rules these settings describe, validated."""
+        from mailfathom.retention import RetentionPolicy
+
+        return RetentionPolicy.parse(
+            jobs=self.retention,
+            kinds=self.retention_kinds,
+            emails=self.email_retention,
+            audit=self.audit_retention,
+            delete_keyless=self.retention_delete_keyless,
+        )
+
     def dkim_signer(self) -> DkimSigner | None:
         """The DKIM signer these settings describe, or None when signing is off."""
         from mailfathom.delivery.dkim import DkimSigner
@@ -218,6 +272,14 @@ class Settings:
 
 def _coerce(name: str, raw: str) -> Any:
     kind = {f.name: f.type for f in fields(Settings)}[name]
+    if isinstance(kind, str) and kind.startswith("Mapping"):
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"MAILFATHOM_{name.upper()}={raw!r} is not JSON: set a JSON object such as "
+                '\'{"Succeeded": "7d"}\', or unset it'
+            ) from exc
     if kind == "bool":
         flag = raw.strip().lower()
         if flag in _TRUE or flag in _FALSE:

@@ -106,7 +106,7 @@ class OutboxConsole:
                 attempts = []
         return EmailDetail(
             email=email,
-            raw=self.mf.outbox.message_bytes(email_id),
+            raw=b"" if email.compacted else self.mf.outbox.message_bytes(email_id),
             events=events,
             history=_history(email, events, attempts),
             attempts=attempts,

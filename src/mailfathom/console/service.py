@@ -21,7 +21,9 @@ from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import IllegalTransition, InvalidInput, MailFathomError, NotFound
 from mailfathom.jobs.admin import Throughput
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
+from mailfathom.jobs.pruner import describe_pass
 from mailfathom.jobs.state import JobState
+from mailfathom.store.retention_store import PrunerState
 
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
@@ -80,6 +82,12 @@ class Overview:
     schedules: int = 0
     schedules_paused: int = 0
     email_counts: dict[OutgoingEmailStage, int] = field(default_factory=dict)
+    #: The pruner: who holds its lease, when the last pass ran and what it did.
+    pruning: PrunerState | None = None
+    #: ``{"jobs": {state: (rows, compacted)}, "emails": {stage: (rows, compacted)}}``.
+    retained: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    #: What the last pass did, in words ("1,204 jobs Succeeded compacted, …").
+    pruned: str = ""
 
     @property
     def total_jobs(self) -> int:
@@ -152,6 +160,7 @@ class Console(OutboxConsole):
         schedules = self.schedules()
         paused = sum(schedule.paused for schedule in schedules)
         unknown = self.unknown_count()
+        pruning = self.mf.retention.state()
         paused_queues = len(self.mf.queues.paused())
         attention = [
             Attention("unknown_outcomes", "emails with an unknown outcome to resolve", unknown),
@@ -171,6 +180,9 @@ class Console(OutboxConsole):
             schedules=len(schedules),
             schedules_paused=paused,
             email_counts=self.outbox_counts(),
+            pruning=pruning,
+            retained=self.mf.retention.counts(),
+            pruned=describe_pass(pruning.last_report),
         )
 
     def jobs(self, query: JobQuery, *, before_id: int | None = None, limit: int = 50) -> JobPage:

@@ -80,6 +80,15 @@ class OutgoingEmail:
     reply_code: int | None
     reply_text: str | None
     reason: str | None
+    #: When retention compacted this final record: its bytes and subject are gone; the
+    #: envelope, Message-ID, stage, recipients' replies and failure stay.
+    compacted_at: datetime | None = field(default=None, kw_only=True)
+
+    @property
+    def compacted(self) -> bool:
+        """Retention has compacted this record (its message bytes are gone)."""
+        return self.compacted_at is not None
+
     #: After this instant, a record whose body never went out is Refused ("expired").
     expires_at: datetime | None = field(default=None, kw_only=True)
 

@@ -130,6 +130,11 @@ class Outbox:
         data = self._store.email_message(check_id(email_id, "an outgoing email id"))
         if data is None:
             raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
+        if not data:
+            raise IllegalTransition(
+                f"outgoing email {email_id} was compacted by retention: its bytes are gone "
+                "(its envelope, Message-ID and replies stay; see mf.outbox.get)"
+            )
         return data
 
     def list(
@@ -263,6 +268,12 @@ class Outbox:
             return self._emails([created])[0]
         if current is None:
             raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
+        if current["compacted_at"] is not None:
+            raise IllegalTransition(
+                f"cannot record outgoing email {email_id} again: retention compacted it at "
+                f"{current['compacted_at']:%Y-%m-%d %H:%M} UTC and its bytes are gone; record "
+                "the message anew with mf.outbox.record; nothing changed"
+            )
         raise IllegalTransition(
             f"cannot record outgoing email {email_id} again: it is {current['stage']}, and only "
             "Refused email is recorded again (an unknown outcome is resolved with "

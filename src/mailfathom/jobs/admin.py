@@ -214,6 +214,16 @@ class Jobs:
 
 def _refusal(job_id: int, move: OperatorAction, current: JobRow) -> IllegalTransition:
     state = current["state"]
+    compacted = current.get("compacted_at")
+    if move is REQUEUE and state == "DeadLettered" and compacted is not None:
+        return IllegalTransition(
+            f"cannot requeue job {job_id}: retention compacted it at {compacted:%Y-%m-%d %H:%M} "
+            "UTC and its payload is gone; enqueue a new job with the payload (drop this one "
+            "to close it); nothing changed",
+            current=state,
+            target=move.to_state,
+            allowed_from=move.from_states,
+        )
     if move is RELEASE and state == "Pending":
         return IllegalTransition(
             f"job {job_id} is not held (it is Pending and due at "
@@ -246,6 +256,8 @@ def _refusal(job_id: int, move: OperatorAction, current: JobRow) -> IllegalTrans
 def _can_start(move: OperatorAction, job: JobRow) -> bool:
     """Whether ``move`` may start from the job as read (it raced back into a source state)."""
     if job["state"] not in move.from_states:
+        return False
+    if move is REQUEUE and job.get("compacted_at") is not None:
         return False
     if move is RELEASE:
         return job["available_at"] is None

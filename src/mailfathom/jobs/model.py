@@ -47,6 +47,14 @@ class Job:
     #: The W3C traceparent of the span that enqueued the job (None when tracing was off);
     #: its attempts' spans are that span's children (docs/observability.md).
     trace_context: str | None = field(default=None, kw_only=True)
+    #: When retention compacted this terminal row: its payload is ``{}`` now and its
+    #: failed attempts keep one summary line each (no traceback). Its key still holds.
+    compacted_at: datetime | None = field(default=None, kw_only=True)
+
+    @property
+    def compacted(self) -> bool:
+        """Retention has compacted this row (payload and tracebacks are gone)."""
+        return self.compacted_at is not None
 
     @property
     def held(self) -> bool:

@@ -53,6 +53,7 @@ from mailfathom.jobs.heartbeat import Heartbeat
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.outcomes import Outage
 from mailfathom.jobs.pacing import ClaimPacer, Load
+from mailfathom.jobs.pruner import PeriodicPruner
 from mailfathom.jobs.queue import Finished, JobQueue
 from mailfathom.jobs.recorder import Claim, OutcomeRecorder, safe_text
 from mailfathom.jobs.registry import check_name
@@ -90,6 +91,7 @@ class Worker:
         shutdown_timeout: float = 30.0,
         poll_interval: float = 1.0,
         schedules: Sequence[ScheduleSpec] = (),
+        pruner: PeriodicPruner | None = None,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidInput(f"concurrency must be a positive integer, not {concurrency!r}")
@@ -114,6 +116,8 @@ class Worker:
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._schedules = list(schedules)
         self._scheduler = Scheduler(queue, self._clock)
+        #: Retention's pruning thread, started with the worker (not for a burst).
+        self.pruner = pruner
 
         #: Test signals (off unless a test calls ``worker.signals.init()``).
         self.signals = WorkerSignals()
@@ -224,6 +228,8 @@ class Worker:
                 return False
         self._outage.ok()
         self._heartbeat.start()
+        if self.pruner is not None and not burst:
+            self.pruner.start()
         self._runner = Runner(
             self._queue.registry,
             self._clock,
@@ -250,6 +256,8 @@ class Worker:
         return True
 
     def _close(self, graceful: bool) -> None:
+        if self.pruner is not None:
+            self.pruner.stop(wait=graceful)
         if self._watcher is not None:
             self._watcher.stop(wait=False)
         if self._runner is not None:

@@ -54,6 +54,8 @@ class JobRow(TypedDict):
     failure_reason: str | None
     created_at: datetime
     finished_at: datetime | None
+    #: When retention compacted the row (payload emptied, tracebacks gone); None: whole.
+    compacted_at: datetime | None
     abort_reason: str | None
     snoozes: int
     trace_context: str | None

@@ -49,6 +49,8 @@ class EmailRow(TypedDict):
     #: How many times TransmissionBegun was written: bodies that may have gone out. Never
     #: lowered (the database refuses it); a record above zero can never be Cancelled.
     body_transmissions: int
+    #: When retention compacted the record (its bytes and subject are gone); None: whole.
+    compacted_at: datetime | None
     finished_at: datetime | None
     reply_code: int | None
     reply_text: str | None

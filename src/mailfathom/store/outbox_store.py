@@ -35,6 +35,7 @@ _EMAIL_TIMES = (
     "last_attempt_at",
     "created_at",
     "transmission_begun_at",
+    "compacted_at",
     "finished_at",
     "expires_at",
 )
@@ -402,7 +403,7 @@ class SqlOutboxStore:
         with self.db.transaction() as cur:
             cur.execute(self._q["get_email"], {"id": email_id})
             before = cur.fetchone()
-            if before is None or before["stage"] != "Refused":
+            if before is None or before["stage"] != "Refused" or before["compacted_at"]:
                 return None, None if before is None else self._email(before)
             positions = [r["position"] for r in self._recipients_of(cur, email_id)]
             created = self._copy(cur, email_id, positions, job, due=stamp, now=stamp)

@@ -31,7 +31,14 @@ from mailfathom.store.worker_store import WorkerStore
 
 __all__ = ["SqlStore"]
 
-_JOB_TIMES = ("available_at", "lease_expires_at", "claimed_at", "created_at", "finished_at")
+_JOB_TIMES = (
+    "available_at",
+    "lease_expires_at",
+    "claimed_at",
+    "created_at",
+    "finished_at",
+    "compacted_at",
+)
 
 
 class SqlStore(WorkerStore, ControlStore):

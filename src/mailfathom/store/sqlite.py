@@ -168,6 +168,24 @@ class SQLiteDatabase:
                 raise
 
     @contextmanager
+    def repacking(self) -> Iterator[Cursor]:
+        """A write transaction with foreign keys off on this thread's connection (the
+        pragma only changes outside a transaction), on again afterwards. Only the pruner
+        uses it, to take rows out and write them back unchanged (``repack_jobs``)."""
+        conn = self._connection()
+        with _WRITERS.of(self.path):
+            try:
+                conn.execute("PRAGMA foreign_keys = OFF")
+            except sqlite3.Error as exc:
+                raise _store_error(exc) from exc
+        try:
+            with self.transaction() as cursor:
+                yield cursor
+        finally:
+            with _WRITERS.of(self.path):
+                conn.execute("PRAGMA foreign_keys = ON")
+
+    @contextmanager
     def single_write(self) -> Iterator[Cursor]:
         """A cursor in autocommit mode, holding this process's writer lock. Closing it
         finishes its last statement, which commits it, before the lock is let go."""
@@ -242,6 +260,7 @@ class SQLiteDatabase:
     def apply_migrations(self, migrations: Sequence[tuple[int, str, str]]) -> list[str]:
         """Apply unrecorded migrations, each in its own ``BEGIN IMMEDIATE`` transaction."""
         applied: list[str] = []
+        self._incremental_when_new()
         with self.transaction() as cur:
             cur.execute(
                 "CREATE TABLE IF NOT EXISTS mf_migrations ("
@@ -260,6 +279,53 @@ class SQLiteDatabase:
                 )
                 applied.append(name)
         return applied
+
+    def _incremental_when_new(self) -> None:
+        """A new file gets ``auto_vacuum = INCREMENTAL`` before its first table (the mode
+        can only change on an empty file, or with a VACUUM that rewrites it), so pruning
+        can give freed pages back (:meth:`reclaim_space`). On a connection of its own:
+        VACUUM refuses to run beside a statement still open on the same connection."""
+        with _WRITERS.of(self.path), contextlib.closing(sqlite3.connect(self.path)) as conn:
+            conn.isolation_level = None
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                empty = conn.execute("SELECT count(*) FROM sqlite_master").fetchall()[0][0] == 0
+                if empty and conn.execute("PRAGMA auto_vacuum").fetchall()[0][0] != 2:
+                    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                    conn.execute("VACUUM")
+            except sqlite3.Error as exc:
+                raise _store_error(exc) from exc
+
+    def reclaim_space(self, pages: int) -> int:
+        """``PRAGMA incremental_vacuum(pages)``: hand up to ``pages`` free pages back to the
+        file system (none when ``pages`` is 0). Returns how many pages were free before
+        (a file made before auto_vacuum was set keeps them for reuse; :meth:`vacuum`
+        converts it)."""
+        conn = self._connection()
+        with _WRITERS.of(self.path):
+            try:
+                free = int(conn.execute("PRAGMA freelist_count").fetchall()[0][0])
+                step = min(int(pages), free)  # 0 would mean "every free page"
+                if step > 0 and conn.execute("PRAGMA auto_vacuum").fetchall()[0][0] == 2:
+                    conn.execute(f"PRAGMA incremental_vacuum({step})").fetchall()
+                    # the file shrinks when the WAL is written back: do it now, as far as
+                    # readers allow (PASSIVE waits for nobody)
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            except sqlite3.Error as exc:
+                raise _store_error(exc) from exc
+        return free
+
+    def vacuum(self) -> None:
+        """Switch the file to incremental auto-vacuum and rewrite it (``VACUUM``): the one
+        way an existing file starts giving space back. It blocks writers while it runs
+        and needs free disk space about the file's size: run it in a quiet moment."""
+        conn = self._connection()
+        with _WRITERS.of(self.path):
+            try:
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                conn.execute("VACUUM")
+            except sqlite3.Error as exc:
+                raise _store_error(exc) from exc
 
     # -- values ------------------------------------------------------------------------
 

@@ -56,6 +56,7 @@ _JOB: dict[str, Any] = {
     "failure_reason": nullable("string"),
     "created_at": TIME,
     "finished_at": TIME_OR_NULL,
+    "compacted_at": TIME_OR_NULL,
     "abort_reason": nullable("string"),
     "snoozes": {"type": "integer", "minimum": 0},
     "trace_context": nullable("string"),

@@ -53,6 +53,7 @@ SCHEMAS: dict[str, Any] = {
             "last_attempt_at": TIME_OR_NULL,
             "transmission_begun_at": TIME_OR_NULL,
             "body_transmissions": {"type": "integer", "minimum": 0},
+            "compacted_at": TIME_OR_NULL,
             "finished_at": TIME_OR_NULL,
             "reply_code": nullable("integer"),
             "reply_text": nullable("string"),

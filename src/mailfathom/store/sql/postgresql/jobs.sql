@@ -200,11 +200,12 @@ VALUES (%(job_id)s, %(attempt)s, %(outcome)s, %(failure_class)s, %(error_type)s,
 SELECT * FROM mf_job_attempts WHERE job_id = %(id)s ORDER BY attempt;
 
 -- name: requeue_job
--- Operator: a dead letter gets a fresh attempt budget; its history stays.
+-- Operator: a dead letter gets a fresh attempt budget; its history stays. A compacted
+-- one cannot run again (its payload is gone).
 UPDATE mf_jobs
 SET state = 'Pending', available_at = %(now)s, finished_at = NULL, attempt_base = attempts,
     snoozes = 0, abort_reason = NULL
-WHERE id = %(id)s AND state = 'DeadLettered'
+WHERE id = %(id)s AND state = 'DeadLettered' AND compacted_at IS NULL
 RETURNING *;
 
 -- name: drop_job

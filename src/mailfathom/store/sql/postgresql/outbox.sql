@@ -11,7 +11,7 @@ VALUES ('Recorded', %(idempotency_key)s, %(message_id)s, %(sender)s, %(subject)s
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: record_email
 -- The whole record in one statement (one round trip, and one commit when it runs on its
@@ -32,7 +32,7 @@ WITH ids AS MATERIALIZED (
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
               smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-              body_transmissions, finished_at, reply_code, reply_text, reason, expires_at
+              body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 ), job AS (
     INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, available_at,
                          max_attempts, created_at, trace_context)
@@ -56,7 +56,7 @@ FROM email;
 -- name: email_by_key
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 FROM mf_outbox WHERE idempotency_key = %(idempotency_key)s;
 
 -- name: insert_recipients
@@ -69,12 +69,12 @@ FROM jsonb_array_elements_text(%(addresses)s::jsonb) WITH ORDINALITY;
 UPDATE mf_outbox SET job_id = %(job_id)s WHERE id = %(id)s
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: get_email
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 FROM mf_outbox WHERE id = %(id)s;
 
 -- name: email_message
@@ -96,7 +96,7 @@ ORDER BY position;
 -- Newest first, keyset-paginated by id; the stage filter is optional.
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 FROM mf_outbox
 WHERE (%(stage)s::text IS NULL OR stage = %(stage)s::text)
   AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
@@ -108,7 +108,7 @@ LIMIT %(limit)s;
 -- Oldest first, keyset-paginated by id (after_id).
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 FROM mf_outbox AS o
 WHERE o.stage = 'TransmissionBegun'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
@@ -141,7 +141,7 @@ WHERE id = %(id)s AND stage = 'Recorded'
   AND (expires_at IS NULL OR expires_at > %(now)s OR body_transmissions > 0)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: mark_transmission_begun
 -- After the 354, before the body: only if nothing (cancel, newer attempt) moved it meanwhile.
@@ -163,7 +163,7 @@ SET stage = %(to_stage)s::text,
 WHERE id = %(id)s AND stage = %(from_stage)s AND attempts = %(attempt)s
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: set_recipient_reply
 UPDATE mf_outbox_recipients
@@ -196,7 +196,7 @@ WHERE id = %(id)s AND stage = 'Recorded' AND body_transmissions = 0
                   AND j.state = 'Claimed' AND j.lease_expires_at > %(lease_cutoff)s)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: resolve_email
 -- Operator: settle an unknown outcome (TransmissionBegun, no live delivery lease), or give up
@@ -214,7 +214,7 @@ WHERE id = %(id)s
                   AND j.state = 'Claimed' AND j.lease_expires_at > %(lease_cutoff)s)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: insert_outbox_event
 INSERT INTO mf_outbox_events (email_id, at, actor, action, from_stage, to_stage, reason)
@@ -238,4 +238,4 @@ WHERE id = %(id)s AND stage = 'Recorded' AND expires_at IS NOT NULL AND expires_
   AND body_transmissions = 0
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;

@@ -147,11 +147,12 @@ VALUES (:job_id, :attempt, :outcome, :failure_class, :error_type, :message, :tra
 SELECT * FROM mf_job_attempts WHERE job_id = :id ORDER BY attempt;
 
 -- name: requeue_job
--- Operator: a dead letter gets a fresh attempt budget; its history stays.
+-- Operator: a dead letter gets a fresh attempt budget; its history stays. A compacted
+-- one cannot run again (its payload is gone).
 UPDATE mf_jobs
 SET state = 'Pending', available_at = :now, finished_at = NULL, attempt_base = attempts,
     snoozes = 0, abort_reason = NULL
-WHERE id = :id AND state = 'DeadLettered'
+WHERE id = :id AND state = 'DeadLettered' AND compacted_at IS NULL
 RETURNING *;
 
 -- name: drop_job

@@ -11,12 +11,12 @@ VALUES ('Recorded', :idempotency_key, :message_id, :sender, :subject, :message, 
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: email_by_key
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 FROM mf_outbox WHERE idempotency_key = :idempotency_key;
 
 -- name: insert_recipients
@@ -28,12 +28,12 @@ SELECT :email_id, key, value FROM json_each(:addresses);
 UPDATE mf_outbox SET job_id = :job_id WHERE id = :id
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: get_email
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 FROM mf_outbox WHERE id = :id;
 
 -- name: email_message
@@ -55,7 +55,7 @@ ORDER BY position;
 -- Newest first, keyset-paginated by id; the stage filter is optional.
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 FROM mf_outbox
 WHERE (:stage IS NULL OR stage = :stage)
   AND (:before_id IS NULL OR id < :before_id)
@@ -67,7 +67,7 @@ LIMIT :limit;
 -- Oldest first, keyset-paginated by id (after_id).
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 FROM mf_outbox AS o
 WHERE o.stage = 'TransmissionBegun'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
@@ -100,7 +100,7 @@ WHERE id = :id AND stage = 'Recorded'
   AND (expires_at IS NULL OR expires_at > :now OR body_transmissions > 0)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: mark_transmission_begun
 -- After the 354, before the body: only if nothing (cancel, newer attempt) moved it meanwhile.
@@ -122,7 +122,7 @@ SET stage = :to_stage,
 WHERE id = :id AND stage = :from_stage AND attempts = :attempt
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: set_recipient_reply
 UPDATE mf_outbox_recipients
@@ -154,7 +154,7 @@ WHERE id = :id AND stage = 'Recorded' AND body_transmissions = 0
                   AND j.state = 'Claimed' AND j.lease_expires_at > :lease_cutoff)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: resolve_email
 -- Operator: settle an unknown outcome (TransmissionBegun, no live delivery lease), or give up
@@ -172,7 +172,7 @@ WHERE id = :id
                   AND j.state = 'Claimed' AND j.lease_expires_at > :lease_cutoff)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
 -- name: insert_outbox_event
 INSERT INTO mf_outbox_events (email_id, at, actor, action, from_stage, to_stage, reason)
@@ -196,4 +196,4 @@ WHERE id = :id AND stage = 'Recorded' AND expires_at IS NOT NULL AND expires_at 
   AND body_transmissions = 0
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;

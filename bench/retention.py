@@ -1,0 +1,326 @@
+"""Retention under load: claims while finished rows are compacted, and the database's size.
+
+    .venv/bin/python bench/retention.py                     # 50,000 finished rows, SQLite
+    .venv/bin/python bench/retention.py --full              # 1,000,000 rows, 1,000,000 jobs
+    .venv/bin/python bench/retention.py --finished 200000 --pg-url postgresql://… --json
+
+**Claims while pruning.** A fresh database gets ``--finished`` Succeeded rows, finished
+long ago (their retention has passed), and ``--pending`` due jobs. One thread claims
+ten at a time and records them succeeded, as a worker's loop does, and times each
+claim. In the *pruning* phase a pruner (the worker's, with its batch size and duty cycle)
+compacts the finished rows at the same time, and claiming stops when it is done; the
+*baseline* phase, on an identical fresh database, claims as many jobs with no pruner.
+Reported: jobs claimed per second and the p99 claim time, both phases.
+
+**Size over time.** ``--rounds`` rounds of ``--per-round`` jobs (500-byte payloads)
+are enqueued, claimed and completed; the fake clock moves a day per round and a pass
+prunes with ``Succeeded`` kept one day. Three runs: retention off, compaction (every job
+keyed), and opt-in deletion (keyless jobs). Reported: the size after every round
+(SQLite: the file and its WAL after a checkpoint; PostgreSQL: ``pg_total_relation_size``
+of the job tables).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import quote
+
+import psycopg
+
+from mailfathom import FakeClock, MailFathom
+from mailfathom.clock import Clock, SystemClock
+from mailfathom.jobs.pruner import WORKER_DUTY
+
+_LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
+_SEED_CHUNK = 100_000
+_CLAIM = 10
+_LEASE = timedelta(seconds=300)
+
+_SEED = {
+    "sqlite": (
+        "WITH RECURSIVE n(i) AS (SELECT :first UNION ALL SELECT i + 1 FROM n WHERE i < :last) "
+        "INSERT INTO mf_jobs (kind, queue, payload, priority, state, idempotency_key, "
+        "available_at, attempts, max_attempts, claimed_by, claimed_at, created_at, finished_at) "
+        "SELECT 'bench.done', 'default', '{\"pad\":\"' || printf('%.200c', 'x') || '\",\"n\":' "
+        "|| i || '}', 0, 'Succeeded', 'done:' || i, :t, 1, 5, 'seed', :t, :t, :t FROM n"
+    ),
+    "postgresql": (
+        "INSERT INTO mf_jobs (kind, queue, payload, priority, state, idempotency_key, "
+        "available_at, attempts, max_attempts, claimed_by, claimed_at, created_at, finished_at) "
+        "SELECT 'bench.done', 'default', json_build_object('pad', repeat('x', 200), 'n', i), "
+        "0, 'Succeeded', 'done:' || i, %(t)s, 1, 5, 'seed', %(t)s, %(t)s, %(t)s "
+        "FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ClaimPhase:
+    """One claiming run: how many jobs, how fast, how slow the slowest claims were."""
+
+    phase: str
+    jobs: int
+    seconds: float
+    jobs_per_second: float
+    p50_ms: float
+    p99_ms: float
+    compacted: int
+
+
+@dataclass
+class SizeRun:
+    """Bytes after each round for one retention mode."""
+
+    mode: str
+    sizes: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Result:
+    """Everything one run measured."""
+
+    dialect: str
+    finished: int
+    pending: int
+    claims: list[ClaimPhase]
+    rounds: int
+    per_round: int
+    sizes: dict[str, list[int]]
+
+
+# -- databases ----------------------------------------------------------------------------
+
+
+@contextmanager
+def _database(pg_url: str | None, folder: Path) -> Iterator[str]:
+    """A fresh database: a SQLite file in ``folder``, or a schema of its own on ``pg_url``."""
+    if pg_url is None:
+        path = folder / f"bench-{uuid.uuid4().hex[:8]}.db"
+        yield f"sqlite:///{path}"
+        return
+    schema = f"mf_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    separator = "&" if "?" in pg_url else "?"
+    try:
+        yield f"{pg_url}{separator}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def _seed(mf: MailFathom, finished: int, pending: int) -> None:
+    """``finished`` Succeeded rows finished long ago, and ``pending`` due jobs."""
+    sql = _SEED[mf.store.dialect]
+    stamp = mf.store.db.time_param(_LONG_AGO)
+    for first in range(1, finished + 1, _SEED_CHUNK):
+        last = min(first + _SEED_CHUNK - 1, finished)
+        with mf.store.db.transaction() as cur:
+            cur.execute(sql, {"first": first, "last": last, "t": stamp})
+    for start in range(0, pending, 1000):
+        mf.enqueue_many("bench.noop", [{"n": n} for n in range(start, min(start + 1000, pending))])
+
+
+def _size(mf: MailFathom) -> int:
+    """The database's size in bytes, as the disk sees it."""
+    if mf.store.dialect == "sqlite":
+        path = Path(cast(Any, mf.store.db).path)
+        with mf.store.db.reading() as cur:
+            cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        wal = path.with_name(path.name + "-wal")
+        return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    with mf.store.db.reading() as cur:
+        cur.execute(
+            "SELECT sum(pg_total_relation_size(c.oid))::bigint AS n FROM pg_class AS c "
+            "JOIN pg_namespace AS s ON s.oid = c.relnamespace "
+            "WHERE s.nspname = current_schema() AND c.relkind = 'r' AND c.relname LIKE 'mf%%'"
+        )
+        return int(cur.fetchone()["n"])
+
+
+# -- claims while pruning -----------------------------------------------------------------
+
+
+def _claim_until(mf: MailFathom, clock: Clock, stop: threading.Event, most: int) -> list[float]:
+    """Claim ten at a time (and complete them) until ``stop`` or ``most`` jobs; the
+    seconds each claim took."""
+    took: list[float] = []
+    claimed = 0
+    while claimed < most and not stop.is_set():
+        now = clock.now()
+        began = time.perf_counter()
+        jobs = mf.store.claim(owner="bench", limit=_CLAIM, now=now, lease_until=now + _LEASE)
+        took.append(time.perf_counter() - began)
+        if not jobs:
+            break
+        mf.store.record_outcomes(
+            owner="bench", now=clock.now(), succeeded=[(j["id"], j["attempts"]) for j in jobs]
+        )
+        claimed += len(jobs)
+    return took
+
+
+def _phase(name: str, took: list[float], seconds: float, compacted: int) -> ClaimPhase:
+    jobs = len(took) * _CLAIM
+    ordered = sorted(took)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else 0.0
+    return ClaimPhase(
+        name,
+        jobs,
+        seconds,
+        jobs / seconds if seconds else 0.0,
+        statistics.median(ordered) * 1000 if ordered else 0.0,
+        p99 * 1000,
+        compacted,
+    )
+
+
+def _app(url: str, clock: Clock, **settings: Any) -> MailFathom:
+    mf = MailFathom(url, clock=clock, **settings)
+    mf.migrate()
+
+    @mf.job("bench.noop")
+    def noop(ctx: Any, n: int = 0) -> None:
+        pass
+
+    return mf
+
+
+def measure_claims(
+    pg_url: str | None, folder: Path, finished: int, pending: int
+) -> list[ClaimPhase]:
+    """The pruning phase, then a baseline claiming as many jobs with no pruner."""
+    clock = SystemClock()
+    with _database(pg_url, folder) as url, _app(url, clock) as mf:
+        _seed(mf, finished, pending)
+        pruner = mf.pruner(duty=WORKER_DUTY)  # as a worker's pruning thread runs it
+        done = threading.Event()
+        report: list[int] = []
+
+        def prune() -> None:
+            report.append(pruner.run().total)
+            done.set()
+
+        thread = threading.Thread(target=prune)
+        began = time.perf_counter()
+        thread.start()
+        took = _claim_until(mf, clock, done, pending)
+        seconds = time.perf_counter() - began
+        thread.join()
+        pruning = _phase("pruning", took, seconds, report[0])
+    with _database(pg_url, folder) as url, _app(url, clock) as mf:
+        _seed(mf, finished, pending)
+        began = time.perf_counter()
+        took = _claim_until(mf, clock, threading.Event(), pruning.jobs)
+        baseline = _phase("baseline", took, time.perf_counter() - began, 0)
+    return [baseline, pruning]
+
+
+# -- size over time -----------------------------------------------------------------------
+
+
+def measure_sizes(
+    pg_url: str | None, folder: Path, rounds: int, per_round: int, *, vacuum: bool = False
+) -> list[SizeRun]:
+    """Bytes after each round with retention off, compacting, and deleting keyless rows.
+
+    ``vacuum`` (PostgreSQL): a plain ``VACUUM`` of the job tables after every round, in
+    every mode, standing in for an autovacuum that keeps up (a run of minutes is shorter
+    than autovacuum's own pace)."""
+    runs = []
+    for mode in ("off", "compact", "delete"):
+        clock = FakeClock(_LONG_AGO)
+        settings: dict[str, Any] = {"retention": {"Succeeded": "1d"}}
+        if mode == "delete":
+            settings["retention_delete_keyless"] = True
+        run = SizeRun(mode)
+        with _database(pg_url, folder) as url, _app(url, clock, **settings) as mf:
+            pad = "x" * 500
+            for r in range(rounds):
+                keys = None if mode == "delete" else [f"job:{r}:{n}" for n in range(per_round)]
+                for start in range(0, per_round, 1000):
+                    chunk = range(start, min(start + 1000, per_round))
+                    mf.enqueue_many(
+                        "bench.noop",
+                        [{"n": n, "pad": pad} for n in chunk],
+                        idempotency_keys=None if keys is None else keys[start : chunk.stop],
+                    )
+                _claim_until(mf, clock, threading.Event(), per_round)
+                clock.advance(86400 + 1)
+                if mode != "off":
+                    mf.prune()
+                if vacuum and mf.store.dialect == "postgresql":
+                    with mf.store.db.reading() as cur:  # autocommit: VACUUM needs it
+                        cur.execute("VACUUM mf_jobs, mf_job_attempts")
+                run.sizes.append(_size(mf))
+        runs.append(run)
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both measurements; print a summary (or JSON)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="1,000,000 rows and jobs")
+    parser.add_argument("--finished", type=int, help="finished rows to compact (default 50,000)")
+    parser.add_argument("--pending", type=int, help="due jobs to claim (default 20,000)")
+    parser.add_argument("--rounds", type=int, help="size rounds (default 10)")
+    parser.add_argument("--per-round", type=int, help="jobs per size round (default 2,000)")
+    parser.add_argument("--pg-url", default=None, help="PostgreSQL admin URL (default: SQLite)")
+    parser.add_argument("--data-dir", type=Path, default=None, help="folder for SQLite files")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--sizes-only", action="store_true", help="skip the claim phases")
+    parser.add_argument(
+        "--pg-vacuum", action="store_true", help="PostgreSQL: VACUUM after every size round"
+    )
+    options = parser.parse_args(argv)
+    full = options.full
+    finished = options.finished or (1_000_000 if full else 50_000)
+    pending = options.pending or (400_000 if full else 20_000)
+    rounds = options.rounds or (100 if full else 10)
+    per_round = options.per_round or (10_000 if full else 2_000)
+    with tempfile.TemporaryDirectory(prefix="mailfathom-retention-", dir=options.data_dir) as d:
+        folder = Path(d)
+        claims = (
+            [] if options.sizes_only else measure_claims(options.pg_url, folder, finished, pending)
+        )
+        sizes = measure_sizes(options.pg_url, folder, rounds, per_round, vacuum=options.pg_vacuum)
+    result = Result(
+        "postgresql" if options.pg_url else "sqlite",
+        finished,
+        pending,
+        claims,
+        rounds,
+        per_round,
+        {run.mode: run.sizes for run in sizes},
+    )
+    if options.json:
+        print(json.dumps(asdict(result)))
+        return 0
+    print(f"{result.dialect}: {finished:,} finished rows, claims of {_CLAIM}")
+    for phase in claims:
+        print(
+            f"  {phase.phase:9} {phase.jobs:>9,} jobs {phase.jobs_per_second:>9,.0f} jobs/s "
+            f"p50 {phase.p50_ms:6.2f} ms  p99 {phase.p99_ms:6.2f} ms  compacted {phase.compacted:,}"
+        )
+    print(f"size after each of {rounds} rounds of {per_round:,} jobs (MB):")
+    for run in sizes:
+        shown = " ".join(f"{size / 1e6:.1f}" for size in run.sizes)
+        print(f"  {run.mode:8} {shown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""Retention's storage: the pruner lease, and compaction or deletion in small batches.
+
+Internal. Every batch is one short transaction of at most ``limit`` rows, so a claim
+never waits long behind the pruner; on PostgreSQL each batch first takes the schema's
+pruner advisory lock (``pg_try_advisory_xact_lock``) and does nothing when another
+pruner holds it. One pass at a time across the fleet is the lease row's job
+(``mf_pruner``), which also keeps what the last pass did.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from mailfathom.clock import DEFAULT_CLOCK_SKEW
+from mailfathom.errors import StoreError
+from mailfathom.store.database import Cursor, Database
+
+__all__ = ["Batch", "PrunerState", "RetentionStore"]
+
+#: Which rows a job or email batch takes: every one, only keyless ones, only keyed ones.
+Only = Literal["all", "keyless", "keyed"]
+Table = Literal["jobs", "emails", "job_events", "email_events"]
+Action = Literal["compact", "delete"]
+#: What a column name may look like before it is written into the repack INSERT.
+_COLUMN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One kind of pruning work: rows of ``table`` in ``state`` finished before ``cutoff``.
+
+    ``kind`` narrows jobs to one kind; with None, the kinds in ``except_kinds`` (which
+    have rules of their own) are left out."""
+
+    table: Table
+    action: Action
+    state: str
+    cutoff: datetime
+    kind: str | None = None
+    except_kinds: tuple[str, ...] = ()
+    only: Only = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class PrunerState:
+    """Who holds the pruner lease, and when the last pass started and ended, with its report."""
+
+    holder: str | None
+    lease_until: datetime | None
+    last_started_at: datetime | None
+    last_finished_at: datetime | None
+    last_report: dict[str, Any] | None
+
+
+class RetentionStore:
+    """Runs the ``retention.sql`` blocks of one database."""
+
+    def __init__(self, database: Database, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> None:
+        self.db = database
+        self.clock_skew = clock_skew
+        self._q = database.queries
+        self._inserts: dict[tuple[str, ...], str] = {}  # repack INSERT by column list
+
+    # -- the lease ---------------------------------------------------------------------
+
+    def acquire(self, holder: str, *, now: datetime, lease: timedelta) -> bool:
+        """Take the pruner lease for ``lease``; False while another holder's is live."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                self._q["acquire_pruner"],
+                {
+                    "holder": holder,
+                    "now": self.db.time_param(now),
+                    "lease_until": self.db.time_param(now + lease),
+                    "lease_cutoff": self.db.time_param(now - self.clock_skew),
+                },
+            )
+            return cur.fetchone() is not None
+
+    def renew(self, holder: str, *, now: datetime, lease: timedelta) -> bool:
+        """Extend the lease ``holder`` holds; False if it was lost."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                self._q["renew_pruner"],
+                {"holder": holder, "lease_until": self.db.time_param(now + lease)},
+            )
+            return cur.fetchone() is not None
+
+    def finish(self, holder: str, *, now: datetime, report: dict[str, Any]) -> bool:
+        """Give the lease back, keeping ``report`` as what the last pass did."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                self._q["finish_pruner"],
+                {
+                    "holder": holder,
+                    "now": self.db.time_param(now),
+                    "report": json.dumps(report, separators=(",", ":")),
+                },
+            )
+            return cur.fetchone() is not None
+
+    def state(self) -> PrunerState:
+        """The lease and the last pass, as stored."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["pruner_state"], {})
+            row = cur.fetchone()
+        if row is None:  # pragma: no cover - the migration inserts the row
+            return PrunerState(None, None, None, None, None)
+        report = row["last_report"]
+        if isinstance(report, (str, bytes)):
+            report = json.loads(report)
+        return PrunerState(
+            holder=row["holder"],
+            lease_until=self.db.time_value(row["lease_until"]),
+            last_started_at=self.db.time_value(row["last_started_at"]),
+            last_finished_at=self.db.time_value(row["last_finished_at"]),
+            last_report=report,
+        )
+
+    # -- batches -----------------------------------------------------------------------
+
+    def count(self, batch: Batch) -> int:
+        """How many rows ``batch`` would take in all (a dry run)."""
+        with self.db.reading() as cur:
+            cur.execute(self._q[f"count_prunable_{batch.table}"], self._params(batch, 0, None))
+            return int(cur.fetchone()["n"])
+
+    def run(self, batch: Batch, *, limit: int, now: datetime) -> int | None:
+        """Prune up to ``limit`` rows of ``batch`` in one transaction; how many it took.
+
+        None: another pruner is inside a batch right now (PostgreSQL's advisory lock)."""
+        params = self._params(batch, limit, now)
+        compacting_jobs = batch.table == "jobs" and batch.action == "compact"
+        repacking = getattr(self.db, "repacking", None) if "repack_jobs" in self._q else None
+        with repacking() if compacting_jobs and repacking else self.db.transaction() as cur:
+            lock = self._q.get("prune_lock")
+            if lock is not None:
+                cur.execute(lock, {})
+                if not cur.fetchone()["locked"]:
+                    return None
+            cur.execute(self._q[f"{batch.action}_{batch.table}"], params)
+            ids = [row["id"] for row in cur.fetchall()]
+            if ids and compacting_jobs:
+                listed = self.db.list_param(ids)
+                cur.execute(self._q["compact_attempts"], {"ids": listed})
+                if repacking is not None:
+                    self._repack(cur, listed)
+            return len(ids)
+
+    def _repack(self, cur: Cursor, ids: Any) -> None:
+        """SQLite: take the compacted rows out and write them back as they are, so their
+        emptied pages merge and come free (see ``repack_jobs``)."""
+        cur.execute(self._q["repack_jobs"], {"ids": ids})
+        rows = [dict(row) for row in cur.fetchall()]
+        if not rows:
+            return
+        columns = list(rows[0])
+        insert = self._inserts.get(tuple(columns))
+        if insert is None:
+            for name in columns:
+                if not _COLUMN.fullmatch(name):  # pragma: no cover - our own schema's names
+                    raise StoreError(f"unexpected column name {name!r} in mf_jobs")
+            insert = (
+                f"INSERT INTO mf_jobs ({', '.join(columns)}) "
+                f"VALUES ({', '.join(':' + name for name in columns)})"
+            )
+            self._inserts[tuple(columns)] = insert
+        for row in rows:
+            cur.execute(insert, row)
+
+    def _params(self, batch: Batch, limit: int, now: datetime | None) -> dict[str, Any]:
+        return {
+            "state": batch.state,
+            "stage": batch.state,
+            "cutoff": self.db.time_param(batch.cutoff),
+            "kind": batch.kind,
+            "except_kinds": self.db.list_param(list(batch.except_kinds)),
+            "only": batch.only,
+            "limit": limit,
+            "now": self.db.time_param(now),
+        }
+
+    # -- what is there -----------------------------------------------------------------
+
+    def counts(self) -> dict[str, dict[str, tuple[int, int]]]:
+        """``{"jobs": {state: (rows, compacted)}, "emails": {stage: (rows, compacted)}}``."""
+        found: dict[str, dict[str, tuple[int, int]]] = {}
+        with self.db.reading() as cur:
+            for table in ("jobs", "emails"):
+                cur.execute(self._q[f"count_{table}_compacted"], {})
+                found[table] = {
+                    row["state"]: (int(row["n"]), int(row["compacted"])) for row in cur.fetchall()
+                }
+        return found
+
+    def reclaim(self, pages: int) -> int:
+        """Give up to ``pages`` free pages back to the file system (SQLite's incremental
+        vacuum; PostgreSQL's autovacuum does this itself). How many were free before."""
+        reclaim = getattr(self.db, "reclaim_space", None)
+        return 0 if reclaim is None else int(reclaim(pages))

@@ -1,0 +1,148 @@
+-- Named queries for retention (PostgreSQL). Values are bound; `now` and every cutoff come
+-- from the injected clock. Each batch is one short transaction of at most :limit rows.
+-- The job filter, shared by every job block: terminal rows of :state not yet compacted,
+-- finished before :cutoff, of :kind (NULL: any kind not in the JSON array
+-- :except_kinds), and with a key or not as :only says ('all', 'keyless', 'keyed').
+
+-- name: prune_lock
+-- Every pruning transaction first takes this schema's pruner advisory lock (released at
+-- commit); false means another pruner is inside a batch right now.
+SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || '.mf_pruner')) AS locked;
+
+-- name: acquire_pruner
+-- Takes the one pruner lease unless another holder's lease is still live (it counts as
+-- expired only a clock-skew margin after its end). Returns the row when taken.
+UPDATE mf_pruner SET holder = %(holder)s, lease_until = %(lease_until)s, last_started_at = %(now)s
+WHERE id = 1 AND (holder IS NULL OR holder = %(holder)s OR lease_until <= %(lease_cutoff)s)
+RETURNING id;
+
+-- name: renew_pruner
+UPDATE mf_pruner SET lease_until = %(lease_until)s WHERE id = 1 AND holder = %(holder)s
+RETURNING id;
+
+-- name: finish_pruner
+-- Gives the lease back and keeps what the pass did, for the console.
+UPDATE mf_pruner
+SET holder = NULL, lease_until = NULL, last_finished_at = %(now)s, last_report = %(report)s::jsonb
+WHERE id = 1 AND holder = %(holder)s
+RETURNING id;
+
+-- name: pruner_state
+SELECT holder, lease_until, last_started_at, last_finished_at, last_report
+FROM mf_pruner WHERE id = 1;
+
+-- name: count_prunable_jobs
+SELECT count(*) AS n FROM mf_jobs
+WHERE state = %(state)s AND compacted_at IS NULL AND finished_at IS NOT NULL
+  AND finished_at < %(cutoff)s
+  AND (CASE WHEN %(kind)s::text IS NULL THEN kind NOT IN (SELECT jsonb_array_elements_text(%(except_kinds)s::jsonb))
+            ELSE kind = %(kind)s END)
+  AND (%(only)s::text = 'all' OR (%(only)s::text = 'keyless') = (idempotency_key IS NULL));
+
+-- name: compact_jobs
+-- Empties the payload of up to :limit rows and stamps them compacted; returns their ids.
+UPDATE mf_jobs SET payload = '{}', compacted_at = %(now)s
+WHERE id IN (
+    SELECT id FROM mf_jobs
+    WHERE state = %(state)s AND compacted_at IS NULL AND finished_at IS NOT NULL
+      AND finished_at < %(cutoff)s
+      AND (CASE WHEN %(kind)s::text IS NULL THEN kind NOT IN (SELECT jsonb_array_elements_text(%(except_kinds)s::jsonb))
+                ELSE kind = %(kind)s END)
+      AND (%(only)s::text = 'all' OR (%(only)s::text = 'keyless') = (idempotency_key IS NULL))
+    ORDER BY finished_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id;
+
+-- name: compact_attempts
+-- The compacted jobs' attempts keep one summary line each: outcome, class, error type and
+-- the first line of the message (at most 200 characters); the traceback goes.
+UPDATE mf_job_attempts
+SET traceback = NULL,
+    message = left(split_part(message, E'\n', 1), 200)
+WHERE job_id IN (SELECT (jsonb_array_elements_text(%(ids)s::jsonb))::bigint)
+  AND (traceback IS NOT NULL OR length(message) > 200 OR strpos(message, E'\n') > 0);
+
+-- name: delete_jobs
+-- Opt-in only: deletes up to :limit keyless rows (their attempts and events go with them).
+DELETE FROM mf_jobs
+WHERE id IN (
+    SELECT id FROM mf_jobs
+    WHERE state = %(state)s AND compacted_at IS NULL AND finished_at IS NOT NULL
+      AND finished_at < %(cutoff)s AND idempotency_key IS NULL
+      AND (CASE WHEN %(kind)s::text IS NULL THEN kind NOT IN (SELECT jsonb_array_elements_text(%(except_kinds)s::jsonb))
+                ELSE kind = %(kind)s END)
+    ORDER BY finished_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id;
+
+-- name: count_prunable_emails
+SELECT count(*) AS n FROM mf_outbox AS o
+WHERE o.stage = %(stage)s AND o.compacted_at IS NULL AND o.finished_at IS NOT NULL
+  AND o.finished_at < %(cutoff)s
+  AND (%(only)s::text = 'all'
+       OR (%(only)s::text = 'keyed' AND (o.idempotency_key IS NOT NULL
+                                OR EXISTS (SELECT 1 FROM mf_outbox AS c WHERE c.parent_id = o.id)))
+       OR (%(only)s::text = 'keyless' AND o.idempotency_key IS NULL
+           AND NOT EXISTS (SELECT 1 FROM mf_outbox AS c WHERE c.parent_id = o.id)));
+
+-- name: compact_emails
+-- Empties the bytes (and the subject, which is content) of up to :limit final records;
+-- envelope, Message-ID, stage, recipients' replies and failure stay.
+UPDATE mf_outbox SET message = '\x'::bytea, size = 0, subject = NULL, compacted_at = %(now)s
+WHERE id IN (
+    SELECT o.id FROM mf_outbox AS o
+    WHERE o.stage = %(stage)s AND o.compacted_at IS NULL AND o.finished_at IS NOT NULL
+      AND o.finished_at < %(cutoff)s
+      AND (%(only)s::text = 'all'
+           OR (%(only)s::text = 'keyed' AND (o.idempotency_key IS NOT NULL
+                                    OR EXISTS (SELECT 1 FROM mf_outbox AS c
+                                               WHERE c.parent_id = o.id))))
+    ORDER BY o.finished_at
+    LIMIT %(limit)s
+    FOR UPDATE OF o SKIP LOCKED
+)
+RETURNING id;
+
+-- name: delete_emails
+-- Opt-in only: deletes up to :limit keyless records no split record points at.
+DELETE FROM mf_outbox
+WHERE id IN (
+    SELECT o.id FROM mf_outbox AS o
+    WHERE o.stage = %(stage)s AND o.compacted_at IS NULL AND o.finished_at IS NOT NULL
+      AND o.finished_at < %(cutoff)s AND o.idempotency_key IS NULL
+      AND NOT EXISTS (SELECT 1 FROM mf_outbox AS c WHERE c.parent_id = o.id)
+    ORDER BY o.finished_at
+    LIMIT %(limit)s
+    FOR UPDATE OF o SKIP LOCKED
+)
+RETURNING id;
+
+-- name: count_prunable_job_events
+SELECT count(*) AS n FROM mf_job_events WHERE at < %(cutoff)s;
+
+-- name: delete_job_events
+DELETE FROM mf_job_events
+WHERE id IN (SELECT id FROM mf_job_events WHERE at < %(cutoff)s ORDER BY at LIMIT %(limit)s
+                FOR UPDATE SKIP LOCKED)
+RETURNING id;
+
+-- name: count_prunable_email_events
+SELECT count(*) AS n FROM mf_outbox_events WHERE at < %(cutoff)s;
+
+-- name: delete_email_events
+DELETE FROM mf_outbox_events
+WHERE id IN (SELECT id FROM mf_outbox_events WHERE at < %(cutoff)s ORDER BY at LIMIT %(limit)s
+                FOR UPDATE SKIP LOCKED)
+RETURNING id;
+
+-- name: count_jobs_compacted
+-- Rows per state, and how many of them are compacted.
+SELECT state, count(*) AS n, count(compacted_at) AS compacted FROM mf_jobs GROUP BY state;
+
+-- name: count_emails_compacted
+SELECT stage AS state, count(*) AS n, count(compacted_at) AS compacted
+FROM mf_outbox GROUP BY stage;
