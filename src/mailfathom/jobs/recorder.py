@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeGuard
 
 from mailfathom.errors import StoreError
 from mailfathom.jobs.model import Job
@@ -87,7 +88,11 @@ class OutcomeRecorder:
                 owner=self._owner, now=now, succeeded=succeeded, failed=failed
             )
         except Exception as exc:  # whatever it is, the loop must go on
-            self._one_by_one(batch, now, exc, "recording outcomes")
+            if _outage(exc):
+                self.unrecorded.put_back(batch)
+                self._outage.failed("recording outcomes", exc)
+            else:
+                self._one_by_one(batch, now, exc, "recording outcomes")
             return
         self._outage.ok()
         self._done(batch, lost, fallbacks)
@@ -112,7 +117,10 @@ class OutcomeRecorder:
             )
             jobs = [Job.from_row(row) for row in rows]
         except Exception as exc:  # whatever it is, the loop must go on
-            if batch:
+            if batch and _outage(exc):
+                self.unrecorded.put_back(batch)
+                self._outage.failed("claiming", exc)
+            elif batch:
                 self._one_by_one(batch, now, exc, "claiming")
             else:
                 self._outage.failed("claiming", _as_store_error(exc))
@@ -224,10 +232,13 @@ class OutcomeRecorder:
     def _one_by_one(
         self, batch: list[Finished], now: datetime, error: BaseException, doing: str
     ) -> None:
-        """The batch failed with ``error``: record each outcome in its own transaction.
+        """The batch failed with ``error`` for something in it (a row the database refuses,
+        an outcome that cannot be prepared): record each outcome in its own transaction,
+        and a fallback for the one that cannot be.
 
-        When nothing at all can be written (the first outcome, then its fallback, fail
-        with StoreError) the database is down: everything not yet recorded is put back.
+        When the database becomes unavailable meanwhile, or nothing at all can be written
+        (the first outcome, then its fallback, fail), everything not yet recorded is put
+        back for the next try.
         """
         logger.log(
             logging.DEBUG if isinstance(error, StoreError) else logging.WARNING,
@@ -245,6 +256,10 @@ class OutcomeRecorder:
             except _Unprepared as exc:
                 reason = str(exc)
             except Exception as exc:  # then its fallback
+                if _outage(exc):  # the database went away meanwhile: keep the rest for later
+                    self.unrecorded.put_back(batch[position:])
+                    self._outage.failed(doing, exc)
+                    return
                 reason = _reason(result, "could not be recorded", exc)
             else:
                 wrote = True
@@ -325,3 +340,12 @@ def _log_fallback(result: Finished, reason: str) -> None:
         reason,
         extra={"mailfathom": {"job_id": job.id, "action": "fallback_outcome"}},
     )
+
+
+def _outage(error: BaseException) -> TypeGuard[StoreError]:
+    """The database is unavailable (not refusing one row): keep every outcome, back off.
+
+    Recording them one by one then would record a fallback Failed for work that
+    succeeded the moment the database answered again, and leave the rest to their leases.
+    """
+    return isinstance(error, StoreError) and not error.refused

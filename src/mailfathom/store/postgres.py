@@ -471,7 +471,9 @@ def _store_error(exc: psycopg.Error) -> StoreError:
             "and the URL is right; a write in flight may or may not have been committed, "
             "and the next call reconnects"
         )
-    return StoreError(f"PostgreSQL failed: {exc}")
+    # class 22 (data exception) and 23 (integrity constraint violation): the row itself
+    refused = state.startswith(("22", "23"))
+    return StoreError(f"PostgreSQL failed: {exc}", refused=refused)
 
 
 # admin_shutdown, crash_shutdown, cannot_connect_now

@@ -124,6 +124,7 @@ class SQLiteDatabase:
         commits or ``timeout`` passes: near-immediate wake-ups at almost no idle cost."""
         watcher: sqlite3.Connection | None = getattr(self._local, "watcher", None)
         if watcher is None or self._local.watcher_pid != os.getpid():
+            _create_private(self.path)
             watcher = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._local.watcher = watcher
             self._local.watcher_pid = os.getpid()
@@ -285,6 +286,7 @@ class SQLiteDatabase:
         can only change on an empty file, or with a VACUUM that rewrites it), so pruning
         can give freed pages back (:meth:`reclaim_space`). On a connection of its own:
         VACUUM refuses to run beside a statement still open on the same connection."""
+        _create_private(self.path)  # before sqlite3 makes the file with the umask's mode
         with _WRITERS.of(self.path), contextlib.closing(sqlite3.connect(self.path)) as conn:
             conn.isolation_level = None
             try:
@@ -399,4 +401,5 @@ def _store_error(exc: sqlite3.Error) -> StoreError:
         )
     if isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc):
         return StoreError(f"SQLite schema is missing ({exc}): run `mailfathom migrate` first")
-    return StoreError(f"SQLite failed: {exc}")
+    refused = isinstance(exc, sqlite3.IntegrityError | sqlite3.DataError)
+    return StoreError(f"SQLite failed: {exc}", refused=refused)

@@ -21,16 +21,14 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import MutableHeaders
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mailfathom.errors import ConfigurationError
-from mailfathom.web.security import PAGE_POLICY, csrf_token
+from mailfathom.web.security import csrf_token, is_json, origin_netloc
 
 __all__ = [
     "USER_KEY",
@@ -137,7 +135,8 @@ class DelegatedGuard:
             return
         csrf_token(scope["session"])
         refusal = self._refusal(Request(scope))
-        await (refusal or self.app)(scope, receive, _with_headers(send))
+        # the console's SecurityHeaders middleware (outside this one) adds the headers
+        await (refusal or self.app)(scope, receive, send)
 
     @staticmethod
     def _refusal(request: Request) -> ASGIApp | None:
@@ -148,7 +147,7 @@ class DelegatedGuard:
             return None
         host = request.headers.get("host", "").lower()
         origin = request.headers.get("origin")
-        if origin and _netloc(origin) != host:
+        if origin and origin_netloc(origin) != host:
             return _refused(
                 request.scope,
                 403,
@@ -163,7 +162,7 @@ class DelegatedGuard:
                 f"refused: {user.name} has read-only access to this console (look, not act); "
                 "ask an operator",
             )
-        if _is_api(request.scope) and not _is_json(request.headers.get("content-type", "")):
+        if _is_api(request.scope) and not is_json(request.headers):
             return _refused(
                 request.scope,
                 415,
@@ -187,31 +186,3 @@ def _refused(scope: Scope, status: int, kind: str, message: str) -> Response:
         headers = {"www-authenticate": 'Bearer realm="mailfathom"'} if status == 401 else None
         return Response(body, status_code=status, media_type="application/json", headers=headers)
     return PlainTextResponse(message, status_code=status)
-
-
-def _netloc(origin: str) -> str:
-    try:
-        return urlsplit(origin).netloc.lower()
-    except ValueError:
-        return ""
-
-
-def _is_json(content_type: str) -> bool:
-    kind = content_type.split(";", maxsplit=1)[0].strip().lower()
-    return kind == "application/json" or (
-        kind.startswith("application/") and kind.endswith("+json")
-    )
-
-
-def _with_headers(send: Send) -> Send:
-    async def sender(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            headers = MutableHeaders(scope=message)
-            headers.setdefault("content-security-policy", PAGE_POLICY)
-            headers.setdefault("x-frame-options", "DENY")
-            headers["x-content-type-options"] = "nosniff"
-            headers["referrer-policy"] = "same-origin"
-            headers.setdefault("cache-control", "no-store")
-        await send(message)
-
-    return sender

@@ -51,8 +51,10 @@ __all__ = [
     "check_csrf",
     "check_token",
     "csrf_token",
+    "is_json",
     "is_loopback",
     "logged_in",
+    "origin_netloc",
     "token_bits",
     "token_matches",
 ]
@@ -224,11 +226,11 @@ class Guard:
         api = request.url.path.startswith("/api/") or request.url.path in ("/api", "/metrics")
         if request.method in _UNSAFE:
             origin = request.headers.get("origin")
-            if origin and _hostport(origin) != host.lower():
+            if origin and origin_netloc(origin) != host.lower():
                 message = "refused: a state-changing request from another site"
                 log_refusal(request, "origin", message, origin=origin)
                 return _plain(403, message)
-            if api and not _is_json(request.headers):
+            if api and not is_json(request.headers):
                 return _json(
                     415,
                     "UnsupportedMediaType",
@@ -349,14 +351,16 @@ def _hostname(host: str) -> str:
         return ""
 
 
-def _hostport(origin: str) -> str:
+def origin_netloc(origin: str) -> str:
+    """The ``host[:port]`` of an ``Origin`` header, lower-cased ('' when it does not parse)."""
     try:
         return urlsplit(origin).netloc.lower()
     except ValueError:
         return ""
 
 
-def _is_json(headers: Headers) -> bool:
+def is_json(headers: Headers) -> bool:
+    """Whether the request says its body is JSON (``application/json`` or ``…+json``)."""
     kind = headers.get("content-type", "").split(";")[0].strip().lower()
     return kind == "application/json" or (
         kind.startswith("application/") and kind.endswith("+json")
