@@ -214,6 +214,12 @@ JOB_CHECK_CASES: list[tuple[str, dict[str, object], tuple[str, ...]]] = [
         ("attempt_base", "attempts", "state"),
     ),
     ("trace_context_length", {"trace_context": ""}, ("trace_context",)),
+    ("compacted_means_terminal", {"compacted_at": "now"}, ("compacted_at", "state")),
+    (
+        "compacted_has_no_payload",
+        {"state": "Succeeded", "finished_at": "now", "compacted_at": "now", "payload": '{"x":1}'},
+        ("compacted_at", "payload"),
+    ),
 ]
 
 
@@ -283,6 +289,16 @@ EMAIL_CHECK_CASES: list[tuple[str, dict[str, object], tuple[str, ...]]] = [
         ("stage", "transmission_begun_at"),
     ),
     ("a_refusal_says_why", {"stage": "Refused", "finished_at": "now"}, ("reason", "stage")),
+    (
+        "compacted_means_final",
+        {"compacted_at": "now", "message": b"", "size": 0},
+        ("compacted_at", "stage"),
+    ),
+    (
+        "compacted_means_no_bytes",
+        {"stage": "Cancelled", "finished_at": "now", "compacted_at": "now"},
+        ("compacted_at", "message"),
+    ),
 ]
 
 
