@@ -48,9 +48,9 @@ def test_an_outage_keeps_the_batch_and_records_no_fallback(
 ) -> None:
     path = tmp_path / "mf.db"
     with MailFathom(f"sqlite:///{path}", clock=FakeClock()) as mf:
-        mf.migrate()
         assert isinstance(mf.store.db, SQLiteDatabase)
-        mf.store.db._busy_ms = 50  # the outage shows at once, not after 30 s of waiting
+        mf.store.db._busy_ms = 50  # before the first connection: the outage shows at once
+        mf.migrate()
         recorder = OutcomeRecorder(
             mf.queue, OWNER, outage=Outage(OWNER, limit=0.05), signals=WorkerSignals().init()
         )
