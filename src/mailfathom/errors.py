@@ -43,14 +43,12 @@ class ConfigurationError(MailFathomError):
 
 
 class StoreError(MailFathomError):
-    """The database failed: check that it is reachable and writable, then retry.
-
-    ``refused`` is True when the database turned the write down for what was in it (a
-    CHECK, a type, a range, a trigger): the same write fails again however often it is
-    retried. False (the default) is an outage or a conflict, which a retry can cure.
-    """
+    """The database failed: check that it is reachable and writable, then retry."""
 
     def __init__(self, message: str | None = None, *, refused: bool = False) -> None:
+        """``refused``: the database turned the write down for what was in it (a CHECK, a
+        type, a range, a trigger), so the same write fails however often it is retried;
+        False (the default) is an outage or a conflict, which a retry can cure."""
         super().__init__(message)
         self.refused = refused
 
