@@ -50,6 +50,7 @@ from mailfathom.jobs.aborts import flag_aborted, stop_aborted
 from mailfathom.jobs.claim_ahead import ReadyJobs
 from mailfathom.jobs.execute import aborted, shutdown_timed_out
 from mailfathom.jobs.heartbeat import Heartbeat
+from mailfathom.jobs.interruptions import mark_lost, mark_overruns, report_overruns, stop_lost
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.outcomes import Outage
 from mailfathom.jobs.pacing import ClaimPacer, Load
@@ -502,34 +503,8 @@ class Worker:
         """The heartbeat found these leases gone: stop what can be stopped."""
         self.signals.lease_lost.signal(lost)
         with self._lock:
-            victims = [
-                r
-                for r in self._running.values()
-                if (r.job.id, r.job.attempts) in lost and not r.lost and not r.abandoned
-            ]
-            for running in victims:
-                running.lost = True
-            gone = self._ready.drop(lost)  # claimed ahead, not started: not run here
-        for job in gone:
-            logger.warning(
-                "job_id=%d kind=%s attempt=%d lost its lease before it started here; another "
-                "worker may run it now",
-                job.id,
-                job.kind,
-                job.attempts,
-            )
-        for running in victims:
-            logger.warning(
-                "job_id=%d kind=%s attempt=%d lost its lease (expired while this worker could "
-                "not renew it); another worker may run it now: %s",
-                running.job.id,
-                running.job.kind,
-                running.job.attempts,
-                "a thread cannot be stopped, its outcome will be refused"
-                if running.mode == "thread"
-                else "stopping it",
-            )
-            running.cancel()
+            victims, gone = mark_lost(self._running.values(), self._ready, lost)
+        stop_lost(victims, gone)
 
     def _abort(self, aborts: dict[int, str]) -> None:
         """Operators asked to abort these jobs (the heartbeat learnt it): see ``aborts``."""
@@ -543,27 +518,8 @@ class Worker:
 
     def _warn_overruns(self, now: float) -> None:
         with self._lock:
-            late = [
-                r
-                for r in self._running.values()
-                if r.mode == "thread"
-                and r.deadline is not None
-                and not r.overran
-                and now >= r.deadline
-            ]
-            for running in late:
-                running.overran = True
-        for running in late:
-            kind = running.kind
-            logger.warning(
-                "job_id=%d kind=%s attempt=%d ran past its %gs timeout; a thread cannot be "
-                "stopped, so it keeps its lease and its slot until the handler returns, and the "
-                "attempt is then recorded as ExecutionTimeout (isolation='process' stops it hard)",
-                running.job.id,
-                running.job.kind,
-                running.job.attempts,
-                kind.timeout.total_seconds() if kind and kind.timeout else 0,
-            )
+            late = mark_overruns(self._running.values(), now)
+        report_overruns(late)
 
     def _release_running(self) -> None:
         """The grace period is over: record ShutdownTimeout for what runs and release it."""
