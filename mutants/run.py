@@ -57,7 +57,6 @@ class Mutation:
     tests: tuple[str, ...]
     keyword: str | None
     edits: tuple[Edit, ...]
-    owner: str | None
     timeout: float
 
     def selection(self) -> tuple[str, ...]:
@@ -92,7 +91,6 @@ def load(path: Path = LIST) -> list[Mutation]:
                     Edit(file=e["file"], original=e["original"], replacement=e["replacement"])
                     for e in edits
                 ),
-                owner=entry.get("owner"),
                 timeout=float(entry.get("timeout", DEFAULT_TIMEOUT)),
             )
         )
@@ -232,16 +230,15 @@ def run(mutations: list[Mutation]) -> list[tuple[Mutation, str, float, str]]:
 
 
 def table(results: list[tuple[Mutation, str, float, str]]) -> str:
-    """The results as a Markdown table (name, result, seconds, owner, guarantee, tests)."""
+    """The results as a Markdown table (name, result, seconds, guarantee, tests)."""
     lines = [
-        "| mutation | result | s | owner (re-point after merge) | guarantee | guarding tests |",
-        "|---|---|---|---|---|---|",
+        "| mutation | result | s | guarantee | guarding tests |",
+        "|---|---|---|---|---|",
     ]
     for mutation, result, took, _ in results:
         tests = " ".join(mutation.tests) + (f" -k {mutation.keyword!r}" if mutation.keyword else "")
         lines.append(
-            f"| {mutation.name} | {result} | {took:.0f} | {mutation.owner or ''} "
-            f"| {mutation.guarantee} | {tests} |"
+            f"| {mutation.name} | {result} | {took:.0f} | {mutation.guarantee} | {tests} |"
         )
     return "\n".join(lines)
 
@@ -266,8 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if options.list:
         for mutation in mutations:
-            owner = f"  [{mutation.owner}]" if mutation.owner else ""
-            print(f"{mutation.name}{owner}\n    {mutation.guarantee}")
+            print(f"{mutation.name}\n    {mutation.guarantee}")
             print(f"    tests: {' '.join(mutation.selection())}")
         return 0
     if options.only:
