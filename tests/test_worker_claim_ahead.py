@@ -3,9 +3,12 @@ worker hands back the ones it never started without spending their attempt."""
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,7 @@ from mailfathom import JobContext, JobState, MailFathom
 from mailfathom.jobs import claim_ahead
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.worker import Worker
+from mailfathom.store.sqlite import SQLiteDatabase
 
 WARM = 40  # short jobs run first, so the worker knows its jobs are short and claims ahead
 
@@ -125,3 +129,59 @@ def test_a_stopping_worker_releases_what_it_claimed_ahead_without_spending_it(
         back = mf.jobs.get(job.id)
         assert back.state is JobState.PENDING and back.lease_owner is None
         assert back.attempts == 0 and mf.jobs.attempts(job.id) == []  # nothing recorded
+
+
+class _Seen(logging.Handler):
+    """Sets ``event`` when a log record's message contains ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.event = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
+
+
+def test_a_release_refused_by_an_outage_at_stop_is_tried_again_not_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write lock is held by another connection when the worker stops: the jobs it
+    claimed ahead stay in hand (their leases renewed) and go back unspent once the
+    database answers, within the grace period — not left to their leases."""
+    monkeypatch.setattr(claim_ahead, "LATE_AFTER", 3600.0)  # only the stop releases them
+    path = tmp_path / "mf.db"
+    with MailFathom(f"sqlite:///{path}") as mf:
+        assert isinstance(mf.store.db, SQLiteDatabase)
+        mf.store.db._busy_ms = 50  # before the first connection: the lock shows at once
+        mf.migrate()
+        gate = threading.Event()
+        long_id, behind = _long_among_short(mf, gate, 10)
+        worker = mf.worker(concurrency=1, shutdown_timeout=30, lease=5)
+        worker.signals.init()
+        seen = _Seen("releasing jobs claimed ahead")
+        logging.getLogger("mailfathom.worker").addHandler(seen)
+        try:
+            with running(worker):
+                _claimed_ahead(worker, long_id, behind)
+                holder = sqlite3.connect(path, isolation_level=None)
+                holder.execute("BEGIN IMMEDIATE")  # every write fails meanwhile
+                try:
+                    worker.stop()
+                    assert seen.event.wait(10), "the release was never tried"
+                finally:
+                    holder.execute("ROLLBACK")
+                    holder.close()
+                gate.set()
+                worker.signals.stopped.wait()
+        finally:
+            gate.set()
+            logging.getLogger("mailfathom.worker").removeHandler(seen)
+        counts = mf.jobs.counts()
+        assert counts[JobState.CLAIMED] == 0 and counts[JobState.DEAD_LETTERED] == 0
+        released = worker.signals.released.wait()
+        assert released and {job.id for job in released} <= behind
+        for job in released:
+            back = mf.jobs.get(job.id)
+            assert back.state is JobState.PENDING and back.attempts == 0

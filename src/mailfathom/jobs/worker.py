@@ -285,7 +285,6 @@ class Worker:
             if self._stopping:
                 if shutdown_at is None:
                     shutdown_at = now + self.shutdown_timeout
-                    self._release_unstarted(self._take_ready(), "the worker is stopping")
                     logger.info(
                         "worker=%s stopping: no new claims; waiting up to %gs for %d running "
                         "job(s) (signal again to exit at once)",
@@ -293,11 +292,14 @@ class Worker:
                         self.shutdown_timeout,
                         len(self._running),
                     )
+                if not self._outage.blocked(now):  # again while the database fails
+                    self._release_unstarted(self._take_ready(), "the worker is stopping")
                 self._recorder.flush()
-                if not self._running:
+                if not self._running and not self._ready:
                     return
                 if now >= shutdown_at:
                     self._release_running()
+                    self._leave_ready()
                     return
                 self._wake.wait(min(shutdown_at - now, self.poll_interval))
                 continue
@@ -367,6 +369,8 @@ class Worker:
 
     def _release_late(self, now: float) -> None:
         """Jobs claimed ahead that have not started by now go back to the queue."""
+        if self._outage.blocked(now):  # kept meanwhile: started when a slot frees
+            return
         with self._lock:
             late = self._ready.late(now)
         if late:
@@ -375,7 +379,8 @@ class Worker:
     def _release_unstarted(self, jobs: list[Job], why: str) -> None:
         """Give back jobs claimed ahead that never started: Pending, no attempt spent.
 
-        When the database fails they are kept (and started later) instead.
+        When the database fails they are kept, their leases renewed, until a later try
+        (or, while running on, until a slot frees and they start).
         """
         if not jobs:
             return
@@ -384,9 +389,8 @@ class Worker:
                 owner=self.id, held=[(job.id, job.attempts) for job in jobs]
             )
         except StoreError as exc:
-            if not self._stopping:
-                with self._lock:
-                    self._ready.add(jobs, time.monotonic())
+            with self._lock:
+                self._ready.add(jobs, time.monotonic())
             self._outage.failed("releasing jobs claimed ahead", exc)
             return
         back = [job for job in jobs if job.id in released]
@@ -400,6 +404,19 @@ class Worker:
         )
         self.signals.released.signal(back)
 
+    def _leave_ready(self) -> None:
+        """The grace period ran out with the database still failing: what was claimed
+        ahead stays with its lease, which the reaper returns (its attempt then counts)."""
+        gone = self._take_ready()
+        if gone:
+            logger.error(
+                "worker=%s leaving %d job(s) claimed ahead it could not give back (the "
+                "database still fails): %s return when their leases expire",
+                self.id,
+                len(gone),
+                ", ".join(str(job.id) for job in gone),
+            )
+
     def _wait_time(self, now: float, load: Load) -> float:
         wake_by = self._next_schedule_pass
         with self._lock:
@@ -408,7 +425,7 @@ class Worker:
                 for r in self._running.values()
                 if r.mode == "thread" and r.deadline is not None and not r.overran
             ]
-            late_at = self._ready.late_at()
+            late_at = None if self._outage.blocked(now) else self._ready.late_at()
         for instant in (*deadlines, late_at):
             if instant is not None:
                 wake_by = min(wake_by, instant)
