@@ -77,6 +77,9 @@ def test_the_signing_key_is_random_kept_in_the_database_and_rotated_with_the_tok
     rotated = make_client(mf, token=secrets.token_urlsafe(32))
     rotated.cookies = first.cookies
     assert rotated.get("/jobs", follow_redirects=False).status_code == 303
+    with mf.store.db.reading() as cur:  # ended on the server, not only unverifiable
+        cur.execute("SELECT count(*) AS n FROM mf_console_sessions")
+        assert cur.fetchone()["n"] == 0
     back = make_client(mf, token=TOKEN)
     back.cookies = first.cookies
     assert back.get("/jobs", follow_redirects=False).status_code == 303
@@ -237,3 +240,14 @@ def test_weak_tokens_are_refused_with_how_to_make_one(weak: str) -> None:
 def test_random_tokens_are_accepted() -> None:
     for token in (secrets.token_urlsafe(32), secrets.token_hex(16), TOKEN):
         assert Access.for_bind("10.1.2.3", token).protected
+
+
+def test_an_open_console_on_the_same_database_ends_no_token_sessions(mf: MailFathom) -> None:
+    """``mailfathom dev`` or a console mounted behind ``auth=`` beside a token console:
+    starting it leaves the token console's key and logged-in sessions alone."""
+    first = make_client(mf, token=TOKEN)
+    _login(first)
+    make_client(mf, token=None)  # an open loopback console starts on the same database
+    again = make_client(mf, token=TOKEN)
+    again.cookies = first.cookies
+    assert again.get("/jobs", follow_redirects=False).status_code == 200

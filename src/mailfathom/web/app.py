@@ -15,6 +15,8 @@ Internal. The middleware order matters, outermost first:
 
 from __future__ import annotations
 
+import secrets
+
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -85,7 +87,7 @@ def create_app(
             Middleware(BodyDeadline, seconds=body_seconds),
             Middleware(
                 SessionCookies,
-                secret=sessions.secret_for(access.token),
+                secret=_signing_key(access, sessions, delegated=delegated_auth),
                 protected=access.protected,
                 secure=access.secure_cookies,
             ),
@@ -109,3 +111,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if request.url.path.startswith("/api/"):
         return api.api_error(exc.status_code, "HTTPError", str(exc.detail))
     return PlainTextResponse(str(exc.detail), status_code=exc.status_code, headers=exc.headers)
+
+
+def _signing_key(access: Access, sessions: SessionStore, *, delegated: bool) -> str:
+    """The key session cookies are signed with. Only a token console uses (and rotates)
+    the key stored in the database: an open loopback console or one behind the host
+    application's ``auth=`` holds no login sessions, so it signs with a key of its own
+    and never ends a token console's sessions on the same database."""
+    if access.token is None or delegated:
+        return secrets.token_urlsafe(32)
+    return sessions.secret_for(access.token)
