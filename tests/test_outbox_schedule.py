@@ -98,7 +98,7 @@ def test_bad_schedules_are_refused_and_record_nothing(
         ({"run_at": now + timedelta(hours=2), "expires_at": now + timedelta(hours=1)}, "not after"),
         ({"expires_at": now}, "not after"),
         ({"expires_at": "tomorrow"}, "expires_at must be a datetime"),
-        ({"priority": True}, "priority must be an integer"),
+        ({"priority": True}, "priority must be a 32-bit integer"),
         ({"priority": 2**40}, "32-bit"),
     ]
     for options, error in cases:

@@ -53,7 +53,6 @@ def test_an_idle_worker_claims_every_poll_interval_or_when_woken() -> None:
     pacer.claimed(T0 + 0.5, 4, 0, reaped=False)
     assert not pacer.woken
     assert pacer.wanted(T0 + 1.5, load()) == 4
-    assert pacer.wanted(T0 + 1.5, load(), stopping=True) == 0
 
 
 def test_a_busy_worker_batches_its_claims() -> None:
@@ -77,10 +76,9 @@ def test_claims_reap_at_most_once_a_reap_interval() -> None:
 def test_short_jobs_are_claimed_ahead_and_long_ones_never() -> None:
     ready = ReadyJobs(2)
     pacer = ClaimPacer(2, 1.0, ready)
-    assert pacer.capacity(stopping=False) == 2  # run time unknown: the slots only
+    assert pacer.capacity() == 2  # run time unknown: the slots only
     ready.ran(0.001)
-    assert pacer.capacity(stopping=False) == 2 + MOST * 2  # capped
-    assert pacer.capacity(stopping=True) == 2
+    assert pacer.capacity() == 2 + MOST * 2  # capped
     slow = ReadyJobs(2)
     slow.ran(HORIZON * 2 * 1.5)
     assert slow.extra() == 0

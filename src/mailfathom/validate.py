@@ -23,6 +23,7 @@ __all__ = [
     "check_key",
     "check_limit",
     "check_max_attempts",
+    "check_priority",
     "check_seconds",
 ]
 
@@ -77,6 +78,13 @@ def check_seconds(name: str, value: object, *, positive: bool) -> None:
         raise InvalidInput(f"{name} must be a number of seconds, not {value!r}")
     if value < 0 or (positive and value == 0):
         raise InvalidInput(f"{name} must be {'positive' if positive else 'zero or more'} seconds")
+
+
+def check_priority(value: object) -> int:
+    """A job's priority: a 32-bit integer (higher runs first)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
+        raise InvalidInput(f"priority must be a 32-bit integer, not {value!r}")
+    return value
 
 
 def check_max_attempts(value: object, *, name: str = "max_attempts") -> int:

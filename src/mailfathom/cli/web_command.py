@@ -30,9 +30,11 @@ def read_token_file(path: Path) -> str:
         ) from None
     token = text.strip()
     if not token or "\n" in token:
+        from mailfathom.web.security import MAKE_TOKEN
+
         raise ConfigurationError(
             f"{str(path)!r} must hold the console token alone, on one line: make one with "
-            'python -c "import secrets; print(secrets.token_urlsafe(32))" > ' + str(path)
+            f"{MAKE_TOKEN} > {path}"
         )
     return token
 

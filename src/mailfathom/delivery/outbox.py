@@ -25,7 +25,14 @@ from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
 from mailfathom.observability import tracing
 from mailfathom.store.outbox_base import DeliveryJobSpec, EmailRow, NewEmail, OutboxStore
-from mailfathom.validate import available_at, check_actor, check_id, check_key, check_limit
+from mailfathom.validate import (
+    available_at,
+    check_actor,
+    check_id,
+    check_key,
+    check_limit,
+    check_priority,
+)
 
 __all__ = ["Outbox"]
 
@@ -79,10 +86,7 @@ class Outbox:
         key = check_key(idempotency_key)
         now = self._clock.now()
         due, expiry = _schedule(now, run_at, expires_at)
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise InvalidInput(f"priority must be an integer, not {priority!r}")
-        if not -(2**31) <= priority < 2**31:
-            raise InvalidInput(f"priority must be a 32-bit integer, not {priority!r}")
+        priority = check_priority(priority)
         frozen = freeze(
             message,
             sender=sender,

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 
 from mailfathom.clock import Clock
 from mailfathom.jobs.context import AbortFlag, JobContext
+from mailfathom.jobs.failures import Snooze
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.reasons import TRACEBACK_LIMIT, reason_of, storable, traceback_text
@@ -140,8 +141,11 @@ def failed(job: Job, exc: BaseException, started: datetime, tb: str | None = Non
 
     Reads the exception's reason and traceback here, on the thread that ran the
     handler, so that the worker's loop never runs the exception's own code; never
-    raises, whatever ``exc`` does when printed.
+    raises, whatever ``exc`` does when printed. A :class:`Snooze` is not a failure and
+    records neither (it may come on every attempt): none is read for it.
     """
+    if issubclass(type(exc), Snooze):
+        return Finished(job=job, outcome=AttemptOutcome.FAILED, error=exc, started_at=started)
     return Finished(
         job=job,
         outcome=AttemptOutcome.FAILED,

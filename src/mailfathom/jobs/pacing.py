@@ -52,15 +52,13 @@ class ClaimPacer:
         self._last_claim_full = False
         self._next_reap = 0.0  # the first claim reaps
 
-    def capacity(self, *, stopping: bool) -> int:
-        """Slots plus how many to claim ahead of them (none once stopping)."""
-        return self.concurrency + (0 if stopping else self._ready.extra())
+    def capacity(self) -> int:
+        """Slots plus how many to claim ahead of them (a stopping worker claims nothing)."""
+        return self.concurrency + self._ready.extra()
 
-    def wanted(self, now: float, load: Load, *, burst: bool = False, stopping: bool = False) -> int:
+    def wanted(self, now: float, load: Load, *, burst: bool = False) -> int:
         """How many jobs to claim now (0: do not claim now)."""
-        if stopping:
-            return 0
-        capacity = self.capacity(stopping=False)
+        capacity = self.capacity()
         wanted = capacity - load.running - load.ready
         if wanted <= 0:
             return 0
@@ -89,7 +87,7 @@ class ClaimPacer:
             return False
         if not self._last_claim_full:
             return True  # the queue looked empty: record now, nothing to batch with
-        capacity = self.capacity(stopping=False)  # what the next claim will carry
+        capacity = self.capacity()  # what the next claim will carry
         return load.unrecorded * 2 >= capacity or load.unrecorded_age >= CLAIM_COOLDOWN
 
     def wait_time(

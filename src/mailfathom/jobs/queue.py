@@ -39,11 +39,10 @@ from mailfathom.jobs.signals import HardStop
 from mailfathom.jobs.state import AttemptOutcome, FailureClass
 from mailfathom.observability import tracing
 from mailfathom.store.base import FailedAttempt, NewJob, Store
-from mailfathom.validate import available_at, check_key, check_max_attempts
+from mailfathom.validate import available_at, check_key, check_max_attempts, check_priority
 
-__all__ = ["Finished", "JobQueue", "describe_error"]
+__all__ = ["Finished", "JobQueue", "describe_error", "transient_attempt"]
 
-_PRIORITY_RANGE = (-(2**31), 2**31 - 1)
 _DEFAULT_BACKOFF = Backoff()
 
 
@@ -114,7 +113,7 @@ class JobQueue:
             max_attempts = registered.max_attempts if registered else DEFAULT_MAX_ATTEMPTS
         attempts = check_max_attempts(max_attempts)
         due = available_at(now, delay=delay, run_at=run_at, hold=hold)
-        priority = _check_priority(priority)
+        priority = check_priority(priority)
         keys = list(idempotency_keys) if idempotency_keys is not None else [None] * len(payloads)
         seen: set[str] = set()
         new_jobs = []
@@ -235,25 +234,16 @@ class JobQueue:
     def _undescribed(self, result: Finished, now: datetime, exc: BaseException) -> FailedAttempt:
         """The attempt of a failure that could not be read: transient, saying so."""
         job = result.job
-        used = job.attempts - job.attempt_base
-        message = (
-            f"the failure could not be described ({type_name(type(exc))} while reading it); "
-            "see the worker's log"
-        )
-        exhausted = used >= job.max_attempts
-        if exhausted:
-            message = f"attempts exhausted ({used} of {job.max_attempts}): {message}"
         outcome = result.outcome if isinstance(result.outcome, AttemptOutcome) else None
-        return FailedAttempt(
-            job_id=job.id,
-            attempt=job.attempts,
-            outcome=(outcome or AttemptOutcome.FAILED).value,
-            failure_class=FailureClass.TRANSIENT.value,
-            error_type=None,
-            message=message,
-            traceback=None,
+        return transient_attempt(
+            job,
+            outcome=outcome or AttemptOutcome.FAILED,
+            message=(
+                f"the failure could not be described ({type_name(type(exc))} while reading "
+                "it); see the worker's log"
+            ),
             started_at=result.started_at or job.claimed_at,
-            retry_at=None if exhausted else now + _DEFAULT_BACKOFF.delay(used, self._rng),
+            retry_at=now + _DEFAULT_BACKOFF.delay(job.attempts - job.attempt_base, self._rng),
         )
 
     def _aborted(self, result: Finished) -> FailedAttempt:
@@ -331,8 +321,28 @@ def _later(now: datetime, delay: timedelta) -> datetime:
         return now + RETRY_AFTER_LIMIT
 
 
-def _check_priority(value: object) -> int:
-    low, high = _PRIORITY_RANGE
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidInput(f"priority must be a 32-bit integer, not {value!r}")
-    return value
+def transient_attempt(
+    job: Job,
+    *,
+    outcome: AttemptOutcome,
+    message: str,
+    started_at: datetime | None,
+    retry_at: datetime,
+) -> FailedAttempt:
+    """A transient failure known only by ``message`` (no error type, no traceback), due at
+    ``retry_at`` — or dead-lettered, saying so, when the job has no attempts left."""
+    used = job.attempts - job.attempt_base
+    exhausted = used >= job.max_attempts
+    if exhausted:
+        message = f"attempts exhausted ({used} of {job.max_attempts}): {message}"
+    return FailedAttempt(
+        job_id=job.id,
+        attempt=job.attempts,
+        outcome=outcome.value,
+        failure_class=FailureClass.TRANSIENT.value,
+        error_type=None,
+        message=message,
+        traceback=None,
+        started_at=started_at,
+        retry_at=None if exhausted else retry_at,
+    )

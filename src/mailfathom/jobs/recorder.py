@@ -32,16 +32,16 @@ from typing import TypeGuard
 from mailfathom.errors import StoreError
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.outcomes import Outage, Unrecorded
-from mailfathom.jobs.queue import Finished, JobQueue
+from mailfathom.jobs.queue import Finished, JobQueue, transient_attempt
+from mailfathom.jobs.reasons import describe_error, storable
 from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.jobs.testsignal import Recorded, WorkerSignals
 from mailfathom.store.base import FailedAttempt
 
-__all__ = ["Claim", "OutcomeRecorder", "safe_text"]
+__all__ = ["Claim", "OutcomeRecorder"]
 
 logger = logging.getLogger("mailfathom.worker")
 
-_LONGEST_REASON = 2000  # characters of a fallback reason that are kept
 
 Pair = tuple[int, int]
 
@@ -167,23 +167,12 @@ class OutcomeRecorder:
     def fallback(self, result: Finished, now: datetime, reason: str) -> FailedAttempt:
         """The outcome recorded when a job's own cannot be: Failed, transient, retried at
         once while attempts are left (else dead-lettered), saying why."""
-        job = result.job
-        used = job.attempts - job.attempt_base
-        message = reason.replace("\x00", "\\x00")[:_LONGEST_REASON]
-        retry_at: datetime | None = now
-        if used >= job.max_attempts:
-            retry_at = None
-            message = f"attempts exhausted ({used} of {job.max_attempts}): {message}"
-        return FailedAttempt(
-            job_id=job.id,
-            attempt=job.attempts,
-            outcome=AttemptOutcome.FAILED.value,
-            failure_class="Transient",
-            error_type=None,
-            message=message,
-            traceback=None,
-            started_at=job.claimed_at,
-            retry_at=retry_at,
+        return transient_attempt(
+            result.job,
+            outcome=AttemptOutcome.FAILED,
+            message=storable(reason),
+            started_at=result.job.claimed_at,
+            retry_at=now,
         )
 
     def _rows(
@@ -246,7 +235,7 @@ class OutcomeRecorder:
             "them one by one",
             self._owner,
             len(batch),
-            safe_text(error),
+            describe_error(error),
             extra={"mailfathom": {"worker": self._owner, "action": "record_one_by_one"}},
         )
         wrote = False
@@ -277,7 +266,9 @@ class OutcomeRecorder:
                 self._left_to_lease(result, f"{reason}; its fallback failed too: {exc}")
                 continue
             except Exception as exc:  # a bug of ours: leave it to the lease
-                self._left_to_lease(result, f"{reason}; its fallback failed too: {safe_text(exc)}")
+                self._left_to_lease(
+                    result, f"{reason}; its fallback failed too: {describe_error(exc)}"
+                )
                 continue
             wrote = True
             self._done([result], lost, [(result, reason)])
@@ -310,24 +301,14 @@ class _Unprepared(Exception):
     """An outcome that could not be turned into a row (the message says why)."""
 
 
-def safe_text(error: BaseException) -> str:
-    """``Type: message`` of any exception, even one whose ``__str__`` raises."""
-    name = type(error).__name__
-    try:
-        text = str(error)
-    except Exception:  # an exception that cannot be printed
-        return f"{name} (its message could not be read)"
-    return f"{name}: {text}" if text else name
-
-
 def _reason(result: Finished, what: str, error: BaseException) -> str:
-    return f"its {result.outcome.value} outcome {what}: {safe_text(error)}"
+    return f"its {result.outcome.value} outcome {what}: {describe_error(error)}"
 
 
 def _as_store_error(error: BaseException) -> StoreError:
     if isinstance(error, StoreError):
         return error
-    return StoreError(f"unexpected error: {safe_text(error)}")
+    return StoreError(f"unexpected error: {describe_error(error)}")
 
 
 def _log_fallback(result: Finished, reason: str) -> None:

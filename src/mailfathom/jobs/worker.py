@@ -56,7 +56,8 @@ from mailfathom.jobs.outcomes import Outage
 from mailfathom.jobs.pacing import ClaimPacer, Load
 from mailfathom.jobs.pruner import PeriodicPruner
 from mailfathom.jobs.queue import Finished, JobQueue
-from mailfathom.jobs.recorder import Claim, OutcomeRecorder, safe_text
+from mailfathom.jobs.reasons import describe_error
+from mailfathom.jobs.recorder import Claim, OutcomeRecorder
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.runner import Runner, Running, log_attempt
 from mailfathom.jobs.schedules import Scheduler, ScheduleSpec
@@ -588,6 +589,6 @@ def _not_started(job: Job, error: Exception, now: datetime) -> Finished:
         job,
         AttemptOutcome.FAILED,
         error=error,
-        message=f"the worker could not start it: {safe_text(error)}",
+        message=f"the worker could not start it: {describe_error(error)}",
         started_at=now,
     )
