@@ -112,9 +112,8 @@ def test_send_again_replaces_a_delivery_job_whose_lease_expired(
     assert mf.jobs.get(email.job_id).state is JobState.PENDING
     # w1 comes back, renews its lease and records its success: the new job still delivers
     held = [(job.id, job.attempts)]
-    assert mf.store.extend_leases(owner="w1", held=held, lease_until=clock.now() + LEASE) == {
-        job.id
-    }
+    still, _ = mf.store.renew_leases(owner="w1", held=held, lease_until=clock.now() + LEASE)
+    assert still == {job.id}
     assert mf.store.record_outcomes(owner="w1", now=clock.now(), succeeded=held) == set()
     assert mf.outbox.get(recorded.id).stage is OutgoingEmailStage.RECORDED
     assert [j.id for j in mf.queue.claim("w2", 10, LEASE)] == [email.job_id]

@@ -1,7 +1,7 @@
 """The conditions in the queue's SQL that keep a stale worker, a crash or a lock from doing harm.
 
 Each test drives the store methods the worker itself calls (``record_outcomes``,
-``extend_leases``, ``reap_expired``, ``claim``) on both stores:
+``renew_leases``, ``reap_expired``, ``claim``) on both stores:
 
 - an outcome or a renewal is written only for the (id, attempt) the lease owner holds —
   another owner, or the same owner at an attempt it lost, changes nothing;
@@ -106,10 +106,10 @@ def test_a_lease_is_renewed_only_for_the_attempt_its_owner_holds(
         stale_owner, stale_pair = "w", (stale.id, stale.attempts)
     before = mf.jobs.get(live.id)
     clock.advance(5)
-    renewed = mf.store.extend_leases(
+    renewed, aborts = mf.store.renew_leases(
         owner=stale_owner, held=[stale_pair], lease_until=clock.now() + LEASE
     )
-    assert renewed == set()
+    assert (renewed, aborts) == (set(), {})
     assert mf.jobs.get(live.id) == before
 
 

@@ -287,18 +287,12 @@ class Store(Protocol):
         queue, or dead-letter them; count them."""
         ...
 
-    def extend_leases(
-        self, *, owner: str, held: Sequence[tuple[int, int]], lease_until: datetime
-    ) -> set[int]:
-        """Renew the leases on ``(job id, attempt)`` pairs, never to an earlier expiry than
-        they have; return the ids still held."""
-        ...
-
     def renew_leases(
         self, *, owner: str, held: Sequence[tuple[int, int]], lease_until: datetime
     ) -> tuple[set[int], dict[int, str]]:
-        """:meth:`extend_leases` in the same one statement, also returning the jobs an
-        operator asked to abort: ``(ids still held, {id: abort reason})``."""
+        """Renew the leases on ``(job id, attempt)`` pairs, never to an earlier expiry than
+        they have, and in the same one statement learn which jobs an operator asked to
+        abort: ``(ids still held, {id: abort reason})``."""
         ...
 
     def paused_queues(self) -> list[PausedQueueRow]:
@@ -414,19 +408,11 @@ class Store(Protocol):
 
     # -- the worker registry -----------------------------------------------------------
 
-    def heartbeat(
-        self,
-        worker: WorkerRegistration,
-        *,
-        now: datetime,
-        held: Sequence[tuple[int, int]] = (),
-        lease_until: datetime | None = None,
-    ) -> set[int]:
-        """Renew the leases on ``held`` ``(job id, attempt)`` pairs until ``lease_until``,
-        then register ``worker`` or refresh its heartbeat (never dated before its start),
-        in a second transaction so that a registry failure never stops the renewal.
+    def heartbeat(self, worker: WorkerRegistration, *, now: datetime) -> None:
+        """Register ``worker`` or refresh its heartbeat (never dated before its start).
 
-        Returns the ids of ``held`` still leased to the worker.
+        Leases are renewed apart, by :meth:`renew_leases`, so that a registry failure
+        never costs a running job its lease.
         """
         ...
 

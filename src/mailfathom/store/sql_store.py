@@ -290,12 +290,6 @@ class SqlStore(WorkerStore, ControlStore):
             )
         return len(expired)
 
-    def extend_leases(
-        self, *, owner: str, held: Sequence[tuple[int, int]], lease_until: datetime
-    ) -> set[int]:
-        """Renew leases still held by ``owner``; returns their ids."""
-        return self.renew_leases(owner=owner, held=held, lease_until=lease_until)[0]
-
     def renew_leases(
         self, *, owner: str, held: Sequence[tuple[int, int]], lease_until: datetime
     ) -> tuple[set[int], dict[int, str]]:

@@ -37,29 +37,12 @@ class WorkerStore:
 
     # -- the worker registry -----------------------------------------------------------
 
-    def extend_leases(
-        self, *, owner: str, held: Sequence[tuple[int, int]], lease_until: datetime
-    ) -> set[int]:  # provided by SqlStore
-        raise NotImplementedError
+    def heartbeat(self, worker: WorkerRegistration, *, now: datetime) -> None:
+        """Upsert the worker's registry row (leases are renewed apart: ``renew_leases``).
 
-    def heartbeat(
-        self,
-        worker: WorkerRegistration,
-        *,
-        now: datetime,
-        held: Sequence[tuple[int, int]] = (),
-        lease_until: datetime | None = None,
-    ) -> set[int]:
-        """Renew the worker's leases, then upsert its registry row; returns the ids still held.
-
-        Two transactions, leases first: the registry is for operators, and a problem
-        writing it (its StoreError is raised once the leases are renewed) must never
-        cost a running job its lease. A ``now`` before the worker's ``started_at`` (a
-        clock stepped back) records ``started_at`` as its heartbeat.
+        A ``now`` before the worker's ``started_at`` (a clock stepped back) records
+        ``started_at`` as its heartbeat.
         """
-        still: set[int] = set()
-        if held and lease_until is not None:
-            still = self.extend_leases(owner=worker.id, held=held, lease_until=lease_until)
         with self.db.transaction() as cur:
             cur.execute(
                 self._q["upsert_worker"],
@@ -77,7 +60,6 @@ class WorkerStore:
                     "now": self.db.time_param(now),
                 },
             )
-        return still
 
     def deregister_worker(self, worker_id: str) -> None:
         """Delete the worker's row."""
