@@ -15,14 +15,13 @@ from docs_snippets import ROOT, Block, pages, parse, run_page
 
 RUN_ELSEWHERE = {
     "docs/outbox.md": "tests/test_outbox_docs.py runs it against an SMTP server",
-    "docs/operations.md": "tests/test_operations_docs.py runs its Python blocks",
+    "docs/operations.md": "tests/test_operations_docs.py runs it and checks what it prints",
     "docs/django.md": "tests/test_django.py runs its settings inside a Django project",
     "docs/fastapi.md": "tests/test_integration_docs.py runs its Python blocks",
     "docs/flask.md": "tests/test_integration_docs.py runs its Python blocks",
     "docs/sqlalchemy.md": "tests/test_integration_docs.py runs its Python blocks",
     "docs/testing.md": "tests/test_integration_docs.py runs it as a user's test suite",
     "docs/observability.md": "tests/test_observability_docs.py runs its Python blocks",
-    "docs/retention.md": "tests/test_retention_docs.py runs its Python blocks",
 }
 
 
