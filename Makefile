@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: test lint types pytest venv run screenshots bench docs docs-serve clean mutants
+.PHONY: test test-slow test-all lint types pytest venv run screenshots bench docs docs-serve clean mutants
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,11 +21,20 @@ types: venv
 	$(VENV)/bin/mypy
 
 ## Both cores: test files are spread over two processes (each file stays in one).
+## The slow crash and multi-process tests (marked `slow`) are left to `make test-slow`.
 pytest: venv
-	$(VENV)/bin/pytest -n 2 --dist loadfile
+	$(VENV)/bin/pytest -n 2 --dist loadfile -m "not slow"
 
-## The README's test command: lint, types, then the whole suite.
+## The README's test command: lint, types, then the suite without the slow tests.
 test: lint types pytest
+
+## The crash and multi-process tests (SIGKILL, several workers, database restarts).
+## CI (.ci/run) runs them after `make test`.
+test-slow: venv
+	$(VENV)/bin/pytest -n 2 --dist loadfile -m slow
+
+## Everything CI runs: `make test`, then the slow tests.
+test-all: test test-slow
 
 ## Break each guarantee on purpose (mutants/mutations.toml) and check that its tests notice.
 ## Not part of `make test`. MUTANTS_ARGS="--only NAME" runs one; "--list" shows them all.
