@@ -25,6 +25,7 @@ status a worker reported while it was stopping (or while draining, in a burst).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -76,7 +77,7 @@ class Supervisor:
         self._wake = threading.Event()
         self._stopping = 0  # signals received
         self._passed_on = 0  # signals passed on to the workers
-        self._last_signal = signal.SIGTERM
+        self._last_signal: int = signal.SIGTERM
 
     def run(self) -> int:
         """Start the workers, supervise them until they have all exited; the exit status."""
@@ -112,12 +113,11 @@ class Supervisor:
             for slot in self._slots:
                 if slot.process is not None and slot.process.poll() is not None:
                     self._ended(slot, now)
+                due = slot.restart_at is not None and now >= slot.restart_at
+                if slot.process is None and due and not self._stopping:
+                    self._start(slot)
                 if slot.process is not None:
                     live += 1
-                elif slot.restart_at is not None and not self._stopping:
-                    if now >= slot.restart_at:
-                        self._start(slot)
-                        live += 1
             waiting = [s.restart_at for s in self._slots if s.restart_at is not None]
             if live == 0 and (self._stopping or not waiting):
                 return
@@ -132,7 +132,7 @@ class Supervisor:
         slot.process = subprocess.Popen(
             self._command,
             start_new_session=True,  # a terminal's Ctrl-C reaches them only through us
-            preexec_fn=_die_with_parent,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 (the supervisor runs no threads)
         )
 
     def _ended(self, slot: _Slot, now: float) -> None:
@@ -154,7 +154,9 @@ class Supervisor:
             return
         lived = now - slot.started
         slot.pause = (
-            _FIRST_PAUSE if lived >= _STEADY else min(max(slot.pause * 2, _FIRST_PAUSE), _LONGEST_PAUSE)
+            _FIRST_PAUSE
+            if lived >= _STEADY
+            else min(max(slot.pause * 2, _FIRST_PAUSE), _LONGEST_PAUSE)
         )
         slot.restart_at = now + slot.pause
         logger.error(
@@ -194,10 +196,8 @@ class Supervisor:
 def _die_with_parent() -> None:
     """In the child, before exec: SIGTERM this worker when its supervisor dies (Linux)."""
     if sys.platform.startswith("linux"):
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        except (OSError, AttributeError):
-            pass
 
 
 def _describe(status: int) -> str:

@@ -28,12 +28,14 @@ __all__ = ["load_app", "worker"]
 _LOG_LEVELS = ["debug", "info", "warning", "error"]
 
 
-class _ProcessCount(click.ParamType):
+class _ProcessCount(click.ParamType[int]):
     """A whole number of worker processes, 1 or more."""
 
     name = "integer"
 
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
         try:
             count = int(str(value).strip())
         except ValueError:

@@ -102,10 +102,10 @@ class EnqueuedJob(Job):
 _new_object = object.__new__
 #: Each field of Job with the setter of its slot, for :meth:`Job.from_row`.
 _SLOT_SETTERS: tuple[tuple[str, Any], ...] = tuple(
-    (name, getattr(Job, name).__set__) for name in Job.__dataclass_fields__
+    (name, Job.__dict__[name].__set__) for name in Job.__dataclass_fields__
 )
-_put_state = getattr(Job, "state").__set__
-_put_failure = getattr(Job, "failure_class").__set__
+_put_state = Job.__dict__["state"].__set__
+_put_failure = Job.__dict__["failure_class"].__set__
 _STATES = {state.value: state for state in JobState}
 _FAILURES = {failure.value: failure for failure in FailureClass}
 

@@ -14,6 +14,7 @@ process alive after the worker has given its job up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import queue
@@ -321,7 +322,7 @@ class _AsyncAttempt:
     cancelled on the loop and whatever it still returns ignored.
     """
 
-    __slots__ = ("_runner", "_loop", "_running", "_kind", "_context", "_task", "_ended")
+    __slots__ = ("_context", "_ended", "_kind", "_loop", "_runner", "_running", "_task")
 
     def __init__(
         self,
@@ -367,10 +368,8 @@ class _AsyncAttempt:
         if not self._end():
             return
         self._runner._dropped(self._running)
-        try:
+        with contextlib.suppress(RuntimeError):  # a closed loop: nothing runs any more
             self._loop.call_soon_threadsafe(self._cancel_task)
-        except RuntimeError:  # the loop is closed: nothing runs any more
-            pass
 
     def _cancel_task(self) -> None:
         if self._task is not None:
