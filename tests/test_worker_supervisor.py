@@ -43,7 +43,7 @@ def test_processes_share_the_work_and_one_sigterm_stops_them_all(
             ran_in = {int(marker.read_text()) for marker in markers}
             workers = _worker_pids(app)
             supervisor.send_signal(signal.SIGTERM)  # while both jobs run
-            status = supervisor.wait(60)
+            status = supervisor.wait(30)
         finally:
             stop(supervisor)
         text = log.read_text()
