@@ -25,6 +25,7 @@ from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.reasons import TRACEBACK_LIMIT, reason_of, storable, traceback_text
 from mailfathom.jobs.registry import JobKind
+from mailfathom.jobs.slots import positional_builder
 from mailfathom.jobs.state import AttemptOutcome
 
 __all__ = [
@@ -41,15 +42,20 @@ __all__ = [
 
 handler_logger = logging.getLogger("mailfathom.jobs")
 
+#: ``JobContext(job, deadline, logger, abort)`` and ``Finished(job, outcome, error,
+#: traceback, message, started_at)``, positionally, made without ``__init__``: the
+#: worker makes one of each per attempt (:mod:`mailfathom.jobs.slots`).
+_context = positional_builder(JobContext)
+_finished = positional_builder(Finished)
+_SUCCEEDED = AttemptOutcome.SUCCEEDED
+
 
 def context_for(
     kind: JobKind, job: Job, started: datetime, abort: AbortFlag | None = None
 ) -> JobContext:
     """The context a handler receives: the job, its deadline, a logger, its abort flag."""
     deadline = started + kind.timeout if kind.timeout is not None else None
-    if abort is None:
-        return JobContext(job=job, deadline=deadline, logger=handler_logger)
-    return JobContext(job=job, deadline=deadline, logger=handler_logger, abort=abort)
+    return _context(job, deadline, handler_logger, AbortFlag() if abort is None else abort)
 
 
 def run_sync(kind: JobKind, job: Job, clock: Clock, abort: AbortFlag | None = None) -> Finished:
@@ -63,9 +69,9 @@ def run_sync(kind: JobKind, job: Job, clock: Clock, abort: AbortFlag | None = No
         if _overran(kind, began):
             return timed_out(job, kind.timeout, started, exc)
         return failed(job, exc, started)
-    if _overran(kind, began):
+    if kind.timeout is not None and _overran(kind, began):
         return timed_out(job, kind.timeout, started, None)
-    return succeeded(job, started)
+    return _finished(job, _SUCCEEDED, None, None, None, started)
 
 
 async def run_async(
@@ -108,7 +114,7 @@ def _overran(kind: JobKind, began: float) -> bool:
 
 def succeeded(job: Job, started: datetime) -> Finished:
     """The handler returned."""
-    return Finished(job=job, outcome=AttemptOutcome.SUCCEEDED, started_at=started)
+    return _finished(job, _SUCCEEDED, None, None, None, started)
 
 
 def aborted(job: Job, reason: str, started: datetime | None, ended: Finished | None) -> Finished:
