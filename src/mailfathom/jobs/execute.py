@@ -89,9 +89,17 @@ async def run_async(
     """
     started = clock.now()
     context = context_for(kind, job, started, abort)
-    seconds = kind.timeout.total_seconds() if kind.timeout is not None else None
-    task = asyncio.current_task()
-    deadline = asyncio.timeout(seconds)
+    if kind.timeout is None:  # no deadline to keep: no timeout scope to pay for
+        try:
+            await kind.handler(context, **job.payload)
+        except asyncio.CancelledError as exc:
+            if _cancelled_from_outside():
+                raise  # the runner drops the attempt
+            return failed(job, exc, started)
+        except BaseException as exc:  # a handler's SystemExit must not stop the event loop
+            return failed(job, exc, started)
+        return _finished(job, _SUCCEEDED, None, None, None, started)
+    deadline = asyncio.timeout(kind.timeout.total_seconds())
     try:
         async with deadline:
             await kind.handler(context, **job.payload)
@@ -100,12 +108,19 @@ async def run_async(
             return timed_out(job, kind.timeout, started, None)
         return failed(job, exc, started)
     except asyncio.CancelledError as exc:
-        if task is not None and task.cancelling():
+        if _cancelled_from_outside():
             raise  # cancelled from outside: the runner drops the attempt
         return failed(job, exc, started)
     except BaseException as exc:  # a handler's SystemExit must not stop the event loop
         return failed(job, exc, started)
     return succeeded(job, started)
+
+
+def _cancelled_from_outside() -> bool:
+    """The running task is being cancelled (shutdown, a lost lease, an abort), rather
+    than the handler raising ``CancelledError`` of its own."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _overran(kind: JobKind, began: float) -> bool:
