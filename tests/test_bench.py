@@ -19,7 +19,7 @@ from conftest import POSTGRES_URL, require_postgres
 
 pytestmark = pytest.mark.slow
 
-_SQLITE = "mailfathom-sqlite,mailfathom-sqlite-4,ceiling-sqlite"
+_SQLITE = "mailfathom-sqlite,mailfathom-sqlite-4,mailfathom-sqlite-p4,ceiling-sqlite"
 _POSTGRES = "mailfathom-pg,mailfathom-pg-4,ceiling-pg"
 
 
@@ -70,6 +70,8 @@ def test_tiny_run_measures_every_workload(database: str, tmp_path: Path) -> None
     }
     expected |= {(ceiling, m) for m in ("enqueue_single", "enqueue_batch", "process")}
     expected.add((f"{ours}-4", "process"))
+    if database == "sqlite":  # the real `mailfathom worker --processes 4` (the CLI's row)
+        expected.add((f"{ours}-p4", "process"))
     assert measured == expected
     assert all(sample["value"] > 0 for sample in run["samples"])
     table = markdown.read_text()

@@ -153,11 +153,13 @@ def test_poisoned_sync_handlers_are_recorded_alone(mf: MailFathom) -> None:
     check_siblings(mf, [first, last], ran)
 
 
+@pytest.mark.parametrize("timeout", [None, 30], ids=["no_timeout", "timeout"])
 def test_poisoned_async_handlers_are_recorded_alone(
-    mf: MailFathom, caplog: pytest.LogCaptureFixture
+    mf: MailFathom, caplog: pytest.LogCaptureFixture, timeout: int | None
 ) -> None:
     """Each poison is caught where the handler is awaited (run_async): none reaches the
-    event loop, which would stop it (the runner would restart it, saying so)."""
+    event loop, which would stop it (the runner would restart it, saying so). With a
+    kind timeout and without one: run_async awaits the two in different scopes."""
     barrier = asyncio.Barrier(BATCH)
     ran: list[int] = []
 
@@ -170,7 +172,7 @@ def test_poisoned_async_handlers_are_recorded_alone(
         await meet()
         ran.append(ctx.job_id)
 
-    @mf.job("poisoned", max_attempts=2)
+    @mf.job("poisoned", max_attempts=2, timeout=timeout)
     async def poisoned(ctx: JobContext, poison: str) -> NoReturn:
         await meet()
         await poison_app.raise_poison_async(ctx, poison)

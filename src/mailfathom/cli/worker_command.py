@@ -28,6 +28,28 @@ __all__ = ["load_app", "worker"]
 _LOG_LEVELS = ["debug", "info", "warning", "error"]
 
 
+class _ProcessCount(click.ParamType[int]):
+    """A whole number of worker processes, 1 or more."""
+
+    name = "integer"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        try:
+            count = int(str(value).strip())
+        except ValueError:
+            count = 0
+        if count < 1:
+            self.fail(
+                f"{value!r} is not a number of processes: give a whole number of 1 or more, "
+                f"e.g. --processes {os.cpu_count() or 2} (one per core)",
+                param,
+                ctx,
+            )
+        return count
+
+
 @click.command("worker")
 @click.option(
     "--app",
@@ -50,6 +72,14 @@ _LOG_LEVELS = ["debug", "info", "warning", "error"]
     help="Comma-separated queues to take jobs from [every queue].",
 )
 @click.option("--burst", is_flag=True, help="Run what is due, then exit.")
+@click.option(
+    "--processes",
+    type=_ProcessCount(),
+    default=1,
+    show_default=True,
+    help="Worker processes to run under one supervisor (one core each; a SIGTERM/SIGINT "
+    "stops them all, one that dies is restarted; docs/worker.md).",
+)
 @click.option(
     "--lease",
     type=click.FloatRange(min=1),
@@ -97,6 +127,7 @@ def worker(
     concurrency: int | None,
     queues: str | None,
     burst: bool,
+    processes: int,
     lease: float | None,
     shutdown_timeout: float | None,
     log_level: str,
@@ -121,6 +152,16 @@ def worker(
         names = [name.strip() for name in queues.split(",") if name.strip()]
         if not names:
             raise click.BadParameter("give at least one queue name", param_hint="--queues")
+    if processes > 1:
+        _supervise(
+            ctx,
+            processes,
+            app_path=str(app_path) if preset is None else None,
+            database=database,
+            burst=burst,
+            metrics_port=metrics_port,
+        )
+        return
     app = preset if preset is not None else load_app(str(app_path), database)
     worker = app.worker(
         concurrency=concurrency, queues=names, lease=lease, shutdown_timeout=shutdown_timeout
@@ -139,6 +180,57 @@ def worker(
         server.stop()
     if preset is None:  # a preset app belongs to the integration that made it
         app.close()
+
+
+def _supervise(
+    ctx: click.Context,
+    processes: int,
+    *,
+    app_path: str | None,
+    database: str | None,
+    burst: bool,
+    metrics_port: int | None,
+) -> None:
+    """``--processes N``: check the app loads here, then run N workers under a supervisor."""
+    from mailfathom.cli.supervisor import Supervisor
+
+    if app_path is None:
+        raise click.UsageError(
+            "--processes needs --app MODULE:ATTR (the worker processes import your app); "
+            "with a framework integration, start one worker command per process instead"
+        )
+    if metrics_port is not None:
+        raise click.UsageError(
+            "--metrics-port serves one process's metrics: with --processes, run one worker "
+            "command per process, each with its own --metrics-port"
+        )
+    load_app(app_path, database).close()  # a bad app is one clear error, not N
+    args = [
+        "--app",
+        app_path,
+        *_passed_on(ctx, ["concurrency", "queues", "lease", "shutdown_timeout"]),
+        "--log-level",
+        str(ctx.params["log_level"]),
+        "--log-format",
+        str(ctx.params["log_format"]),
+    ]
+    if database is not None:
+        args += ["--database", database]
+    if burst:
+        args.append("--burst")
+    status = Supervisor(args, processes, burst=burst).run()
+    if status:
+        raise SystemExit(status)
+
+
+def _passed_on(ctx: click.Context, names: list[str]) -> list[str]:
+    """The options ``names`` as given on the command line, for the worker processes."""
+    args: list[str] = []
+    for name in names:
+        value = ctx.params[name]
+        if value is not None:
+            args += ["--" + name.replace("_", "-"), str(value)]
+    return args
 
 
 def load_app(path: str, database: str | None = None) -> MailFathom:

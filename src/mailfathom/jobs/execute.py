@@ -25,6 +25,7 @@ from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.reasons import TRACEBACK_LIMIT, reason_of, storable, traceback_text
 from mailfathom.jobs.registry import JobKind
+from mailfathom.jobs.slots import positional_builder
 from mailfathom.jobs.state import AttemptOutcome
 
 __all__ = [
@@ -41,15 +42,20 @@ __all__ = [
 
 handler_logger = logging.getLogger("mailfathom.jobs")
 
+#: ``JobContext(job, deadline, logger, abort)`` and ``Finished(job, outcome, error,
+#: traceback, message, started_at)``, positionally, made without ``__init__``: the
+#: worker makes one of each per attempt (:mod:`mailfathom.jobs.slots`).
+_context = positional_builder(JobContext)
+_finished = positional_builder(Finished)
+_SUCCEEDED = AttemptOutcome.SUCCEEDED
+
 
 def context_for(
     kind: JobKind, job: Job, started: datetime, abort: AbortFlag | None = None
 ) -> JobContext:
     """The context a handler receives: the job, its deadline, a logger, its abort flag."""
     deadline = started + kind.timeout if kind.timeout is not None else None
-    if abort is None:
-        return JobContext(job=job, deadline=deadline, logger=handler_logger)
-    return JobContext(job=job, deadline=deadline, logger=handler_logger, abort=abort)
+    return _context(job, deadline, handler_logger, AbortFlag() if abort is None else abort)
 
 
 def run_sync(kind: JobKind, job: Job, clock: Clock, abort: AbortFlag | None = None) -> Finished:
@@ -63,9 +69,9 @@ def run_sync(kind: JobKind, job: Job, clock: Clock, abort: AbortFlag | None = No
         if _overran(kind, began):
             return timed_out(job, kind.timeout, started, exc)
         return failed(job, exc, started)
-    if _overran(kind, began):
+    if kind.timeout is not None and _overran(kind, began):
         return timed_out(job, kind.timeout, started, None)
-    return succeeded(job, started)
+    return _finished(job, _SUCCEEDED, None, None, None, started)
 
 
 async def run_async(
@@ -83,9 +89,17 @@ async def run_async(
     """
     started = clock.now()
     context = context_for(kind, job, started, abort)
-    seconds = kind.timeout.total_seconds() if kind.timeout is not None else None
-    task = asyncio.current_task()
-    deadline = asyncio.timeout(seconds)
+    if kind.timeout is None:  # no deadline to keep: no timeout scope to pay for
+        try:
+            await kind.handler(context, **job.payload)
+        except asyncio.CancelledError as exc:
+            if _cancelled_from_outside():
+                raise  # the runner drops the attempt
+            return failed(job, exc, started)
+        except BaseException as exc:  # a handler's SystemExit must not stop the event loop
+            return failed(job, exc, started)
+        return _finished(job, _SUCCEEDED, None, None, None, started)
+    deadline = asyncio.timeout(kind.timeout.total_seconds())
     try:
         async with deadline:
             await kind.handler(context, **job.payload)
@@ -94,12 +108,19 @@ async def run_async(
             return timed_out(job, kind.timeout, started, None)
         return failed(job, exc, started)
     except asyncio.CancelledError as exc:
-        if task is not None and task.cancelling():
+        if _cancelled_from_outside():
             raise  # cancelled from outside: the runner drops the attempt
         return failed(job, exc, started)
     except BaseException as exc:  # a handler's SystemExit must not stop the event loop
         return failed(job, exc, started)
     return succeeded(job, started)
+
+
+def _cancelled_from_outside() -> bool:
+    """The running task is being cancelled (shutdown, a lost lease, an abort), rather
+    than the handler raising ``CancelledError`` of its own."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _overran(kind: JobKind, began: float) -> bool:
@@ -108,7 +129,7 @@ def _overran(kind: JobKind, began: float) -> bool:
 
 def succeeded(job: Job, started: datetime) -> Finished:
     """The handler returned."""
-    return Finished(job=job, outcome=AttemptOutcome.SUCCEEDED, started_at=started)
+    return _finished(job, _SUCCEEDED, None, None, None, started)
 
 
 def aborted(job: Job, reason: str, started: datetime | None, ended: Finished | None) -> Finished:

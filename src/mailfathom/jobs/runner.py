@@ -14,7 +14,8 @@ process alive after the worker has given its job up.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import contextlib
+import contextvars
 import logging
 import queue
 import threading
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from mailfathom.clock import Clock
 from mailfathom.jobs.context import AbortFlag
@@ -41,7 +42,14 @@ logger = logging.getLogger("mailfathom.worker")
 Mode = Literal["thread", "async", "process", "none"]
 
 
-@dataclass(eq=False)
+class Cancellable(Protocol):
+    """What stops an ``async def`` attempt: :meth:`cancel` cancels its task (any thread)."""
+
+    def cancel(self) -> object:
+        """Cancel the attempt's task."""
+
+
+@dataclass(eq=False, slots=True)
 class Running:
     """One attempt in progress on this worker."""
 
@@ -60,7 +68,7 @@ class Running:
     #: Set to stop an isolated attempt (its child is killed); only those have one, as an
     #: Event per plain attempt costs more than a no-op job.
     cancelled: threading.Event | None = None
-    future: concurrent.futures.Future[Finished] | None = None
+    future: Cancellable | None = None
     #: Set (its ``reason``) when an operator aborts the attempt; the handler's ctx sees it.
     abort: AbortFlag = field(default_factory=AbortFlag)
     #: The attempt's OpenTelemetry span, when tracing is on (mailfathom.observability).
@@ -99,6 +107,9 @@ class Runner:
         self._loop_thread: threading.Thread | None = None
         self._closing = threading.Event()  # set when close() stops the loop
         self._lock = threading.Lock()
+        #: ``async def`` attempts handed to the loop and not yet made tasks (under _lock):
+        #: the loop is woken once for all of them, not once per attempt.
+        self._arrivals: list[_AsyncAttempt] = []
 
     def prepare(self, job: Job) -> Running:
         """The record of ``job``'s attempt, before it starts (so callers can file it first)."""
@@ -132,12 +143,7 @@ class Runner:
         elif running.mode == "process":
             self._pool.submit(lambda: self._isolated(running, kind))
         elif running.mode == "async":
-            with tracing.attached(running.span):  # the task copies the current context
-                future = asyncio.run_coroutine_threadsafe(
-                    run_async(kind, job, self._clock, running.abort), self._event_loop()
-                )
-            running.future = future
-            future.add_done_callback(lambda done: self._async_done(running, done))
+            self._hand_to_loop(running, kind)
         else:
             task = lambda: self._threaded(running, kind)  # noqa: E731
             self._pool.submit(task if running.span is None else tracing.within(running.span, task))
@@ -161,7 +167,34 @@ class Runner:
         else:
             self._dropped(running)
 
-    def _async_done(self, running: Running, done: concurrent.futures.Future[Finished]) -> None:
+    def _hand_to_loop(self, running: Running, kind: JobKind) -> None:
+        """Queue an ``async def`` attempt for the event loop, which makes it a task.
+
+        No future or thread-safe call per attempt: the attempts handed over while the
+        loop is busy wait in one list, taken by one callback. The task ends by calling
+        ``on_done`` on the loop's thread.
+        """
+        loop = self._event_loop()
+        context = None
+        if running.span is not None:
+            with tracing.attached(running.span):  # the task runs in a copy of this context
+                context = contextvars.copy_context()
+        attempt = _AsyncAttempt(self, loop, running, kind, context)
+        running.future = attempt
+        with self._lock:
+            self._arrivals.append(attempt)
+            first = len(self._arrivals) == 1
+        if first:
+            loop.call_soon_threadsafe(self._take_arrivals)
+
+    def _take_arrivals(self) -> None:
+        """On the loop: make a task of every attempt handed over since the last call."""
+        with self._lock:
+            arrivals, self._arrivals = self._arrivals, []
+        for attempt in arrivals:
+            attempt.begin()
+
+    def _async_done(self, running: Running, done: asyncio.Task[Finished]) -> None:
         if done.cancelled():
             self._dropped(running)
             return
@@ -279,6 +312,68 @@ def log_attempt(running: Running, result: Finished, worker_id: str) -> None:
         text += "\n" + result.traceback.rstrip()
         fields["traceback"] = result.traceback
     logger.warning(text, extra={"mailfathom": fields})
+
+
+class _AsyncAttempt:
+    """One ``async def`` attempt on the runner's loop: its task once the loop made it.
+
+    Ends exactly once: with its task's result, or — the moment :meth:`cancel` is
+    called, on the caller's thread — as stopped (``on_done(running, None)``), its task
+    cancelled on the loop and whatever it still returns ignored.
+    """
+
+    __slots__ = ("_context", "_ended", "_kind", "_loop", "_runner", "_running", "_task")
+
+    def __init__(
+        self,
+        runner: Runner,
+        loop: asyncio.AbstractEventLoop,
+        running: Running,
+        kind: JobKind,
+        context: contextvars.Context | None,
+    ) -> None:
+        self._runner = runner
+        self._loop = loop
+        self._running = running
+        self._kind = kind
+        self._context = context
+        self._task: asyncio.Task[Finished] | None = None
+        self._ended = False
+
+    def begin(self) -> None:
+        """On the loop: start the attempt's task, unless it was cancelled meanwhile."""
+        if self._ended:
+            return
+        running = self._running
+        coroutine = run_async(self._kind, running.job, self._runner._clock, running.abort)
+        task = self._loop.create_task(coroutine, context=self._context)
+        self._task = task
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Finished]) -> None:
+        if self._end():
+            self._runner._async_done(self._running, task)
+        elif not task.cancelled():
+            task.exception()  # retrieved: a cancelled attempt's error is not "never retrieved"
+
+    def _end(self) -> bool:
+        with self._runner._lock:
+            if self._ended:
+                return False
+            self._ended = True
+            return True
+
+    def cancel(self) -> None:
+        """Stop the attempt from any thread: it ends now, its task is cancelled on the loop."""
+        if not self._end():
+            return
+        self._runner._dropped(self._running)
+        with contextlib.suppress(RuntimeError):  # a closed loop: nothing runs any more
+            self._loop.call_soon_threadsafe(self._cancel_task)
+
+    def _cancel_task(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
 
 
 class _DaemonPool:
