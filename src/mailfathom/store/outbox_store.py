@@ -91,8 +91,32 @@ class SqlOutboxStore:
         A dialect that defines ``record_email`` writes all three in that one statement,
         which commits on its own when there is no caller's transaction to join.
         """
+        params = self._record_params(email, job, now)
+        if "record_email" in self._q and connection is None:
+            with self.db.single_write() as cur:
+                return self._insert_one(cur, params, job)
+        with self.db.transaction(connection) as cur:
+            return self._insert_one(cur, params, job)
+
+    def insert_emails(
+        self,
+        emails: Sequence[NewEmail],
+        job: DeliveryJobSpec,
+        *,
+        now: datetime,
+        connection: object | None = None,
+    ) -> list[tuple[EmailRow, list[RecipientRow], bool]]:
+        """Every record of the batch, with its recipients and delivery job, in one
+        transaction (the caller's, when given): all of them are written, or none."""
+        params = [self._record_params(email, job, now) for email in emails]
+        with self.db.transaction(connection) as cur:
+            return [self._insert_one(cur, one, job) for one in params]
+
+    def _record_params(
+        self, email: NewEmail, job: DeliveryJobSpec, now: datetime
+    ) -> dict[str, Any]:
         stamp = self.db.time_param(now)
-        params = {
+        return {
             "idempotency_key": email.idempotency_key,
             "message_id": email.message_id,
             "sender": email.sender,
@@ -106,45 +130,45 @@ class SqlOutboxStore:
             "expires_at": self.db.time_param(email.expires_at),
             "available_at": stamp if email.run_at is None else self.db.time_param(email.run_at),
             "priority": email.priority,
-        }
-        if "record_email" in self._q:
-            return self._record_email(params, job, connection)
-        with self.db.transaction(connection) as cur:
-            cur.execute(self._q["insert_email"], params)
-            row = cur.fetchone()
-            if row is None:
-                return self._existing(cur, email.idempotency_key)
-            email_id = row["id"]
-            cur.execute(
-                self._q["insert_recipients"],
-                {"email_id": email_id, "addresses": params["addresses"]},
-            )
-            created = self._attach_job(
-                cur, email_id, job, params["available_at"], stamp, priority=email.priority
-            )
-            return created, self._recipients_of(cur, email_id), True
-
-    def _record_email(
-        self, params: dict[str, Any], job: DeliveryJobSpec, connection: object | None
-    ) -> tuple[EmailRow, list[RecipientRow], bool]:
-        params = {
-            **params,
             "kind": job.kind,
             "queue": job.queue,
             "max_attempts": job.max_attempts,
             "trace_context": job.trace_context,
         }
-        writing = self.db.single_write() if connection is None else self.db.transaction(connection)
-        with writing as cur:
+
+    def _insert_one(
+        self, cur: Cursor, params: dict[str, Any], job: DeliveryJobSpec
+    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+        """One record on ``cur``: in the one ``record_email`` statement where the dialect
+        has it, else the record, its recipients and its job one statement each."""
+        if "record_email" in self._q:
             cur.execute(self._q["record_email"], params)
             row = cur.fetchone()
             if row is None:
                 return self._existing(cur, params["idempotency_key"])
-        created = dict(row)
-        recipients = created.pop("recipients")
-        if created.pop("jobs") != 1:  # pragma: no cover - the statement inserts one job
-            raise RuntimeError("recorded an email without its delivery job")
-        return self._email(created), [self._recipient(r) for r in recipients], True
+            created = dict(row)
+            recipients = created.pop("recipients")
+            if created.pop("jobs") != 1:  # pragma: no cover - the statement inserts one job
+                raise RuntimeError("recorded an email without its delivery job")
+            return self._email(created), [self._recipient(r) for r in recipients], True
+        cur.execute(self._q["insert_email"], params)
+        row = cur.fetchone()
+        if row is None:
+            return self._existing(cur, params["idempotency_key"])
+        email_id = row["id"]
+        cur.execute(
+            self._q["insert_recipients"],
+            {"email_id": email_id, "addresses": params["addresses"]},
+        )
+        created_row = self._attach_job(
+            cur,
+            email_id,
+            job,
+            params["available_at"],
+            params["now"],
+            priority=params["priority"],
+        )
+        return created_row, self._recipients_of(cur, email_id), True
 
     def _existing(self, cur: Cursor, key: str | None) -> tuple[EmailRow, list[RecipientRow], bool]:
         """The record that holds idempotency ``key`` (whose insert just did nothing)."""
