@@ -31,7 +31,10 @@ class DriverProcess:
         self.module = module
         self.task = spec["task"]
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - lives with the process
-        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+        # The drivers import this checkout's mailfathom (src/), not whichever one the
+        # venv's editable install points at: a worktree measures its own code.
+        path = os.pathsep.join([str(ROOT), str(ROOT / "src")])
+        env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen(
             [python, "-m", f"bench.drivers.{module}", json.dumps(spec)],
             cwd=ROOT,
