@@ -92,7 +92,7 @@ class Scripted:
     ) -> str:
         self.script = _read(self.script_path)
         # Whether the client's next commands are already here, unanswered: pipelined.
-        waiting = getattr(server._reader, "_buffer", b"")  # noqa: SLF001 - asyncio's buffer
+        waiting = getattr(server._reader, "_buffer", b"")
         session.pipelined = b"RCPT" in bytes(waiting).upper()  # type: ignore[attr-defined]
         reply = str(self.script.get("mail") or "250 OK")
         if reply.startswith("2"):
