@@ -296,8 +296,19 @@ class SqlOutboxStore:
     def begin_attempt(
         self, email_id: int, *, now: datetime
     ) -> tuple[AttemptStart | None, EmailRow | None]:
-        """Count an attempt on a Recorded record; return its bytes and owed recipients."""
+        """Count an attempt on a Recorded record; return its bytes and owed recipients.
+
+        A dialect that defines ``start_attempt`` does all of it in that one statement,
+        which commits on its own (one round trip instead of five).
+        """
         stamp = self.db.time_param(now)
+        if "start_attempt" in self._q:
+            with self.db.single_write() as cur:
+                cur.execute(self._q["start_attempt"], {"id": email_id, "now": stamp})
+                row = cur.fetchone()
+            if row is None:
+                return None, self.get_email(email_id)
+            return self._started(dict(row)), None
 
         def write(cur: Cursor) -> tuple[AttemptStart | None, EmailRow | None]:
             cur.execute(self._q["begin_attempt"], {"id": email_id, "now": stamp})
@@ -314,6 +325,35 @@ class SqlOutboxStore:
             return AttemptStart(email=email, message=message, recipients=owed), None
 
         return self._write(write)
+
+    def _started(self, row: dict[str, Any]) -> AttemptStart:
+        """An :class:`AttemptStart` from ``start_attempt``'s row (recipients as arrays)."""
+        message = bytes(row.pop("message"))
+        columns = [
+            row.pop(name) or []
+            for name in (
+                "owed_positions",
+                "owed_addresses",
+                "owed_codes",
+                "owed_statuses",
+                "owed_texts",
+                "owed_replied",
+            )
+        ]
+        email = self._email(row)
+        owed: list[RecipientRow] = [
+            {
+                "email_id": email["id"],
+                "position": position,
+                "address": address,
+                "reply_code": code,
+                "enhanced_status": status,
+                "reply_text": text,
+                "replied_at": self.db.time_value(replied),
+            }
+            for position, address, code, status, text, replied in zip(*columns, strict=True)
+        ]
+        return AttemptStart(email=email, message=message, recipients=owed)
 
     def expire_email(self, email_id: int, *, now: datetime) -> EmailRow | None:
         """Recorded → Refused ("expired") if ``email_id`` is past its ``expires_at`` and no
@@ -335,34 +375,65 @@ class SqlOutboxStore:
             cur.execute(self._q["mark_transmission_begun"], params)
             return cur.fetchone() is not None
 
-        return self._write(write)
+        return self._write(write, single=True)
 
     def end_attempt(self, end: AttemptEnd) -> EmailRow | None:
         """Write the end of an attempt (and a split) if the record is still where it was."""
+        if "end_attempt_whole" in self._q:
+            return self._write(lambda cur: self._end_attempt_whole(cur, end), single=not end.split)
         return self._write(lambda cur: self._end_attempt(cur, end))
 
-    def _write(self, write: Callable[[Cursor], T]) -> T:
-        """A delivery write in a transaction: shared with others' where that pays."""
+    def _write(self, write: Callable[[Cursor], T], *, single: bool = False) -> T:
+        """A delivery write in a transaction: shared with others' where that pays.
+
+        ``single``: ``write`` is one statement, which on a database that does not share
+        the commit runs on its own (autocommit: one round trip, not BEGIN and COMMIT too).
+        """
         if self._grouped is not None:
             return self._grouped.run(write)
+        if single:
+            with self.db.single_write() as cur:
+                return write(cur)
         with self.db.transaction() as cur:
             return write(cur)
 
-    def _end_attempt(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
-        stamp = self.db.time_param(end.now)
+    def _end_attempt_whole(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
+        """``end_attempt_whole``: the record's end and every recipient's reply in one
+        statement, then the split (if any) in the same transaction."""
+        replies = list(end.recipients)
         cur.execute(
-            self._q["end_attempt"],
+            self._q["end_attempt_whole"],
             {
-                "id": end.email_id,
-                "attempt": end.attempt,
-                "from_stage": end.from_stage,
-                "to_stage": end.to_stage,
-                "now": stamp,
-                "reply_code": end.reply_code,
-                "reply_text": end.reply_text,
-                "reason": end.reason,
+                **self._end_params(end),
+                "positions": [r.position for r in replies],
+                "codes": [r.code for r in replies],
+                "statuses": [r.enhanced_status for r in replies],
+                "texts": [r.text for r in replies],
+                "replied": [self.db.time_param(r.at) for r in replies],
             },
         )
+        row = cur.fetchone()
+        if row is None:
+            return None
+        if end.split:
+            self._split(cur, end, self.db.time_param(end.now))
+        return self._email(row)
+
+    def _end_params(self, end: AttemptEnd) -> dict[str, Any]:
+        return {
+            "id": end.email_id,
+            "attempt": end.attempt,
+            "from_stage": end.from_stage,
+            "to_stage": end.to_stage,
+            "now": self.db.time_param(end.now),
+            "reply_code": end.reply_code,
+            "reply_text": end.reply_text,
+            "reason": end.reason,
+        }
+
+    def _end_attempt(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
+        stamp = self.db.time_param(end.now)
+        cur.execute(self._q["end_attempt"], self._end_params(end))
         row = cur.fetchone()
         if row is None:
             return None
