@@ -1,10 +1,13 @@
 """The email rows: 4 KB messages into Postfix's ``smtp-sink`` on a loopback port.
 
 The ceiling is a plain smtplib loop over one session, no durability. The pipeline
-rows time mailfathom's crash-safe path: ``mf.outbox.record`` (durable bytes + the
-delivery job), then the worker delivers (TransmissionBegun written before the body,
-Sent after the server's 2xx). They need ``mf.outbox``; without it they are reported
-as not measured.
+rows time mailfathom's crash-safe path: ``mf.outbox.record_many`` in batches of
+:data:`RECORD_BATCH` (durable bytes + the delivery jobs, one transaction per batch),
+as an application sending many messages records them; then the worker delivers
+(TransmissionBegun written before the body, Sent after the server's 2xx).
+``email_record_single`` times ``mf.outbox.record`` one per call (its own commit
+each, as a request records one email) on :data:`SINGLE_MESSAGES` messages of their
+own. They need ``mf.outbox``; without it they are reported as not measured.
 """
 
 from __future__ import annotations
@@ -21,7 +24,15 @@ from bench.runner import DriverError, start_all
 from bench.systems import System
 from bench.workloads import Bench, Sample
 
-__all__ = ["CEILING", "outbox_available", "run_rounds", "sink", "systems"]
+__all__ = [
+    "CEILING",
+    "RECORD_BATCH",
+    "SINGLE_MESSAGES",
+    "outbox_available",
+    "run_rounds",
+    "sink",
+    "systems",
+]
 
 CEILING = System(
     "smtplib-loop",
@@ -34,6 +45,10 @@ CEILING = System(
     note="one SMTP session, sendmail() per message",
 )
 _PIPELINES = ("mailfathom-sqlite", "mailfathom-pg")
+#: Messages per ``record_many`` call in the pipeline rows.
+RECORD_BATCH = 100
+#: Messages recorded one per call for the ``email_record_single`` row (not delivered).
+SINGLE_MESSAGES = 300
 _DRIVER = "mailfathom_email_driver"
 
 Measure = Callable[[str, Callable[[], list[Sample]]], None]
@@ -114,7 +129,8 @@ def _pipeline(bench: Bench, system: System, port: int, round_: int) -> list[Samp
     python = bench.python(system)
     with bench.fresh(system) as target:
         spec = {**target.spec(), "port": port, "n": n, "concurrency": 10}
-        (recorder,) = start_all(python, _DRIVER, [{**spec, "task": "record", "install": True}])
+        task = {**spec, "task": "record", "install": True, "batch": RECORD_BATCH}
+        (recorder,) = start_all(python, _DRIVER, [task])
         recorder.go()
         recorded = recorder.result(timeout=120 + n / 20)
         (worker,) = start_all(python, _DRIVER, [{**spec, "task": "deliver"}])
@@ -122,10 +138,18 @@ def _pipeline(bench: Bench, system: System, port: int, round_: int) -> list[Samp
         delivered = worker.result(timeout=120 + n / 20)
     if delivered["count"] != n:
         raise DriverError(f"{system.key}: {delivered['count']} of {n} messages reached Sent")
+    single_n = min(n, SINGLE_MESSAGES)
+    with bench.fresh(system) as target:
+        task = {**target.spec(), "port": port, "n": single_n, "task": "record", "install": True}
+        (single,) = start_all(python, _DRIVER, [{**task, "batch": 1}])
+        single.go()
+        one_by_one = single.result(timeout=120 + single_n / 20)
+    single_s = float(one_by_one["end"]) - float(one_by_one["start"])
     record_s = float(recorded["end"]) - float(recorded["start"])
     deliver_s = float(delivered["end"]) - float(delivered["start"])
     return [
         Sample(system.key, "email_record", round_, n / record_s),
+        Sample(system.key, "email_record_single", round_, single_n / single_s),
         Sample(system.key, "email_deliver", round_, n / deliver_s),
         Sample(system.key, "email", round_, n / (record_s + deliver_s)),
     ]

@@ -1,11 +1,13 @@
 """Messages per second through the whole outbox pipeline: record → deliver → Sent.
 
 Starts a local SMTP sink (Postfix's ``smtp-sink`` when given, else aiosmtpd's Sink
-handler in a subprocess), records ``--messages`` emails one ``record`` call each,
-then runs ``--workers`` worker processes until every record is Sent, and prints the
+handler in a subprocess), records ``--messages`` emails (``record_many`` in batches
+of ``--batch``, default 100; ``--batch 1``: one ``record`` call each), then runs
+``--workers`` worker processes until every record is Sent, and prints the
 recording rate, the delivery rate and the end-to-end rate.
 
     python bench/outbox_throughput.py --messages 2000 --workers 2
+    python bench/outbox_throughput.py --batch 1   # one record() call per message
     python bench/outbox_throughput.py --database postgresql://postgres@127.0.0.1/postgres
     python bench/outbox_throughput.py --smtp-sink /path/to/usr/sbin/smtp-sink
 """
@@ -88,7 +90,13 @@ def _work(database_url: str, smtp_url: str, concurrency: int) -> None:
 
 
 def run(
-    database_url: str, messages: int, workers: int, concurrency: int, smtp_sink: str | None
+    database_url: str,
+    messages: int,
+    workers: int,
+    concurrency: int,
+    smtp_sink: str | None,
+    *,
+    batch: int = 100,
 ) -> dict[str, float]:
     """Run the pipeline once; returns the measured rates (messages per second)."""
     port = _free_port()
@@ -98,8 +106,13 @@ def run(
         with MailFathom(database_url, smtp_url=smtp_url) as app:
             app.migrate()
             started = time.perf_counter()
-            for n in range(messages):
-                app.outbox.record(_message(n))
+            if batch == 1:
+                for n in range(messages):
+                    app.outbox.record(_message(n))
+            else:
+                for first in range(0, messages, batch):
+                    last = min(first + batch, messages)
+                    app.outbox.record_many([_message(n) for n in range(first, last)])
             recorded = time.perf_counter()
             ctx = multiprocessing.get_context("spawn")
             procs = [
@@ -149,14 +162,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=1, help="worker processes")
     parser.add_argument("--concurrency", type=int, default=10, help="per worker")
+    parser.add_argument(
+        "--batch", type=int, default=100, help="messages per record_many (1: record each)"
+    )
     parser.add_argument("--smtp-sink", help="path of Postfix's smtp-sink (default: aiosmtpd)")
     args = parser.parse_args(argv)
+    if args.batch < 1:
+        parser.error("--batch must be at least 1")
     with _fresh_database(args.database) as database_url:
-        rates = run(database_url, args.messages, args.workers, args.concurrency, args.smtp_sink)
+        rates = run(
+            database_url,
+            args.messages,
+            args.workers,
+            args.concurrency,
+            args.smtp_sink,
+            batch=args.batch,
+        )
     sink = "smtp-sink" if args.smtp_sink else "aiosmtpd"
     store = database_url.split(":", 1)[0]
     print(
-        f"{args.messages} messages, {store}, {args.workers} worker process(es) x "
+        f"{args.messages} messages, {store}, batches of {args.batch}, "
+        f"{args.workers} worker process(es) x "
         f"{args.concurrency}, sink {sink}: record {rates['record_per_s']:.0f}/s, "
         f"deliver {rates['deliver_per_s']:.0f}/s, end to end {rates['end_to_end_per_s']:.0f}/s"
     )

@@ -12,6 +12,8 @@ envelope and the answer given, before the answer is sent. Script keys (all optio
 - ``auth``: ``{"user": …, "password": …}``: offer AUTH (PLAIN, LOGIN) and require it
 - ``size``: the SIZE limit to advertise; ``size_text``: advertise ``SIZE <that text>``
   instead (a server whose limit does not parse); ``smtputf8``: advertise SMTPUTF8
+- ``pipelining``: advertise PIPELINING (RFC 2920); each record then says whether its
+  RCPT TO commands had already arrived when MAIL FROM was answered (``pipelined``)
 - ``mail``: the reply to MAIL FROM; ``rcpt``: ``{address: reply}`` (default 250)
 - ``rcpt_stall``: seconds to wait before answering each RCPT TO
 - ``data``: a reply to DATA instead of 354
@@ -67,6 +69,8 @@ class Scripted:
                 f"250-SIZE {size_text}" if line.startswith("250-SIZE") else line
                 for line in responses
             ]
+        if self.script.get("pipelining"):
+            responses = [*responses[:-1], "250-PIPELINING", responses[-1]]
         return responses
 
     async def handle_HELO(  # noqa: N802
@@ -87,6 +91,9 @@ class Scripted:
         mail_options: list[str],
     ) -> str:
         self.script = _read(self.script_path)
+        # Whether the client's next commands are already here, unanswered: pipelined.
+        waiting = getattr(server._reader, "_buffer", b"")
+        session.pipelined = b"RCPT" in bytes(waiting).upper()  # type: ignore[attr-defined]
         reply = str(self.script.get("mail") or "250 OK")
         if reply.startswith("2"):
             envelope.mail_from = address
@@ -120,6 +127,7 @@ class Scripted:
             "answer": answer,
             "tls": session.ssl is not None or _implicit_tls(server),
             "login": _login_name(session),
+            "pipelined": bool(getattr(session, "pipelined", False)),
         }
         name = f"{time.time_ns()}-{next(_messages):06d}.json"
         (self.records / name).write_text(json.dumps(record))

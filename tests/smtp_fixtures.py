@@ -37,6 +37,8 @@ class Received:
     answer: str
     tls: bool
     login: str | None
+    #: Whether the RCPT TO commands had arrived before MAIL FROM was answered.
+    pipelined: bool = False
 
     @property
     def accepted(self) -> bool:
@@ -64,10 +66,13 @@ class FaultServer:
         self.port = server.port
         self.tls_port = server.tls_port
         self.cafile = server.cafile
+        #: Script keys every :meth:`script` call starts from (e.g. ``pipelining``).
+        self.base: dict[str, Any] = {}
 
     def script(self, **script: Any) -> None:
-        """Answer the next connections and transactions as ``script`` says (see the server)."""
-        self._server.script_path.write_text(json.dumps(script))
+        """Answer the next connections and transactions as ``script`` says (see the server),
+        on top of :attr:`base`."""
+        self._server.script_path.write_text(json.dumps({**self.base, **script}))
 
     def url(
         self,

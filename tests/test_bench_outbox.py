@@ -21,4 +21,4 @@ def test_outbox_benchmark_runs() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "20 messages, sqlite" in done.stdout and "end to end" in done.stdout
+    assert "20 messages, sqlite, batches of 100" in done.stdout and "end to end" in done.stdout

@@ -1,10 +1,11 @@
 """mailfathom's crash-safe email pipeline under the benchmark (project venv, public API).
 
-``record``: ``mf.outbox.record`` one message per call (each its own transaction:
-the frozen bytes and the delivery job). ``deliver``: a worker drains the delivery
-jobs with ``run(burst=True)``; each message goes Recorded → TransmissionBegun
-(committed before the body) → Sent (committed after the server's 2xx).
-The messages are the very bytes the smtplib ceiling sends.
+``record``: ``mf.outbox.record_many`` in batches of ``spec['batch']`` messages (one
+transaction per batch: the frozen bytes and the delivery jobs), or with ``batch`` 1
+``mf.outbox.record`` one message per call (each its own transaction). ``deliver``:
+a worker drains the delivery jobs with ``run(burst=True)``; each message goes
+Recorded → TransmissionBegun (committed before the body) → Sent (committed after
+the server's 2xx). The messages are the very bytes the smtplib ceiling sends.
 """
 
 from __future__ import annotations
@@ -26,12 +27,20 @@ def _app(spec: Spec) -> MailFathom:
 
 
 def record(spec: Spec) -> dict[str, Any]:
-    """Record ``spec['n']`` 4 KB messages, one ``record`` call (transaction) each."""
+    """Record ``spec['n']`` 4 KB messages: ``record_many`` per ``spec['batch']`` of them,
+    or one ``record`` call (transaction) each when the batch is 1."""
     mf = _app(spec)
     payloads = [message(i) for i in range(spec["n"])]
+    batch = int(spec.get("batch", 1))
     start = await_go()
-    for payload in payloads:
-        mf.outbox.record(payload, sender=SENDER, recipients=[RECIPIENT])
+    if batch == 1:
+        for payload in payloads:
+            mf.outbox.record(payload, sender=SENDER, recipients=[RECIPIENT])
+    else:
+        for first in range(0, len(payloads), batch):
+            mf.outbox.record_many(
+                payloads[first : first + batch], sender=SENDER, recipients=[RECIPIENT]
+            )
     end = time.monotonic()
     mf.close()
     return {"start": start, "end": end, "count": spec["n"]}

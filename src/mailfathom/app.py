@@ -108,6 +108,7 @@ class MailFathom:
             job=delivery_job,
             timeout=settings.smtp_timeout,
             data_timeout=settings.smtp_data_timeout,
+            sessions=settings.smtp_sessions,
         )
         self.registry.add(
             build_kind(

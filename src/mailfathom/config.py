@@ -62,6 +62,11 @@ class Settings:
     #: Seconds to wait for the reply to the end of data (RFC 5321 §4.5.3.2: 10 minutes).
     #: No reply in time leaves the record TransmissionBegun: an unknown outcome.
     smtp_data_timeout: float = 600.0
+    #: The most SMTP connections one process has open to the relay at once: each
+    #: delivery thread sends on a session of its own, in parallel, and one beyond this
+    #: waits for a session to come free. Kept above the worker's default concurrency;
+    #: lower it to a relay's per-client connection limit (Postfix: 50).
+    smtp_sessions: int = 16
     #: Delivery attempts per record before it becomes Refused. The default, with backoff
     #: up to an hour apart, keeps trying for about a day (RFC 5321 §4.5.4.1 allows 4-5).
     delivery_max_attempts: int = 48
@@ -162,6 +167,7 @@ class Settings:
             "web_port",
             "max_message_bytes",
             "snooze_limit",
+            "smtp_sessions",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -71,7 +71,8 @@ def unknown_outcome_reason(email: EmailRow) -> str:
 
 
 class Deliverer:
-    """Runs delivery attempts against one SMTP server (or none configured).
+    """Runs delivery attempts against one SMTP server (or none configured), on up to
+    ``sessions`` SMTP connections in parallel (one per delivering thread).
 
     ``on_phase`` is told each point of every submission (:mod:`mailfathom.delivery.phases`);
     it does nothing unless a test replaces it, before the worker starts.
@@ -86,6 +87,7 @@ class Deliverer:
         job: DeliveryJobSpec,
         timeout: float,
         data_timeout: float,
+        sessions: int = 16,
         backoff: Backoff = DELIVERY_BACKOFF,
         on_phase: PhaseHook = no_phase_hook,
     ) -> None:
@@ -97,7 +99,7 @@ class Deliverer:
         self._pool = (
             None
             if target is None
-            else SessionPool(target, timeout=timeout, data_timeout=data_timeout)
+            else SessionPool(target, timeout=timeout, data_timeout=data_timeout, sessions=sessions)
         )
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ transfer encodings, so it passes through any server.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import uuid
 from collections.abc import Sequence
@@ -69,11 +70,18 @@ def check_address(value: object, what: str) -> tuple[str, bool]:
             "commands: pass one plain address"
         )
     try:
-        valid = validate_email(value, check_deliverability=False)
+        return _sending_form(value)
     except EmailNotValidError as exc:
         raise InvalidMessage(
             f"{what} {value!r} is not a valid email address ({exc}); nothing was recorded"
         ) from exc
+
+
+@functools.lru_cache(maxsize=4096)
+def _sending_form(value: str) -> tuple[str, bool]:
+    """The syntax check of one address (no DNS, so the answer never changes): remembered,
+    since a batch or a busy sender repeats the same few senders and recipients."""
+    valid = validate_email(value, check_deliverability=False)
     if valid.ascii_email is not None:
         return valid.ascii_email, False
     return f"{valid.local_part}@{valid.ascii_domain}", True
@@ -235,7 +243,7 @@ def _freeze_bytes(
         added.append(f"Date: {format_datetime(now)}".encode())
     head = b"\r\n".join(added + kept)
     data = head + (separator + body if separator else b"\r\n")
-    parsed = BytesHeaderParser(policy=policy.default).parsebytes(data)
+    parsed = BytesHeaderParser(policy=policy.default).parsebytes(head + b"\r\n\r\n")  # no body
     if message_id is None:
         message_id = str(parsed["Message-ID"] or "").strip()
     subject = parsed["Subject"]

@@ -86,7 +86,112 @@ class Outbox:
         key = check_key(idempotency_key)
         now = self._clock.now()
         due, expiry = _schedule(now, run_at, expires_at)
+        email = self._freeze(
+            message,
+            key=key,
+            sender=sender,
+            recipients=recipients,
+            now=now,
+            due=due,
+            expiry=expiry,
+            priority=check_priority(priority),
+        )
+        with tracing.enqueue_span(self._job.kind, self._job.queue):
+            row, recipient_rows, created = self._store.insert_email(
+                email, self._traced_job(), now=now, connection=connection
+            )
+        return RecordedEmail.from_record(row, recipient_rows, created)
+
+    def record_many(
+        self,
+        messages: Sequence[EmailMessage | bytes],
+        *,
+        idempotency_keys: Sequence[str | None] | None = None,
+        sender: str | None = None,
+        recipients: Sequence[str] | None = None,
+        run_at: datetime | None = None,
+        priority: int = 0,
+        expires_at: datetime | None = None,
+        connection: object | None = None,
+    ) -> builtins.list[RecordedEmail]:
+        """:meth:`record` for a batch, in **one** transaction: every message is validated
+        and frozen first (any bad one raises, naming its index, and nothing is recorded),
+        then all records and their delivery jobs are written and committed together.
+
+        Results are in the order of ``messages``. ``idempotency_keys`` gives one key (or
+        None) per message; a key that already exists returns that record with
+        ``created=False`` and records nothing for it, and a key given twice in one batch
+        is refused. ``sender``, ``recipients``, ``run_at``, ``priority`` and
+        ``expires_at`` apply to every message, as in :meth:`record`.
+        """
+        if isinstance(messages, (bytes, bytearray, str, EmailMessage)):
+            raise InvalidInput(
+                "messages must be a list of messages (EmailMessage or bytes), one per email; "
+                "for one message use mf.outbox.record; nothing was recorded"
+            )
+        given = list(messages)
+        if idempotency_keys is not None and (
+            isinstance(idempotency_keys, (str, bytes)) or len(idempotency_keys) != len(given)
+        ):
+            count = (
+                "a string"
+                if isinstance(idempotency_keys, (str, bytes))
+                else (f"{len(idempotency_keys)} entries")
+            )
+            raise InvalidInput(
+                f"idempotency_keys is {count} for {len(given)} messages: give a list with one "
+                "key (or None) per message; nothing was recorded"
+            )
+        keys = [None] * len(given) if idempotency_keys is None else list(idempotency_keys)
+        now = self._clock.now()
+        due, expiry = _schedule(now, run_at, expires_at)
         priority = check_priority(priority)
+        seen: set[str] = set()
+        emails: builtins.list[NewEmail] = []
+        for index, (message, given_key) in enumerate(zip(given, keys, strict=True)):
+            try:
+                key = check_key(given_key)
+                if key is not None and key in seen:
+                    raise InvalidInput(f"idempotency key {key!r} appears twice in one batch")
+                emails.append(
+                    self._freeze(
+                        message,
+                        key=key,
+                        sender=sender,
+                        recipients=recipients,
+                        now=now,
+                        due=due,
+                        expiry=expiry,
+                        priority=priority,
+                    )
+                )
+            except InvalidInput as exc:
+                raise type(exc)(
+                    f"message {index} of the batch: {exc}; nothing was recorded"
+                ) from exc
+            if key is not None:
+                seen.add(key)
+        if not emails:
+            return []
+        with tracing.enqueue_span(self._job.kind, self._job.queue, len(emails)):
+            rows = self._store.insert_emails(
+                emails, self._traced_job(), now=now, connection=connection
+            )
+        return [RecordedEmail.from_record(row, found, created) for row, found, created in rows]
+
+    def _freeze(
+        self,
+        message: EmailMessage | bytes,
+        *,
+        key: str | None,
+        sender: str | None,
+        recipients: Sequence[str] | None,
+        now: datetime,
+        due: datetime | None,
+        expiry: datetime | None,
+        priority: int,
+    ) -> NewEmail:
+        """The validated, frozen (and signed, when configured) record of one message."""
         frozen = freeze(
             message,
             sender=sender,
@@ -95,7 +200,7 @@ class Outbox:
             max_bytes=self._max_bytes,
         )
         data = frozen.data if self._signer is None else self._signer.sign(frozen.data)
-        email = NewEmail(
+        return NewEmail(
             idempotency_key=key,
             message_id=frozen.message_id,
             sender=frozen.sender,
@@ -108,15 +213,11 @@ class Outbox:
             priority=priority,
             expires_at=expiry,
         )
-        with tracing.enqueue_span(self._job.kind, self._job.queue):
-            traceparent = tracing.current_traceparent()  # None unless tracing is on
-            job = (
-                self._job if traceparent is None else replace(self._job, trace_context=traceparent)
-            )
-            row, recipient_rows, created = self._store.insert_email(
-                email, job, now=now, connection=connection
-            )
-        return RecordedEmail.from_record(row, recipient_rows, created)
+
+    def _traced_job(self) -> DeliveryJobSpec:
+        """The delivery job spec, carrying the current trace context when tracing is on."""
+        traceparent = tracing.current_traceparent()  # None unless tracing is on
+        return self._job if traceparent is None else replace(self._job, trace_context=traceparent)
 
     # -- reads -------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Literal
 
 from mailfathom.clock import Clock
+from mailfathom.delivery import pipelining
 from mailfathom.delivery.phases import PhaseHook, no_phase_hook
 from mailfathom.delivery.smtp_url import SmtpTarget
 from mailfathom.store.outbox_base import RecipientReply
@@ -214,21 +215,43 @@ class SmtpSession:
                 return options
             self.needs_reset = True  # until the final answer clears the transaction
             self._smtp.command_encoding = "utf-8" if smtputf8 else "ascii"
-            mail = Reply.of(*self._command("mail", f"FROM:<{sender}>", options))
+            # RFC 2920: MAIL, every RCPT and DATA go out in one write; the replies are
+            # read in the order of the commands, so each one is attributed exactly.
+            pipelined = pipelining.usable(self._smtp, len(recipients))
+            if pipelined:
+                self._smtp.send(pipelining.envelope(sender, options, recipients, smtputf8))
+            mail = Reply.of(
+                *(
+                    self._smtp.getreply()
+                    if pipelined
+                    else self._command("mail", f"FROM:<{sender}>", options)
+                )
+            )
             if not mail.positive:
+                if pipelined and mail.code != 421:
+                    self._drain(len(recipients) + 1)  # the RCPTs' and DATA's refusals
                 return self._failed(phase, mail, f"MAIL FROM was answered {mail}")
             on_phase("before_rcpt")
             phase = Phase.RCPT
             for position, address in recipients:
-                reply = Reply.of(*self._command("rcpt", f"TO:<{address}>"))
+                reply = Reply.of(
+                    *(
+                        self._smtp.getreply()
+                        if pipelined
+                        else self._command("rcpt", f"TO:<{address}>")
+                    )
+                )
                 replies.append(_recipient(position, reply, clock))
                 if reply.code == 421:
                     return self._failed(phase, reply, f"RCPT TO was answered {reply}", replies)
             accepted = [r for r in replies if r.code is not None and 200 <= r.code < 300]
             if not accepted:
+                if pipelined:
+                    self._drain(1)  # DATA's refusal (a 354 here is never followed by a body)
                 return self._none_accepted(replies)
             phase = Phase.DATA
-            self._smtp.putcmd("data")
+            if not pipelined:
+                self._smtp.putcmd("data")
             data_reply = Reply.of(*self._smtp.getreply())
             if data_reply.code != 354:
                 return self._failed(phase, data_reply, f"DATA was answered {data_reply}", replies)
@@ -272,6 +295,19 @@ class SmtpSession:
             argument = f"{argument} {' '.join(options)}"
         self._smtp.putcmd(verb, argument)
         return self._smtp.getreply()
+
+    def _drain(self, count: int) -> None:
+        """Read the replies to ``count`` pipelined commands that follow a refusal. If the
+        last (DATA's) says 354 the server would take a body: none is sent, the connection
+        is dropped instead; so is one that fails to answer."""
+        try:
+            for _ in range(count):
+                code, _message = self._smtp.getreply()
+        except OSError:
+            self.abort()
+            return
+        if code == 354:
+            self.abort()
 
     def _begin(self, begin: Callable[[], bool], on_phase: PhaseHook) -> bool:
         """Run the caller's commit; on any error (the hook's included) the body is never sent."""

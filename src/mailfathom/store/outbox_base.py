@@ -185,6 +185,21 @@ class OutboxStore(Protocol):
         """
         ...
 
+    def insert_emails(
+        self,
+        emails: Sequence[NewEmail],
+        job: DeliveryJobSpec,
+        *,
+        now: datetime,
+        connection: object | None = None,
+    ) -> list[tuple[EmailRow, list[RecipientRow], bool]]:
+        """:meth:`insert_email` for every record of a batch, all in one transaction.
+
+        Results are in the order of ``emails``; an existing idempotency key gives that
+        record and False, and writes nothing for it.
+        """
+        ...
+
     def get_email(self, email_id: int) -> EmailRow | None:
         """The record, or None."""
         ...

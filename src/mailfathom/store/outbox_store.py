@@ -91,8 +91,32 @@ class SqlOutboxStore:
         A dialect that defines ``record_email`` writes all three in that one statement,
         which commits on its own when there is no caller's transaction to join.
         """
+        params = self._record_params(email, job, now)
+        if "record_email" in self._q and connection is None:
+            with self.db.single_write() as cur:
+                return self._insert_one(cur, params, job)
+        with self.db.transaction(connection) as cur:
+            return self._insert_one(cur, params, job)
+
+    def insert_emails(
+        self,
+        emails: Sequence[NewEmail],
+        job: DeliveryJobSpec,
+        *,
+        now: datetime,
+        connection: object | None = None,
+    ) -> list[tuple[EmailRow, list[RecipientRow], bool]]:
+        """Every record of the batch, with its recipients and delivery job, in one
+        transaction (the caller's, when given): all of them are written, or none."""
+        params = [self._record_params(email, job, now) for email in emails]
+        with self.db.transaction(connection) as cur:
+            return [self._insert_one(cur, one, job) for one in params]
+
+    def _record_params(
+        self, email: NewEmail, job: DeliveryJobSpec, now: datetime
+    ) -> dict[str, Any]:
         stamp = self.db.time_param(now)
-        params = {
+        return {
             "idempotency_key": email.idempotency_key,
             "message_id": email.message_id,
             "sender": email.sender,
@@ -106,45 +130,45 @@ class SqlOutboxStore:
             "expires_at": self.db.time_param(email.expires_at),
             "available_at": stamp if email.run_at is None else self.db.time_param(email.run_at),
             "priority": email.priority,
-        }
-        if "record_email" in self._q:
-            return self._record_email(params, job, connection)
-        with self.db.transaction(connection) as cur:
-            cur.execute(self._q["insert_email"], params)
-            row = cur.fetchone()
-            if row is None:
-                return self._existing(cur, email.idempotency_key)
-            email_id = row["id"]
-            cur.execute(
-                self._q["insert_recipients"],
-                {"email_id": email_id, "addresses": params["addresses"]},
-            )
-            created = self._attach_job(
-                cur, email_id, job, params["available_at"], stamp, priority=email.priority
-            )
-            return created, self._recipients_of(cur, email_id), True
-
-    def _record_email(
-        self, params: dict[str, Any], job: DeliveryJobSpec, connection: object | None
-    ) -> tuple[EmailRow, list[RecipientRow], bool]:
-        params = {
-            **params,
             "kind": job.kind,
             "queue": job.queue,
             "max_attempts": job.max_attempts,
             "trace_context": job.trace_context,
         }
-        writing = self.db.single_write() if connection is None else self.db.transaction(connection)
-        with writing as cur:
+
+    def _insert_one(
+        self, cur: Cursor, params: dict[str, Any], job: DeliveryJobSpec
+    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+        """One record on ``cur``: in the one ``record_email`` statement where the dialect
+        has it, else the record, its recipients and its job one statement each."""
+        if "record_email" in self._q:
             cur.execute(self._q["record_email"], params)
             row = cur.fetchone()
             if row is None:
                 return self._existing(cur, params["idempotency_key"])
-        created = dict(row)
-        recipients = created.pop("recipients")
-        if created.pop("jobs") != 1:  # pragma: no cover - the statement inserts one job
-            raise RuntimeError("recorded an email without its delivery job")
-        return self._email(created), [self._recipient(r) for r in recipients], True
+            created = dict(row)
+            recipients = created.pop("recipients")
+            if created.pop("jobs") != 1:  # pragma: no cover - the statement inserts one job
+                raise RuntimeError("recorded an email without its delivery job")
+            return self._email(created), [self._recipient(r) for r in recipients], True
+        cur.execute(self._q["insert_email"], params)
+        row = cur.fetchone()
+        if row is None:
+            return self._existing(cur, params["idempotency_key"])
+        email_id = row["id"]
+        cur.execute(
+            self._q["insert_recipients"],
+            {"email_id": email_id, "addresses": params["addresses"]},
+        )
+        created_row = self._attach_job(
+            cur,
+            email_id,
+            job,
+            params["available_at"],
+            params["now"],
+            priority=params["priority"],
+        )
+        return created_row, self._recipients_of(cur, email_id), True
 
     def _existing(self, cur: Cursor, key: str | None) -> tuple[EmailRow, list[RecipientRow], bool]:
         """The record that holds idempotency ``key`` (whose insert just did nothing)."""
@@ -272,8 +296,19 @@ class SqlOutboxStore:
     def begin_attempt(
         self, email_id: int, *, now: datetime
     ) -> tuple[AttemptStart | None, EmailRow | None]:
-        """Count an attempt on a Recorded record; return its bytes and owed recipients."""
+        """Count an attempt on a Recorded record; return its bytes and owed recipients.
+
+        A dialect that defines ``start_attempt`` does all of it in that one statement,
+        which commits on its own (one round trip instead of five).
+        """
         stamp = self.db.time_param(now)
+        if "start_attempt" in self._q:
+            with self.db.single_write() as cur:
+                cur.execute(self._q["start_attempt"], {"id": email_id, "now": stamp})
+                row = cur.fetchone()
+            if row is None:
+                return None, self.get_email(email_id)
+            return self._started(dict(row)), None
 
         def write(cur: Cursor) -> tuple[AttemptStart | None, EmailRow | None]:
             cur.execute(self._q["begin_attempt"], {"id": email_id, "now": stamp})
@@ -290,6 +325,35 @@ class SqlOutboxStore:
             return AttemptStart(email=email, message=message, recipients=owed), None
 
         return self._write(write)
+
+    def _started(self, row: dict[str, Any]) -> AttemptStart:
+        """An :class:`AttemptStart` from ``start_attempt``'s row (recipients as arrays)."""
+        message = bytes(row.pop("message"))
+        columns = [
+            row.pop(name) or []
+            for name in (
+                "owed_positions",
+                "owed_addresses",
+                "owed_codes",
+                "owed_statuses",
+                "owed_texts",
+                "owed_replied",
+            )
+        ]
+        email = self._email(row)
+        owed: list[RecipientRow] = [
+            {
+                "email_id": email["id"],
+                "position": position,
+                "address": address,
+                "reply_code": code,
+                "enhanced_status": status,
+                "reply_text": text,
+                "replied_at": self.db.time_value(replied),
+            }
+            for position, address, code, status, text, replied in zip(*columns, strict=True)
+        ]
+        return AttemptStart(email=email, message=message, recipients=owed)
 
     def expire_email(self, email_id: int, *, now: datetime) -> EmailRow | None:
         """Recorded → Refused ("expired") if ``email_id`` is past its ``expires_at`` and no
@@ -311,34 +375,65 @@ class SqlOutboxStore:
             cur.execute(self._q["mark_transmission_begun"], params)
             return cur.fetchone() is not None
 
-        return self._write(write)
+        return self._write(write, single=True)
 
     def end_attempt(self, end: AttemptEnd) -> EmailRow | None:
         """Write the end of an attempt (and a split) if the record is still where it was."""
+        if "end_attempt_whole" in self._q:
+            return self._write(lambda cur: self._end_attempt_whole(cur, end), single=not end.split)
         return self._write(lambda cur: self._end_attempt(cur, end))
 
-    def _write(self, write: Callable[[Cursor], T]) -> T:
-        """A delivery write in a transaction: shared with others' where that pays."""
+    def _write(self, write: Callable[[Cursor], T], *, single: bool = False) -> T:
+        """A delivery write in a transaction: shared with others' where that pays.
+
+        ``single``: ``write`` is one statement, which on a database that does not share
+        the commit runs on its own (autocommit: one round trip, not BEGIN and COMMIT too).
+        """
         if self._grouped is not None:
             return self._grouped.run(write)
+        if single:
+            with self.db.single_write() as cur:
+                return write(cur)
         with self.db.transaction() as cur:
             return write(cur)
 
-    def _end_attempt(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
-        stamp = self.db.time_param(end.now)
+    def _end_attempt_whole(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
+        """``end_attempt_whole``: the record's end and every recipient's reply in one
+        statement, then the split (if any) in the same transaction."""
+        replies = list(end.recipients)
         cur.execute(
-            self._q["end_attempt"],
+            self._q["end_attempt_whole"],
             {
-                "id": end.email_id,
-                "attempt": end.attempt,
-                "from_stage": end.from_stage,
-                "to_stage": end.to_stage,
-                "now": stamp,
-                "reply_code": end.reply_code,
-                "reply_text": end.reply_text,
-                "reason": end.reason,
+                **self._end_params(end),
+                "positions": [r.position for r in replies],
+                "codes": [r.code for r in replies],
+                "statuses": [r.enhanced_status for r in replies],
+                "texts": [r.text for r in replies],
+                "replied": [self.db.time_param(r.at) for r in replies],
             },
         )
+        row = cur.fetchone()
+        if row is None:
+            return None
+        if end.split:
+            self._split(cur, end, self.db.time_param(end.now))
+        return self._email(row)
+
+    def _end_params(self, end: AttemptEnd) -> dict[str, Any]:
+        return {
+            "id": end.email_id,
+            "attempt": end.attempt,
+            "from_stage": end.from_stage,
+            "to_stage": end.to_stage,
+            "now": self.db.time_param(end.now),
+            "reply_code": end.reply_code,
+            "reply_text": end.reply_text,
+            "reason": end.reason,
+        }
+
+    def _end_attempt(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
+        stamp = self.db.time_param(end.now)
+        cur.execute(self._q["end_attempt"], self._end_params(end))
         row = cur.fetchone()
         if row is None:
             return None

@@ -133,15 +133,30 @@ SELECT stage, count(*) AS n FROM mf_outbox GROUP BY stage;
 SELECT 1 AS live FROM mf_outbox AS o JOIN mf_jobs AS j ON j.id = o.job_id
 WHERE o.id = %(id)s AND j.state = 'Claimed' AND j.lease_expires_at > %(lease_cutoff)s;
 
--- name: begin_attempt
+-- name: start_attempt
 -- A delivery attempt starts (before any SMTP command): only a Recorded record, counted,
 -- and not one past its expiry whose body never went out (expire_email refuses that one).
+-- One statement (one round trip, its own commit): the count, the bytes, and the
+-- recipients a new attempt offers (all but those the server refused permanently).
+WITH started AS (
 UPDATE mf_outbox SET attempts = attempts + 1, last_attempt_at = %(now)s
 WHERE id = %(id)s AND stage = 'Recorded'
   AND (expires_at IS NULL OR expires_at > %(now)s OR body_transmissions > 0)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at, message
+)
+SELECT started.*, owed.*
+FROM started CROSS JOIN LATERAL (
+    SELECT array_agg(r.position ORDER BY r.position) AS owed_positions,
+           array_agg(r.address ORDER BY r.position) AS owed_addresses,
+           array_agg(r.reply_code ORDER BY r.position) AS owed_codes,
+           array_agg(r.enhanced_status ORDER BY r.position) AS owed_statuses,
+           array_agg(r.reply_text ORDER BY r.position) AS owed_texts,
+           array_agg(r.replied_at ORDER BY r.position) AS owed_replied
+    FROM mf_outbox_recipients AS r
+    WHERE r.email_id = started.id AND (r.reply_code IS NULL OR r.reply_code < 500)
+) AS owed;
 
 -- name: mark_transmission_begun
 -- After the 354, before the body: only if nothing (cancel, newer attempt) moved it meanwhile.
@@ -152,8 +167,11 @@ SET stage = 'TransmissionBegun', transmission_begun_at = %(now)s,
 WHERE id = %(id)s AND stage = 'Recorded' AND attempts = %(attempt)s
 RETURNING id;
 
--- name: end_attempt
--- How an attempt ended, written only if the record is still where the attempt left it.
+-- name: end_attempt_whole
+-- How an attempt ended, written only if the record is still where the attempt left it,
+-- with every recipient's reply (arrays by position), in one statement: nothing of it is
+-- written when the record moved on.
+WITH ended AS (
 UPDATE mf_outbox
 SET stage = %(to_stage)s::text,
     finished_at = CASE WHEN %(to_stage)s::text IN ('Sent', 'Refused', 'Cancelled') THEN %(now)s END,
@@ -163,7 +181,18 @@ SET stage = %(to_stage)s::text,
 WHERE id = %(id)s AND stage = %(from_stage)s AND attempts = %(attempt)s
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
+), replies AS (
+    UPDATE mf_outbox_recipients AS r
+    SET reply_code = x.reply_code, enhanced_status = x.enhanced_status,
+        reply_text = x.reply_text, replied_at = x.replied_at
+    FROM ended, unnest(%(positions)s::integer[], %(codes)s::integer[], %(statuses)s::text[],
+                       %(texts)s::text[], %(replied)s::timestamptz[])
+         AS x(position, reply_code, enhanced_status, reply_text, replied_at)
+    WHERE r.email_id = ended.id AND r.position = x.position
+    RETURNING 1
+)
+SELECT ended.* FROM ended;
 
 -- name: set_recipient_reply
 UPDATE mf_outbox_recipients

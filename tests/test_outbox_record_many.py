@@ -1,0 +1,138 @@
+"""``mf.outbox.record_many``: a batch of records and their delivery jobs in one transaction,
+validated like ``record`` before anything is written."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from email.message import EmailMessage
+from typing import Any
+
+import psycopg
+import pytest
+
+from mailfathom import InvalidInput, InvalidMessage, JobState, MailFathom, OutgoingEmailStage
+
+
+def _message(n: int, to: str | None = None) -> EmailMessage:
+    msg = EmailMessage()
+    msg["From"] = "shop@example.com"
+    msg["To"] = to or f"user{n}@example.com"
+    msg["Subject"] = f"Order {n}"
+    msg.set_content(f"Order {n} has shipped.")
+    return msg
+
+
+def _nothing_recorded(mf: MailFathom) -> bool:
+    return mf.outbox.list() == [] and sum(mf.jobs.counts().values()) == 0
+
+
+def test_a_batch_is_recorded_in_order_with_one_delivery_job_each(mf: MailFathom) -> None:
+    recorded = mf.outbox.record_many([_message(n) for n in range(3)], priority=5)
+    assert [r.created for r in recorded] == [True, True, True]
+    assert [r.recipients[0].address for r in recorded] == [f"user{n}@example.com" for n in range(3)]
+    assert all(r.stage is OutgoingEmailStage.RECORDED for r in recorded)
+    for r in recorded:
+        job = mf.jobs.get(r.job_id or 0)
+        assert (job.kind, job.state, job.priority) == ("mailfathom.deliver", JobState.PENDING, 5)
+        assert job.payload == {"email_id": r.id}
+        assert b"Order" in mf.outbox.message_bytes(r.id)
+    assert len({r.job_id for r in recorded}) == 3
+    assert mf.outbox.record_many([]) == []
+
+
+def test_bytes_take_the_shared_envelope(mf: MailFathom) -> None:
+    raw = [bytes(_message(n)) for n in range(2)]
+    recorded = mf.outbox.record_many(raw, sender="bulk@example.com", recipients=["x@example.org"])
+    assert [(r.sender, r.recipients[0].address) for r in recorded] == [
+        ("bulk@example.com", "x@example.org")
+    ] * 2
+
+
+def test_existing_keys_return_their_records_and_record_nothing(mf: MailFathom) -> None:
+    first = mf.outbox.record(_message(1), idempotency_key="order:1")
+    batch = mf.outbox.record_many(
+        [_message(9), _message(2), _message(3)], idempotency_keys=["order:1", "order:2", None]
+    )
+    assert [r.created for r in batch] == [False, True, True]
+    assert batch[0].id == first.id and batch[0].subject == "Order 1"
+    assert [r.address for r in batch[0].recipients] == ["user1@example.com"]
+    assert len(mf.outbox.list()) == 3
+    assert sum(mf.jobs.counts().values()) == 3
+
+
+@pytest.mark.parametrize(
+    ("keys", "match"),
+    [
+        (["a", "a"], "appears twice"),
+        (["a"], "1 entries for 2 messages"),
+        ("ab", "a string"),
+    ],
+)
+def test_bad_keys_are_refused_and_nothing_is_recorded(
+    mf: MailFathom, keys: Any, match: str
+) -> None:
+    with pytest.raises(InvalidInput, match=match):
+        mf.outbox.record_many([_message(1), _message(2)], idempotency_keys=keys)
+    assert _nothing_recorded(mf)
+
+
+def test_one_bad_message_refuses_the_whole_batch(mf: MailFathom) -> None:
+    batch = [_message(0), _message(1, to="not an address"), _message(2)]
+    with pytest.raises(InvalidMessage, match=r"message 1 of the batch: .*nothing was recorded"):
+        mf.outbox.record_many(batch)
+    assert _nothing_recorded(mf)
+
+
+@pytest.mark.parametrize("given", [b"raw", "text", EmailMessage()])
+def test_a_single_message_is_not_a_batch(mf: MailFathom, given: Any) -> None:
+    with pytest.raises(InvalidInput, match="list of messages"):
+        mf.outbox.record_many(given)
+    assert _nothing_recorded(mf)
+
+
+@pytest.fixture
+def app_conn(mf: MailFathom, database_url: str) -> Iterator[Any]:
+    """The application's own connection to mailfathom's database."""
+    conn: Any
+    if mf.store.dialect == "sqlite":
+        conn = sqlite3.connect(database_url.removeprefix("sqlite:///"))
+    else:
+        conn = psycopg.connect(database_url)
+    yield conn
+    conn.close()
+
+
+def test_the_batch_lives_or_dies_with_the_callers_transaction(
+    mf: MailFathom, app_conn: Any
+) -> None:
+    recorded = mf.outbox.record_many([_message(n) for n in range(2)], connection=app_conn)
+    assert [r.created for r in recorded] == [True, True]
+    app_conn.rollback()
+    assert _nothing_recorded(mf)
+    mf.outbox.record_many([_message(n) for n in range(2)], connection=app_conn)
+    app_conn.commit()
+    assert len(mf.outbox.list()) == 2
+    assert mf.jobs.counts()[JobState.PENDING] == 2
+
+
+def test_a_write_that_fails_midway_leaves_nothing(mf: MailFathom) -> None:
+    """The batch is one transaction: the third insert fails (the key's row is written by
+    the second), and the first two are rolled back with it."""
+    with mf.store.db.transaction() as cur:
+        cur.execute(
+            "CREATE TRIGGER mf_test_refuse BEFORE INSERT ON mf_outbox_recipients "
+            "WHEN NEW.address = 'user2@example.com' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            if mf.store.dialect == "sqlite"
+            else "CREATE FUNCTION mf_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ "
+            "BEGIN IF NEW.address = 'user2@example.com' THEN RAISE EXCEPTION 'refused'; END IF; "
+            "RETURN NEW; END $$"
+        )
+        if mf.store.dialect != "sqlite":
+            cur.execute(
+                "CREATE TRIGGER mf_test_refuse BEFORE INSERT ON mf_outbox_recipients "
+                "FOR EACH ROW EXECUTE FUNCTION mf_test_refuse()"
+            )
+    with pytest.raises(Exception, match="refused"):
+        mf.outbox.record_many([_message(n) for n in range(3)])
+    assert _nothing_recorded(mf)
