@@ -42,10 +42,11 @@ def test_worker_json_logs_parse_and_carry_the_attempt(database_url: str, tmp_pat
     )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stderr.splitlines()]
-    (attempt,) = [line for line in lines if line.get("job_id") == job.id]
+    (attempt,) = [line for line in lines if line.get("action") == "attempt"]
     assert attempt["outcome"] == "Succeeded"
     assert attempt["kind"] == "test.sleep"
-    assert attempt["logger"] == "mailfathom.worker"
+    assert attempt["logger"] == "mailfathom.jobs.runner"
+    assert attempt["job_id"] == job.id
 
 
 def _healthy(url: str) -> bool:

@@ -39,7 +39,9 @@ __all__ = [
     "unknown_kind",
 ]
 
-handler_logger = logging.getLogger("mailfathom.jobs")
+#: The logger handlers get as ``ctx.logger``: one name of its own, apart from the
+#: worker's modules (``mailfathom.jobs.*``), so either can be filtered alone.
+handler_logger = logging.getLogger("mailfathom.handlers")
 
 
 def context_for(

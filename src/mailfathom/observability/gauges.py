@@ -39,6 +39,7 @@ from mailfathom.clock import Clock
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import StoreError
 from mailfathom.jobs.state import JobState
+from mailfathom.observability.logs import log_fields
 from mailfathom.store.metrics_store import Snapshot, read_snapshot
 from mailfathom.store.sql_store import SqlStore
 
@@ -94,7 +95,7 @@ class DatabaseGauges(Collector):
             logger.warning(
                 "reading the database gauges failed (%s): serving the last numbers",
                 exc,
-                extra={"mailfathom": {"action": "metrics_read", "error": str(exc)}},
+                extra=log_fields("metrics_read_failed", error=str(exc)),
             )
         else:
             self._up = 1
