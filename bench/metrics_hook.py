@@ -1,0 +1,145 @@
+"""What the worker's per-attempt observability hook costs, alone, metrics off and on.
+
+    python -m bench.metrics_hook                      # CPU time, best of --repeat runs
+    python -m bench.metrics_hook --callgrind          # instruction counts (valgrind)
+
+The worker calls ``attempt_started`` and ``attempt_ended`` (mailfathom.observability.
+hooks) once each per attempt. This times ``--calls`` pairs of those calls on one real
+attempt (a job enqueued into a temporary SQLite file), with nothing installed (the
+default: a global read or two) and with the Prometheus metrics installed (one lock,
+a dictionary look-up and two bisections). CPU time is the best of ``--repeat`` runs,
+so that another process's burst on a shared machine cannot inflate it.
+
+``--callgrind`` counts instructions instead, which no other process can disturb: it
+runs this script under ``valgrind --tool=callgrind`` with 0 and with ``--calls``
+pairs for each setting, and divides the difference by ``--calls``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from mailfathom import MailFathom
+from mailfathom.jobs.runner import Running
+from mailfathom.observability import hooks, metrics
+
+_COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
+
+
+def attempt() -> Running:
+    """One real attempt in progress: a job enqueued and claimed on a temporary SQLite."""
+    with (
+        tempfile.TemporaryDirectory(prefix="mailfathom-hook-") as folder,
+        MailFathom(f"sqlite:///{Path(folder) / 'hook.db'}") as mf,
+    ):
+        mf.migrate()
+        mf.enqueue("bench.noop", {})
+        (job,) = mf.queue.claim("bench", 1, timedelta(seconds=30))
+        now = mf.clock.now()
+    began = time.monotonic()
+    return Running(job=job, kind=None, mode="thread", began=began, started_at=now, deadline=None)
+
+
+def run_calls(running: Running, calls: int) -> float:
+    """``calls`` start/end pairs; the CPU seconds they took."""
+    started, ended = hooks.attempt_started, hooks.attempt_ended
+    began = time.process_time()
+    for _ in range(calls):
+        started(running)
+        ended(running, "Succeeded")
+    return time.process_time() - began
+
+
+def timed(calls: int, repeat: int) -> dict[str, float]:
+    """Nanoseconds of CPU per attempt, best of ``repeat``, metrics off and on."""
+    running = attempt()
+    result: dict[str, float] = {}
+    for name in ("off", "on"):
+        if name == "on":
+            metrics.install()
+        try:
+            best = min(run_calls(running, calls) for _ in range(repeat))
+        finally:
+            metrics.uninstall()
+        result[f"{name}_ns"] = best * 1e9 / calls
+    result["metrics_ns"] = result["on_ns"] - result["off_ns"]
+    return result
+
+
+def _instructions(setting: str, calls: int) -> int:
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        "-m",
+        "bench.metrics_hook",
+        "--inner",
+        setting,
+        "--calls",
+        str(calls),
+    ]
+    environment = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, check=True)
+    found = _COLLECTED.search(done.stderr)
+    if found is None:
+        raise RuntimeError(f"callgrind printed no instruction count: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def counted(calls: int) -> dict[str, float]:
+    """Instructions per attempt under callgrind, metrics off and on."""
+    result: dict[str, float] = {}
+    for setting in ("off", "on"):
+        base = _instructions(setting, 0)
+        result[f"{setting}_instructions"] = (_instructions(setting, calls) - base) / calls
+    result["metrics_instructions"] = result["on_instructions"] - result["off_instructions"]
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; print what it found; return the measurements."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--callgrind", action="store_true", help="count instructions")
+    parser.add_argument("--inner", choices=("off", "on"), help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if args.inner is not None:  # one run under callgrind
+        running = attempt()
+        if args.inner == "on":
+            metrics.install()
+        run_calls(running, args.calls)
+        return {}
+    if args.callgrind:
+        result: dict[str, Any] = {"calls": args.calls, **counted(args.calls)}
+        text = (
+            f"per attempt, under callgrind: {result['off_instructions']:,.0f} instructions "
+            f"with nothing installed, {result['on_instructions']:,.0f} with metrics on: "
+            f"metrics cost {result['metrics_instructions']:,.0f} instructions an attempt"
+        )
+    else:
+        result = {"calls": args.calls, "repeat": args.repeat, **timed(args.calls, args.repeat)}
+        text = (
+            f"per attempt, best of {args.repeat} x {args.calls:,} calls: "
+            f"{result['off_ns']:,.0f} ns of CPU with nothing installed, "
+            f"{result['on_ns']:,.0f} ns with metrics on: metrics cost "
+            f"{result['metrics_ns']:,.0f} ns an attempt"
+        )
+    print(json.dumps(result) if args.json else text)
+    return result
+
+
+if __name__ == "__main__":
+    main()
