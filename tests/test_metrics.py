@@ -198,13 +198,25 @@ def test_database_gauges_read_once_per_interval(mf: MailFathom) -> None:
     assert [
         s.value for s in second["mailfathom_jobs"].samples if s.labels["state"] == "Pending"
     ] == [1]  # cached: the second job shows only after the interval
-    fresh = DatabaseGauges(mf.store, mf.clock, min_interval=0)
+    fresh = DatabaseGauges(mf.store, mf.clock, min_interval=0, max_duty=None)
     list(fresh.collect())
     third = {m.name: m for m in fresh.collect()}
     assert fresh.reads == 2
     assert [
         s.value for s in third["mailfathom_jobs"].samples if s.labels["state"] == "Pending"
     ] == [2]
+
+
+def test_slow_reads_space_themselves_out(mf: MailFathom) -> None:
+    # a duty cap this small makes any read, however quick, wait a long time for the next
+    capped = DatabaseGauges(mf.store, mf.clock, min_interval=0, history_interval=0, max_duty=1e-9)
+    for _ in range(3):
+        list(capped.collect())
+    assert (capped.reads, capped.recounts) == (1, 1)
+    unlimited = DatabaseGauges(mf.store, mf.clock, min_interval=0, max_duty=None)
+    for _ in range(3):
+        list(unlimited.collect())
+    assert unlimited.reads == 3
 
 
 def test_succeeded_and_dropped_are_recounted_apart_and_in_the_background(
@@ -224,7 +236,7 @@ def test_succeeded_and_dropped_are_recounted_apart_and_in_the_background(
         (family,) = [m for m in gauges.collect() if m.name == "mailfathom_jobs"]
         return {s.labels["state"]: s.value for s in family.samples}
 
-    slow = DatabaseGauges(mf.store, mf.clock, min_interval=0, history_interval=3600)
+    slow = DatabaseGauges(mf.store, mf.clock, min_interval=0, history_interval=3600, max_duty=None)
     assert jobs(slow) == {
         "Pending": 0, "Claimed": 0, "DeadLettered": 0, "Succeeded": 1, "Dropped": 1
     }  # fmt: skip
@@ -234,7 +246,7 @@ def test_succeeded_and_dropped_are_recounted_apart_and_in_the_background(
     assert (slow.reads, slow.recounts) == (2, 1)  # live states read again, history not
     assert after["Succeeded"] == 1  # as of its last recount, up to an hour old
 
-    eager = DatabaseGauges(mf.store, mf.clock, min_interval=0, history_interval=0)
+    eager = DatabaseGauges(mf.store, mf.clock, min_interval=0, history_interval=0, max_duty=None)
     eager.recounted.init()
     assert jobs(eager)["Succeeded"] == 2  # the first recount is inline
     assert eager.recounted.wait() == {("Succeeded", "default"): 2, ("Dropped", "default"): 1}

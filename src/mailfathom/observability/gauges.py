@@ -14,6 +14,11 @@ which counts inline so that a fresh process serves every state). Their numbers a
 exact as of that count, up to ``history_interval`` old;
 ``mailfathom_metrics_history_age_seconds`` says how old.
 
+Neither read may keep the database busy for more than ``max_duty`` of the time
+(default 2 %): after a read that took ``t`` seconds the next waits at least
+``t / max_duty`` seconds, so on a table big enough to make a read slow the reads
+space themselves out instead of adding load (a 400 ms read: one every 20 s at most).
+
 ==============================================  =========  ===============
 metric                                          type       labels
 ==============================================  =========  ===============
@@ -76,18 +81,21 @@ class DatabaseGauges(Collector):
         *,
         min_interval: float = 10.0,
         history_interval: float = 300.0,
+        max_duty: float | None = 0.02,
     ) -> None:
         self._store = store
         self._clock = clock
         self.min_interval = float(min_interval)
         self.history_interval = float(history_interval)
+        #: The share of the time reads may take (None: no limit beyond the intervals).
+        self.max_duty = max_duty
+        self._next_read = float("-inf")  # monotonic instant the next read is due
+        self._next_recount = float("-inf")
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
-        self._read_at = float("-inf")  # monotonic instant of the last read attempt
         self._up = 0
         self._took = 0.0
         self._history: dict[tuple[str, str], int] | None = None
-        self._history_at = float("-inf")  # monotonic instant the last recount began
         self._counted_at = float("-inf")  # ... and the last one that worked
         self._counting = False
         #: How many times the database was read, and the history recounted (tests and
@@ -98,9 +106,9 @@ class DatabaseGauges(Collector):
         self.recounted: TestSignal[dict[tuple[str, str], int]] = TestSignal("recounted")
 
     def collect(self) -> Iterator[Metric]:
-        """The cached numbers, read again first when older than ``min_interval``."""
+        """The cached numbers, read again first when the next read is due."""
         with self._lock:
-            if time.monotonic() - self._read_at >= self.min_interval:
+            if time.monotonic() >= self._next_read:
                 self._refresh()
             self._recount_when_due()
             snapshot, up, took = self._snapshot, self._up, self._took
@@ -123,9 +131,10 @@ class DatabaseGauges(Collector):
     def _recount_when_due(self) -> None:
         """Under the lock: start a recount of the history when it is due (inline the
         first time, so a fresh process serves every state; in a thread after that)."""
-        if self._counting or time.monotonic() - self._history_at < self.history_interval:
+        began = time.monotonic()
+        if self._counting or began < self._next_recount:
             return
-        self._history_at = time.monotonic()
+        self._next_recount = began + self.history_interval
         self._counting = True
         if self._history is None:
             self._recount(locked=True)
@@ -135,13 +144,15 @@ class DatabaseGauges(Collector):
         ).start()
 
     def _recount(self, *, locked: bool = False) -> None:
+        began = time.monotonic()
         counts: dict[tuple[str, str], int] | None = None
         try:
             counts = read_history(self._store)
-        except StoreError as exc:
+        except Exception as exc:  # in a thread of its own: say so, and count again later
             logger.warning(
                 "recounting Succeeded and Dropped jobs failed (%s): serving the last counts",
                 exc,
+                exc_info=not isinstance(exc, StoreError),
                 extra=log_fields("metrics_recount_failed", error=str(exc)),
             )
         if not locked:
@@ -149,6 +160,8 @@ class DatabaseGauges(Collector):
         try:
             self.recounts += 1
             self._counting = False
+            spacing = self._spacing(time.monotonic() - began)
+            self._next_recount = max(self._next_recount, began + spacing)
             if counts is not None:
                 self._history, self._counted_at = counts, time.monotonic()
         finally:
@@ -157,9 +170,11 @@ class DatabaseGauges(Collector):
         if counts is not None:
             self.recounted.signal(counts)
 
+    def _spacing(self, took: float) -> float:
+        return took / self.max_duty if self.max_duty else 0.0
+
     def _refresh(self) -> None:
         began = time.monotonic()
-        self._read_at = began
         self.reads += 1
         try:
             self._snapshot = read_snapshot(self._store, self._clock.now())
@@ -173,6 +188,7 @@ class DatabaseGauges(Collector):
         else:
             self._up = 1
         self._took = time.monotonic() - began
+        self._next_read = began + max(self.min_interval, self._spacing(self._took))
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
