@@ -347,7 +347,7 @@ def test_metrics_server_answers_404_elsewhere_and_503_when_unhealthy(
 
 
 class _Broken(metrics.Metrics):
-    def attempt_ended(self, **fields: object) -> None:
+    def attempt_ended(self, *args: object, **fields: object) -> None:
         raise RuntimeError("a broken metrics backend")
 
 

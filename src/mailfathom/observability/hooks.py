@@ -49,13 +49,13 @@ def attempt_ended(running: Running, outcome: str, message: str | None = None) ->
         counted = metrics.current()
         if counted is not None:
             job = running.job
-            counted.attempt_ended(
-                kind=job.kind,
-                queue=job.queue,
-                outcome=outcome,
-                duration=time.monotonic() - running.began,
-                due_at=job.available_at or job.created_at,
-                started_at=running.started_at,
+            counted.attempt_ended(  # positional: cheaper on the hot path
+                job.kind,
+                job.queue,
+                outcome,
+                time.monotonic() - running.began,
+                job.available_at or job.created_at,
+                running.started_at,
             )
         span, running.span = running.span, None
         if span is not None:
