@@ -180,6 +180,13 @@ def compare(
                         jobs, concurrency, url, metrics=metrics, scrape_interval=scrape_interval
                     )
                 runs[store][metrics].append(result)
+                print(  # progress, on stderr: a long series on a loaded machine
+                    f"{store} metrics {'on' if metrics else 'off'}: "
+                    f"{result.jobs_per_second:,.0f} jobs/s, "
+                    f"{result.cpu_seconds * 1e6 / jobs:.0f} µs CPU a job",
+                    file=sys.stderr,
+                    flush=True,
+                )
             pair += 1
     return {
         "jobs": jobs,
