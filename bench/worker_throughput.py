@@ -16,7 +16,8 @@ real fsync. ``--database`` measures another database instead (it must be empty).
 ``--metrics`` installs the Prometheus metrics (counters, histograms and the cached
 database gauges), serves them on a loopback port and scrapes ``/metrics`` every
 ``--scrape-interval`` seconds (default 1: five times harsher than a 5 s scrape)
-while the worker drains. ``--compare-metrics`` runs ``--rounds`` rounds; each round
+from another process (as Prometheus does: its CPU is not the worker's) while the
+worker drains. ``--compare-metrics`` runs ``--rounds`` rounds; each round
 runs one pair per store of ``--stores`` (default ``sqlite``), metrics off and on,
 which goes first alternating from pair to pair so that neither gains from going
 second, on a fresh database each run (PostgreSQL: ``bench_observe_ab`` on
@@ -31,11 +32,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -73,30 +73,42 @@ class Result:
     cpu_seconds: float = 0.0
 
 
+#: The scraper: a process of its own, as Prometheus is, so that its CPU is not counted
+#: as the worker's; one line on stdout per scrape.
+_SCRAPER = """
+import sys, time, urllib.request
+url, interval = sys.argv[1], float(sys.argv[2])
+while True:
+    with urllib.request.urlopen(url) as answer:
+        answer.read()
+    print(1, flush=True)
+    time.sleep(interval)
+"""
+
+
 @contextmanager
 def scraped(mf: MailFathom, interval: float) -> Iterator[list[int]]:
-    """Metrics installed and served on a loopback port, scraped every ``interval`` s by a
-    thread for the block; yields a one-item list that ends up holding the scrape count."""
+    """Metrics installed and served on a loopback port, scraped every ``interval`` s by
+    another process for the block; yields a one-item list that ends up holding the
+    scrape count. The first scrape has happened when the block begins."""
     installed = observed.install()
     installed.registry.register(DatabaseGauges(mf.store, mf.clock))
     server = MetricsServer(installed.registry, lambda: check_store(mf.store, mf.clock)).start()
-    done = threading.Event()
+    scraper = subprocess.Popen(
+        [sys.executable, "-c", _SCRAPER, f"http://127.0.0.1:{server.port}/metrics", str(interval)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     count = [0]
-
-    def scrape() -> None:
-        while not done.is_set():
-            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics") as answer:
-                answer.read()
-            count[0] += 1
-            done.wait(interval)
-
-    thread = threading.Thread(target=scrape, name="bench-scraper", daemon=True)
-    thread.start()
     try:
+        assert scraper.stdout is not None
+        if scraper.stdout.readline():  # the first scrape answered
+            count[0] = 1
         yield count
     finally:
-        done.set()
-        thread.join(10)
+        scraper.terminate()
+        out, _ = scraper.communicate(timeout=10)
+        count[0] += len(out.splitlines())
         server.stop()
         observed.uninstall()
 
