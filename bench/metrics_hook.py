@@ -16,7 +16,10 @@ with every outcome), a cost per second of scrape interval rather than per job.
 
 ``--callgrind`` counts instructions instead, which no other process can disturb: it
 runs this script under ``valgrind --tool=callgrind`` with 0 and with ``--calls``
-pairs for each setting, and divides the difference by ``--calls``.
+pairs for each setting, and divides the difference by ``--calls``. With
+``--worker N`` it counts a whole worker's instructions per job instead: a burst worker
+draining ``N`` no-op jobs from a SQLite file, metrics off and on, minus a run that
+only enqueues them, divided by ``N`` (so the hook's share of a job can be read off).
 """
 
 from __future__ import annotations
@@ -112,7 +115,24 @@ def timed(calls: int, repeat: int) -> dict[str, float]:
     return result
 
 
-def _instructions(setting: str, calls: int) -> int:
+def drain(jobs: int, *, run: bool) -> None:
+    """Enqueue ``jobs`` no-op jobs into a temporary SQLite file; drain them when ``run``."""
+    with (
+        tempfile.TemporaryDirectory(prefix="mailfathom-hook-") as folder,
+        MailFathom(f"sqlite:///{Path(folder) / 'drain.db'}") as mf,
+    ):
+        mf.migrate()
+
+        @mf.job("bench.noop")
+        def noop(ctx: object) -> None:
+            pass
+
+        mf.enqueue_many("bench.noop", [{}] * jobs)
+        if run and mf.worker(concurrency=10).run(burst=True) != jobs:
+            raise RuntimeError("the worker did not run every job")
+
+
+def _instructions(setting: str, calls: int, *extra: str) -> int:
     command = [
         "valgrind",
         "--tool=callgrind",
@@ -124,6 +144,7 @@ def _instructions(setting: str, calls: int) -> int:
         setting,
         "--calls",
         str(calls),
+        *extra,
     ]
     environment = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(command, capture_output=True, text=True, env=environment, check=True)
@@ -143,6 +164,17 @@ def counted(calls: int) -> dict[str, float]:
     return result
 
 
+def counted_worker(jobs: int) -> dict[str, float]:
+    """A worker's instructions per no-op job under callgrind, metrics off and on."""
+    base = _instructions("off", jobs, "--inner-worker", "enqueue")
+    result: dict[str, float] = {}
+    for setting in ("off", "on"):
+        drained = _instructions(setting, jobs, "--inner-worker", "drain")
+        result[f"worker_{setting}_instructions"] = (drained - base) / jobs
+    result["worker_ratio"] = result["worker_on_instructions"] / result["worker_off_instructions"]
+    return result
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; print what it found; return the measurements."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -150,16 +182,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--callgrind", action="store_true", help="count instructions")
     parser.add_argument("--inner", choices=("off", "on"), help=argparse.SUPPRESS)
+    parser.add_argument("--inner-worker", choices=("enqueue", "drain"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", type=int, default=0, help="with --callgrind: N jobs")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.inner_worker is not None:  # one worker run under callgrind
+        if args.inner == "on":
+            metrics.install()
+        drain(args.calls, run=args.inner_worker == "drain")
+        return {}
     if args.inner is not None:  # one run under callgrind
         running = attempt()
         if args.inner == "on":
             metrics.install()
         run_calls(running, args.calls)
         return {}
-    if args.callgrind:
-        result: dict[str, Any] = {"calls": args.calls, **counted(args.calls)}
+    if args.callgrind and args.worker:
+        result: dict[str, Any] = {"jobs": args.worker, **counted_worker(args.worker)}
+        text = (
+            f"a burst worker under callgrind, per no-op job: "
+            f"{result['worker_off_instructions']:,.0f} instructions with nothing installed, "
+            f"{result['worker_on_instructions']:,.0f} with metrics on "
+            f"(on/off {result['worker_ratio']:.3f})"
+        )
+    elif args.callgrind:
+        result = {"calls": args.calls, **counted(args.calls)}
         text = (
             f"per attempt, under callgrind: {result['off_instructions']:,.0f} instructions "
             f"with nothing installed, {result['on_instructions']:,.0f} with metrics on: "
