@@ -19,8 +19,8 @@ database gauges), serves them on a loopback port and scrapes ``/metrics`` every
 from another process (as Prometheus does: its CPU is not the worker's) while the
 worker drains. ``--compare-metrics`` runs ``--rounds`` rounds; each round
 runs one pair per store of ``--stores`` (default ``sqlite``), metrics off and on,
-which goes first alternating from pair to pair so that neither gains from going
-second, on a fresh database each run (PostgreSQL: ``bench_observe_ab`` on
+which goes first alternating from round to round for each store so that neither
+gains from going second, on a fresh database each run (PostgreSQL: ``bench_observe_ab`` on
 ``--postgres-url``'s server, dropped afterwards). It prints, per store side by side,
 the median jobs/s of each, the median of the pairs' on/off ratios (each pair ran
 back to back, so it shares the machine's load of the moment), and the CPU this
@@ -180,13 +180,13 @@ def compare(
     postgres_url: str = "postgresql://postgres@127.0.0.1:5432/postgres",
 ) -> dict[str, Any]:
     """``rounds`` rounds of one pair of runs per store, metrics off and on (which goes
-    first alternates from pair to pair): per store, the median jobs/s of each, the
+    first alternates from round to round): per store, the median jobs/s of each, the
     median of the pairs' on/off ratios, and the CPU per job of each."""
     runs: dict[str, dict[bool, list[Result]]] = {s: {False: [], True: []} for s in stores}
-    pair = 0
-    for _ in range(rounds):
+    for round_ in range(rounds):
         for store in stores:
-            for metrics in (False, True) if pair % 2 == 0 else (True, False):
+            # per store, which run of its pair goes first alternates from round to round
+            for metrics in (False, True) if round_ % 2 == 0 else (True, False):
                 with _fresh(store, database_url, postgres_url) as url:
                     result = measure(
                         jobs, concurrency, url, metrics=metrics, scrape_interval=scrape_interval
@@ -199,7 +199,6 @@ def compare(
                     file=sys.stderr,
                     flush=True,
                 )
-            pair += 1
     return {
         "jobs": jobs,
         "rounds": rounds,
