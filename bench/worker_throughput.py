@@ -4,6 +4,7 @@
     .venv/bin/python bench/worker_throughput.py --jobs 2000 --concurrency 50 --json
     .venv/bin/python bench/worker_throughput.py --metrics            # with /metrics scraped
     .venv/bin/python bench/worker_throughput.py --compare-metrics --rounds 5
+    .venv/bin/python bench/worker_throughput.py --compare-metrics --stores sqlite,postgresql
 
 Enqueues the jobs into a fresh SQLite file in a temporary folder (in batches of
 1,000, untimed), then times ``mf.worker(concurrency=N).run(burst=True)`` — one
@@ -15,8 +16,15 @@ real fsync. ``--database`` measures another database instead (it must be empty).
 ``--metrics`` installs the Prometheus metrics (counters, histograms and the cached
 database gauges), serves them on a loopback port and scrapes ``/metrics`` every
 ``--scrape-interval`` seconds (default 1: five times harsher than a 5 s scrape)
-while the worker drains. ``--compare-metrics`` runs ``--rounds`` pairs, metrics
-off then on, and prints the median of each and their ratio.
+from another process (as Prometheus does: its CPU is not the worker's) while the
+worker drains. ``--compare-metrics`` runs ``--rounds`` rounds; each round
+runs one pair per store of ``--stores`` (default ``sqlite``), metrics off and on,
+which goes first alternating from round to round for each store so that neither
+gains from going second, on a fresh database each run (PostgreSQL: ``bench_observe_ab`` on
+``--postgres-url``'s server, dropped afterwards). It prints, per store side by side,
+the median jobs/s of each, the median of the pairs' on/off ratios (each pair ran
+back to back, so it shares the machine's load of the moment), and the CPU this
+process spent per job, which the machine's other work disturbs far less.
 """
 
 from __future__ import annotations
@@ -24,16 +32,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
 
 from mailfathom import JobContext, JobState, MailFathom
 from mailfathom.observability import metrics as observed
@@ -42,6 +52,9 @@ from mailfathom.observability.health import check_store
 from mailfathom.observability.server import MetricsServer
 
 _BATCH = 1_000
+STORES = ("sqlite", "postgresql")
+#: The database each PostgreSQL run of --compare-metrics gets, fresh.
+_AB_DATABASE = "bench_observe_ab"
 
 
 @dataclass(frozen=True)
@@ -60,30 +73,42 @@ class Result:
     cpu_seconds: float = 0.0
 
 
+#: The scraper: a process of its own, as Prometheus is, so that its CPU is not counted
+#: as the worker's; one line on stdout per scrape.
+_SCRAPER = """
+import sys, time, urllib.request
+url, interval = sys.argv[1], float(sys.argv[2])
+while True:
+    with urllib.request.urlopen(url) as answer:
+        answer.read()
+    print(1, flush=True)
+    time.sleep(interval)
+"""
+
+
 @contextmanager
 def scraped(mf: MailFathom, interval: float) -> Iterator[list[int]]:
-    """Metrics installed and served on a loopback port, scraped every ``interval`` s by a
-    thread for the block; yields a one-item list that ends up holding the scrape count."""
+    """Metrics installed and served on a loopback port, scraped every ``interval`` s by
+    another process for the block; yields a one-item list that ends up holding the
+    scrape count. The first scrape has happened when the block begins."""
     installed = observed.install()
     installed.registry.register(DatabaseGauges(mf.store, mf.clock))
     server = MetricsServer(installed.registry, lambda: check_store(mf.store, mf.clock)).start()
-    done = threading.Event()
+    scraper = subprocess.Popen(
+        [sys.executable, "-c", _SCRAPER, f"http://127.0.0.1:{server.port}/metrics", str(interval)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     count = [0]
-
-    def scrape() -> None:
-        while not done.is_set():
-            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics") as answer:
-                answer.read()
-            count[0] += 1
-            done.wait(interval)
-
-    thread = threading.Thread(target=scrape, name="bench-scraper", daemon=True)
-    thread.start()
     try:
+        assert scraper.stdout is not None
+        if scraper.stdout.readline():  # the first scrape answered
+            count[0] = 1
         yield count
     finally:
-        done.set()
-        thread.join(10)
+        scraper.terminate()
+        out, _ = scraper.communicate(timeout=10)
+        count[0] += len(out.splitlines())
         server.stop()
         observed.uninstall()
 
@@ -125,33 +150,94 @@ def _nothing() -> Iterator[list[int]]:
     yield [0]
 
 
+@contextmanager
+def _fresh(store: str, database_url: str | None, postgres_url: str) -> Iterator[str | None]:
+    """The URL one run measures: ``database_url`` when given, else a new temporary SQLite
+    file (None: :func:`measure` makes it) or a fresh PostgreSQL database."""
+    if database_url is not None or store == "sqlite":
+        yield database_url
+        return
+    parts = urlsplit(postgres_url)
+    url = urlunsplit(parts._replace(path=f"/{_AB_DATABASE}"))
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {_AB_DATABASE} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {_AB_DATABASE}")
+    try:
+        yield url
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {_AB_DATABASE} WITH (FORCE)")
+
+
 def compare(
-    jobs: int, concurrency: int, rounds: int, database_url: str | None, scrape_interval: float
+    jobs: int,
+    concurrency: int,
+    rounds: int,
+    database_url: str | None,
+    scrape_interval: float,
+    *,
+    stores: tuple[str, ...] = ("sqlite",),
+    postgres_url: str = "postgresql://postgres@127.0.0.1:5432/postgres",
 ) -> dict[str, Any]:
-    """``rounds`` pairs of runs, metrics off and on (which goes first alternates, so that
-    neither gains from going second): the median jobs/s of each, and on/off."""
-    off: list[float] = []
-    on: list[float] = []
-    cpu: dict[bool, list[float]] = {False: [], True: []}
+    """``rounds`` rounds of one pair of runs per store, metrics off and on (which goes
+    first alternates from round to round): per store, the median jobs/s of each, the
+    median of the pairs' on/off ratios, and the CPU per job of each."""
+    runs: dict[str, dict[bool, list[Result]]] = {s: {False: [], True: []} for s in stores}
     for round_ in range(rounds):
-        for metrics in (False, True) if round_ % 2 == 0 else (True, False):
-            result = measure(
-                jobs, concurrency, database_url, metrics=metrics, scrape_interval=scrape_interval
-            )
-            (on if metrics else off).append(result.jobs_per_second)
-            cpu[metrics].append(result.cpu_seconds * 1e6 / jobs)
+        for store in stores:
+            # per store, which run of its pair goes first alternates from round to round
+            for metrics in (False, True) if round_ % 2 == 0 else (True, False):
+                with _fresh(store, database_url, postgres_url) as url:
+                    result = measure(
+                        jobs, concurrency, url, metrics=metrics, scrape_interval=scrape_interval
+                    )
+                runs[store][metrics].append(result)
+                print(  # progress, on stderr: a long series on a loaded machine
+                    f"{store} metrics {'on' if metrics else 'off'}: "
+                    f"{result.jobs_per_second:,.0f} jobs/s, "
+                    f"{result.cpu_seconds * 1e6 / jobs:.0f} µs CPU a job",
+                    file=sys.stderr,
+                    flush=True,
+                )
     return {
         "jobs": jobs,
         "rounds": rounds,
+        "stores": {store: _summary(jobs, runs[store]) for store in stores},
+    }
+
+
+def _summary(jobs: int, runs: dict[bool, list[Result]]) -> dict[str, Any]:
+    off = [r.jobs_per_second for r in runs[False]]
+    on = [r.jobs_per_second for r in runs[True]]
+    cpu_off = [r.cpu_seconds * 1e6 / jobs for r in runs[False]]
+    cpu_on = [r.cpu_seconds * 1e6 / jobs for r in runs[True]]
+    return {
         "off_jobs_per_second": statistics.median(off),
         "on_jobs_per_second": statistics.median(on),
         "ratio": statistics.median(on) / statistics.median(off),
-        "off_cpu_us_per_job": statistics.median(cpu[False]),
-        "on_cpu_us_per_job": statistics.median(cpu[True]),
-        "cpu_ratio": statistics.median(cpu[True]) / statistics.median(cpu[False]),
+        "pair_ratio": statistics.median(b / a for a, b in zip(off, on, strict=True)),
+        "off_cpu_us_per_job": statistics.median(cpu_off),
+        "on_cpu_us_per_job": statistics.median(cpu_on),
+        "cpu_ratio": statistics.median(cpu_on) / statistics.median(cpu_off),
+        "scrapes": sum(r.scrapes for r in runs[True]),
         "off_samples": [round(value) for value in off],
         "on_samples": [round(value) for value in on],
     }
+
+
+def _table(row: dict[str, Any]) -> str:
+    lines = [
+        f"{row['jobs']} no-op jobs a run, {row['rounds']} pairs per store (medians):",
+        "| store | jobs/s off | jobs/s on | on/off | pairs' on/off | CPU/job off | on | on/off |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for store, s in row["stores"].items():
+        lines.append(
+            f"| {store} | {s['off_jobs_per_second']:,.0f} | {s['on_jobs_per_second']:,.0f} | "
+            f"{s['ratio']:.3f} | {s['pair_ratio']:.3f} | {s['off_cpu_us_per_job']:.0f} µs | "
+            f"{s['on_cpu_us_per_job']:.0f} µs | {s['cpu_ratio']:.3f} |"
+        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,24 +253,30 @@ def main(argv: list[str] | None = None) -> int:
         "--compare-metrics", action="store_true", help="pairs of runs, metrics off and on"
     )
     parser.add_argument("--rounds", type=int, default=5, help="pairs for --compare-metrics")
+    parser.add_argument(
+        "--stores", default="sqlite", help="--compare-metrics: sqlite, postgresql or both [sqlite]"
+    )
+    parser.add_argument(
+        "--postgres-url",
+        default="postgresql://postgres@127.0.0.1:5432/postgres",
+        help="the server whose fresh bench_observe_ab database PostgreSQL runs use",
+    )
     options = parser.parse_args(argv)
     if options.compare_metrics:
+        stores = tuple(name.strip() for name in options.stores.split(",") if name.strip())
+        unknown = [name for name in stores if name not in STORES]
+        if unknown or not stores:
+            parser.error(f"--stores takes {' and/or '.join(STORES)}, comma-separated: {unknown}")
         row = compare(
             options.jobs,
             options.concurrency,
             options.rounds,
             options.database,
             options.scrape_interval,
+            stores=stores,
+            postgres_url=options.postgres_url,
         )
-        print(
-            json.dumps(row)
-            if options.json
-            else f"{row['jobs']} no-op jobs, median of {row['rounds']}: metrics off "
-            f"{row['off_jobs_per_second']:,.0f} jobs/s, on {row['on_jobs_per_second']:,.0f} "
-            f"jobs/s (on/off {row['ratio']:.3f}); CPU per job off "
-            f"{row['off_cpu_us_per_job']:.0f} µs, on {row['on_cpu_us_per_job']:.0f} µs "
-            f"(on/off {row['cpu_ratio']:.3f})"
-        )
+        print(json.dumps(row) if options.json else _table(row))
         return 0
     result = measure(
         options.jobs,

@@ -128,8 +128,12 @@ def test_worker_metrics_after_known_work(
     assert value(samples, jobs, state="Pending", queue="default") == 1  # the held one
     assert value(samples, jobs, state="Pending", queue="idle") == 1
     assert value(samples, jobs, state="Claimed", queue="idle") == 0
-    # Succeeded rows only accumulate: the attempts counter counts them instead
-    assert not [lbl for name, lbl in samples if name == jobs and ("state", "Succeeded") in lbl]
+    # Succeeded and Dropped: recounted every history_interval, the first time inline
+    assert value(samples, jobs, state="Succeeded", queue="default") == 3
+    assert value(samples, jobs, state="Succeeded", queue="lost") == 1
+    assert value(samples, jobs, state="Dropped", queue="default") == 0
+    assert value(samples, jobs, state="Succeeded", queue="idle") == 0
+    assert 0 <= value(samples, "mailfathom_metrics_history_age_seconds") < 60
     assert value(samples, "mailfathom_oldest_due_job_age_seconds", queue="idle") == 60
     assert value(samples, "mailfathom_oldest_due_job_age_seconds", queue="default") == 0
     assert value(samples, "mailfathom_lease_expiries_total", queue="lost") == 1
@@ -194,13 +198,64 @@ def test_database_gauges_read_once_per_interval(mf: MailFathom) -> None:
     assert [
         s.value for s in second["mailfathom_jobs"].samples if s.labels["state"] == "Pending"
     ] == [1]  # cached: the second job shows only after the interval
-    fresh = DatabaseGauges(mf.store, mf.clock, min_interval=0)
+    fresh = DatabaseGauges(mf.store, mf.clock, min_interval=0, max_duty=None)
     list(fresh.collect())
     third = {m.name: m for m in fresh.collect()}
     assert fresh.reads == 2
     assert [
         s.value for s in third["mailfathom_jobs"].samples if s.labels["state"] == "Pending"
     ] == [2]
+
+
+def test_slow_reads_space_themselves_out(mf: MailFathom) -> None:
+    # a duty cap this small makes any read, however quick, wait a long time for the next
+    capped = DatabaseGauges(mf.store, mf.clock, min_interval=0, history_interval=0, max_duty=1e-9)
+    for _ in range(3):
+        list(capped.collect())
+    assert (capped.reads, capped.recounts) == (1, 1)
+    unlimited = DatabaseGauges(mf.store, mf.clock, min_interval=0, max_duty=None)
+    for _ in range(3):
+        list(unlimited.collect())
+    assert unlimited.reads == 3
+
+
+def test_succeeded_and_dropped_are_recounted_apart_and_in_the_background(
+    mf: MailFathom,
+) -> None:
+    @mf.job("k", max_attempts=1)
+    def k(ctx: JobContext, fail: bool = False) -> None:
+        if fail:
+            raise PermanentFailure("no")
+
+    mf.enqueue("k", {})
+    dead = mf.enqueue("k", {"fail": True})
+    mf.worker().run(burst=True)
+    mf.jobs.drop(dead.id, actor="ops", reason="test")
+
+    def jobs(gauges: DatabaseGauges) -> dict[str, float]:
+        (family,) = [m for m in gauges.collect() if m.name == "mailfathom_jobs"]
+        return {s.labels["state"]: s.value for s in family.samples}
+
+    slow = DatabaseGauges(mf.store, mf.clock, min_interval=0, history_interval=3600, max_duty=None)
+    assert jobs(slow) == {
+        "Pending": 0, "Claimed": 0, "DeadLettered": 0, "Succeeded": 1, "Dropped": 1
+    }  # fmt: skip
+    mf.enqueue("k", {})
+    mf.worker().run(burst=True)
+    after = jobs(slow)
+    assert (slow.reads, slow.recounts) == (2, 1)  # live states read again, history not
+    assert after["Succeeded"] == 1  # as of its last recount, up to an hour old
+
+    eager = DatabaseGauges(mf.store, mf.clock, min_interval=0, history_interval=0, max_duty=None)
+    eager.recounted.init()
+    assert jobs(eager)["Succeeded"] == 2  # the first recount is inline
+    assert eager.recounted.wait() == {("Succeeded", "default"): 2, ("Dropped", "default"): 1}
+    mf.enqueue("k", {})
+    mf.worker().run(burst=True)
+    jobs(eager)  # starts a recount in a thread and serves the last counts meanwhile
+    assert eager.recounted.wait() == {("Succeeded", "default"): 3, ("Dropped", "default"): 1}
+    assert jobs(eager)["Succeeded"] == 3
+    eager.recounted.wait()  # the recount that last scrape started ends before the store closes
 
 
 def test_no_metrics_installed_counts_nothing(mf: MailFathom) -> None:
@@ -292,7 +347,7 @@ def test_metrics_server_answers_404_elsewhere_and_503_when_unhealthy(
 
 
 class _Broken(metrics.Metrics):
-    def attempt_ended(self, **fields: object) -> None:
+    def attempt_ended(self, *args: object, **fields: object) -> None:
         raise RuntimeError("a broken metrics backend")
 
 

@@ -4,7 +4,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -12,6 +16,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from consolekit import TOKEN
 from mailfathom import JobState, MailFathom
 from worker_processes import run_cli, start_worker, stop, wait_for
 
@@ -42,10 +47,11 @@ def test_worker_json_logs_parse_and_carry_the_attempt(database_url: str, tmp_pat
     )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stderr.splitlines()]
-    (attempt,) = [line for line in lines if line.get("job_id") == job.id]
+    (attempt,) = [line for line in lines if line.get("action") == "attempt"]
     assert attempt["outcome"] == "Succeeded"
     assert attempt["kind"] == "test.sleep"
-    assert attempt["logger"] == "mailfathom.worker"
+    assert attempt["logger"] == "mailfathom.jobs.runner"
+    assert attempt["job_id"] == job.id
 
 
 def _healthy(url: str) -> bool:
@@ -93,3 +99,48 @@ def test_worker_serves_metrics_and_healthz_while_it_runs(database_url: str, tmp_
     assert "ok heartbeat: last beat" in live.stdout
     assert after.returncode == 1  # the worker deregistered when it stopped
     assert f"FAIL heartbeat: no worker {worker.id!r} is registered" in after.stdout
+
+
+def test_web_json_logs_carry_a_refusals_fields(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'web.db'}"
+    with MailFathom(url) as app:
+        app.migrate()
+    port = _free_port()
+    env = {**os.environ, "MAILFATHOM_DATABASE_URL": url, "MAILFATHOM_WEB_TOKEN": TOKEN}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mailfathom.cli",
+            "web",
+            "--port",
+            str(port),
+            "--log-format",
+            "json",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for(lambda: _healthy(f"{base}/healthz"), 30, "the console to answer", None, process)
+        request = urllib.request.Request(
+            f"{base}/api/jobs", headers={"Authorization": "Bearer not-the-token"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        refused.value.close()
+        assert refused.value.code == 401
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    lines = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
+    (refusal,) = [line for line in lines if line.get("security_event") == "bad_token"]
+    assert refusal["logger"] == "mailfathom.web.security"
+    assert refusal["level"] == "WARNING"
+    assert (refusal["client"], refusal["method"], refusal["path"]) == (
+        "127.0.0.1",
+        "GET",
+        "/api/jobs",
+    )

@@ -180,7 +180,7 @@ def test_poisoned_async_handlers_are_recorded_alone(
     first = mf.enqueue("ok").id
     bad = {mf.enqueue("poisoned", {"poison": p}).id: p for p in POISONS}
     last = mf.enqueue("ok").id
-    with caplog.at_level(logging.ERROR, logger="mailfathom.worker"):
+    with caplog.at_level(logging.ERROR, logger="mailfathom.jobs"):
         assert drain(mf.worker(concurrency=BATCH)) == BATCH
     frame = "raise_poison_async"
     wrong = [w for job_id, p in bad.items() for w in problems(mf, job_id, p, frame=frame)]

@@ -333,7 +333,7 @@ def test_one_log_line_per_attempt_and_the_traceback_on_failure(
 
     good = mf.enqueue("ok")
     bad = mf.enqueue("bad")
-    with caplog.at_level(logging.INFO, logger="mailfathom.worker"):
+    with caplog.at_level(logging.INFO, logger="mailfathom.jobs"):
         mf.worker().run(burst=True)
     lines = [r for r in caplog.records if r.getMessage().startswith("attempt ")]
     assert len(lines) == 2

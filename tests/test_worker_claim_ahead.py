@@ -161,7 +161,7 @@ def test_a_release_refused_by_an_outage_at_stop_is_tried_again_not_dropped(
         worker = mf.worker(concurrency=1, shutdown_timeout=30, lease=5)
         worker.signals.init()
         seen = _Seen("releasing jobs claimed ahead")
-        logging.getLogger("mailfathom.worker").addHandler(seen)
+        logging.getLogger("mailfathom.jobs").addHandler(seen)
         try:
             with running(worker):
                 _claimed_ahead(worker, long_id, behind)
@@ -177,7 +177,7 @@ def test_a_release_refused_by_an_outage_at_stop_is_tried_again_not_dropped(
                 worker.signals.stopped.wait()
         finally:
             gate.set()
-            logging.getLogger("mailfathom.worker").removeHandler(seen)
+            logging.getLogger("mailfathom.jobs").removeHandler(seen)
         counts = mf.jobs.counts()
         assert counts[JobState.CLAIMED] == 0 and counts[JobState.DEAD_LETTERED] == 0
         released = worker.signals.released.wait()

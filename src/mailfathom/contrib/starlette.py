@@ -20,12 +20,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from mailfathom.observability.logs import log_fields
+
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
 
 __all__ = ["worker_lifespan"]
 
-logger = logging.getLogger("mailfathom.contrib.starlette")
+logger = logging.getLogger(__name__)
 
 #: The lifespan state key under which the running worker is found
 #: (``request.state.mailfathom_worker`` in a handler).
@@ -63,7 +65,11 @@ def worker_lifespan(
             try:
                 worker.run()
             except BaseException:  # logged here: a thread's error has no caller
-                logger.exception("worker=%s stopped on an error", worker.id)
+                logger.exception(
+                    "worker=%s stopped on an error",
+                    worker.id,
+                    extra=log_fields("worker_failed", worker=worker.id),
+                )
 
         thread = threading.Thread(target=run, name=f"mailfathom-{worker.id}", daemon=True)
         thread.start()
@@ -72,6 +78,10 @@ def worker_lifespan(
         finally:
             worker.stop()
             await asyncio.to_thread(thread.join)
-            logger.info("worker=%s stopped with the application", worker.id)
+            logger.info(
+                "worker=%s stopped with the application",
+                worker.id,
+                extra=log_fields("worker_stopped_with_app", worker=worker.id),
+            )
 
     return lifespan

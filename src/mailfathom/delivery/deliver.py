@@ -32,6 +32,7 @@ from mailfathom.jobs.failures import PermanentFailure, TransientFailure
 from mailfathom.jobs.retry import Backoff
 from mailfathom.observability import tracing
 from mailfathom.observability.hooks import submission_ended, traced_phases
+from mailfathom.observability.logs import log_fields
 from mailfathom.store.outbox_base import (
     AttemptEnd,
     AttemptStart,
@@ -46,7 +47,7 @@ DELIVER_KIND = "mailfathom.deliver"
 #: Retries after transient failures: first within a minute, then up to an hour apart.
 DELIVERY_BACKOFF = Backoff(base=timedelta(minutes=1), cap=timedelta(hours=1))
 
-logger = logging.getLogger("mailfathom.delivery")
+logger = logging.getLogger(__name__)
 
 _RECORDED = OutgoingEmailStage.RECORDED.value
 _BEGUN = OutgoingEmailStage.TRANSMISSION_BEGUN.value
@@ -119,13 +120,23 @@ class Deliverer:
                     "outgoing email %s %s",
                     email_id,
                     "expired before it was sent: Refused" if expired else "was not attempted",
+                    extra=log_fields(
+                        "email_expired" if expired else "email_not_attempted", email_id=email_id
+                    ),
                 )
                 if expired is None:  # it moved on meanwhile: let the job look again
                     raise TransientFailure(f"outgoing email {email_id} changed; trying again")
                 return
             if current["stage"] == _BEGUN:
                 raise PermanentFailure(unknown_outcome_reason(current))
-            logger.info("outgoing email %s is %s: nothing to send", email_id, current["stage"])
+            logger.info(
+                "outgoing email %s is %s: nothing to send",
+                email_id,
+                current["stage"],
+                extra=log_fields(
+                    "email_nothing_to_send", email_id=email_id, stage=current["stage"]
+                ),
+            )
             return
         pool = self._pool
         if pool is None:
@@ -193,7 +204,11 @@ class Deliverer:
         after_body = outcome.phase is Phase.REPLY or outcome.kind in ("sent", "unknown")
         from_stage = _BEGUN if after_body else _RECORDED
         if outcome.kind == "withdrawn":
-            logger.info("outgoing email %s was cancelled before its body: not sent", email["id"])
+            logger.info(
+                "outgoing email %s was cancelled before its body: not sent",
+                email["id"],
+                extra=log_fields("email_withdrawn", email_id=email["id"]),
+            )
             return
         if outcome.kind == "sent":
             self._end(email, from_stage, _SENT, reason=None, outcome=outcome)
@@ -265,4 +280,28 @@ class Deliverer:
                 email["id"],
                 email["attempts"],
                 to_stage,
+                extra=log_fields(
+                    "email_outcome_unwritten",
+                    email_id=email["id"],
+                    attempt=email["attempts"],
+                    to_stage=to_stage,
+                ),
             )
+            return
+        logger.info(
+            "outgoing email %s attempt %s: %s -> %s%s",
+            email["id"],
+            email["attempts"],
+            from_stage,
+            to_stage,
+            f" ({reply.code})" if reply is not None and reply.code is not None else "",
+            extra=log_fields(
+                "email_stage",
+                email_id=email["id"],
+                attempt=email["attempts"],
+                from_stage=from_stage,
+                to_stage=to_stage,
+                reply_code=reply.code if reply is not None else None,
+                reason=reason,
+            ),
+        )

@@ -17,10 +17,11 @@ from mailfathom.jobs.claim_ahead import ReadyJobs
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.runner import Running
 from mailfathom.jobs.testsignal import WorkerSignals
+from mailfathom.observability.logs import log_fields
 
 __all__ = ["flag_aborted", "stop_aborted"]
 
-logger = logging.getLogger("mailfathom.worker")
+logger = logging.getLogger(__name__)
 
 
 def flag_aborted(
@@ -48,7 +49,14 @@ def stop_aborted(
             job.kind,
             job.attempts,
             aborts[job.id],
-            extra={"mailfathom": {"job_id": job.id, "action": "abort"}},
+            extra=log_fields(
+                "abort",
+                job_id=job.id,
+                kind=job.kind,
+                attempt=job.attempts,
+                reason=aborts[job.id],
+                started=False,
+            ),
         )
         signals.abort_seen.signal(job)
     for running in victims:
@@ -61,7 +69,15 @@ def stop_aborted(
             job.attempts,
             aborts[job.id],
             how,
-            extra={"mailfathom": {"job_id": job.id, "action": "abort"}},
+            extra=log_fields(
+                "abort",
+                job_id=job.id,
+                kind=job.kind,
+                attempt=job.attempts,
+                reason=aborts[job.id],
+                started=True,
+                mode=running.mode,
+            ),
         )
         if running.mode != "thread":
             running.cancel()

@@ -40,7 +40,9 @@ __all__ = [
     "unknown_kind",
 ]
 
-handler_logger = logging.getLogger("mailfathom.jobs")
+#: The logger handlers get as ``ctx.logger``: one name of its own, apart from the
+#: worker's modules (``mailfathom.jobs.*``), so either can be filtered alone.
+handler_logger = logging.getLogger("mailfathom.handlers")
 
 #: ``JobContext(job, deadline, logger, abort)`` and ``Finished(job, outcome, error,
 #: traceback, message, started_at)``, positionally, made without ``__init__``: the

@@ -23,11 +23,12 @@ from datetime import timedelta
 from mailfathom.clock import Clock
 from mailfathom.errors import StoreError
 from mailfathom.jobs.model import Job
+from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import Store, WorkerRegistration
 
 __all__ = ["Heartbeat"]
 
-logger = logging.getLogger("mailfathom.worker")
+logger = logging.getLogger(__name__)
 
 
 class Heartbeat:
@@ -102,11 +103,20 @@ class Heartbeat:
                     exc,
                     min(self.interval, 1.0),
                     self._lease.total_seconds(),
+                    extra=log_fields(
+                        "heartbeat_failed",
+                        error=str(exc),
+                        retry_in=min(self.interval, 1.0),
+                        lease=self._lease.total_seconds(),
+                    ),
                 )
                 self._failing = True
                 wait = min(self.interval, 1.0)
                 continue
             if self._failing:
-                logger.info("heartbeat recovered: the database answers again")
+                logger.info(
+                    "heartbeat recovered: the database answers again",
+                    extra=log_fields("heartbeat_recovered"),
+                )
                 self._failing = False
             wait = self.interval

@@ -14,10 +14,11 @@ from collections.abc import Iterable
 from mailfathom.jobs.claim_ahead import ReadyJobs
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.runner import Running
+from mailfathom.observability.logs import log_fields
 
 __all__ = ["mark_lost", "mark_overruns", "report_overruns", "stop_lost"]
 
-logger = logging.getLogger("mailfathom.worker")
+logger = logging.getLogger(__name__)
 
 
 def mark_lost(
@@ -42,6 +43,9 @@ def stop_lost(victims: list[Running], gone: list[Job]) -> None:
             job.id,
             job.kind,
             job.attempts,
+            extra=log_fields(
+                "lease_lost", job_id=job.id, kind=job.kind, attempt=job.attempts, started=False
+            ),
         )
     for attempt in victims:
         logger.warning(
@@ -53,6 +57,14 @@ def stop_lost(victims: list[Running], gone: list[Job]) -> None:
             "a thread cannot be stopped, its outcome will be refused"
             if attempt.mode == "thread"
             else "stopping it",
+            extra=log_fields(
+                "lease_lost",
+                job_id=attempt.job.id,
+                kind=attempt.job.kind,
+                attempt=attempt.job.attempts,
+                started=True,
+                mode=attempt.mode,
+            ),
         )
         attempt.cancel()
 
@@ -81,4 +93,11 @@ def report_overruns(late: list[Running]) -> None:
             attempt.job.kind,
             attempt.job.attempts,
             kind.timeout.total_seconds() if kind and kind.timeout else 0,
+            extra=log_fields(
+                "execution_overrun",
+                job_id=attempt.job.id,
+                kind=attempt.job.kind,
+                attempt=attempt.job.attempts,
+                timeout=kind.timeout.total_seconds() if kind and kind.timeout else 0,
+            ),
         )

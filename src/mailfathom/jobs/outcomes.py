@@ -17,10 +17,11 @@ import time
 from mailfathom.errors import StoreError
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished
+from mailfathom.observability.logs import log_fields
 
 __all__ = ["Outage", "Unrecorded"]
 
-logger = logging.getLogger("mailfathom.worker")
+logger = logging.getLogger(__name__)
 
 
 class Unrecorded:
@@ -79,6 +80,13 @@ class Unrecorded:
                     result.job.kind,
                     result.job.attempts,
                     result.outcome.value,
+                    extra=log_fields(
+                        "outcome_discarded",
+                        job_id=result.job.id,
+                        kind=result.job.kind,
+                        attempt=result.job.attempts,
+                        outcome=result.outcome.value,
+                    ),
                 )
 
     def settle(self) -> None:
@@ -137,13 +145,24 @@ class Outage:
             doing,
             exc,
             pause,
+            extra=log_fields(
+                "database_failed",
+                worker=self._worker_id,
+                doing=doing,
+                error=str(exc),
+                retry_in=round(pause, 3),
+            ),
         )
         self._failing = True
 
     def ok(self) -> None:
         """A database call succeeded."""
         if self._failing:
-            logger.warning("worker=%s the database answers again", self._worker_id)
+            logger.warning(
+                "worker=%s the database answers again",
+                self._worker_id,
+                extra=log_fields("database_recovered", worker=self._worker_id),
+            )
         self._failing = False
         self._backoff = 0.0
         self.retry_at = 0.0

@@ -29,12 +29,13 @@ from typing import Any
 from mailfathom.clock import Clock
 from mailfathom.errors import StoreError
 from mailfathom.jobs.testsignal import TestSignal
+from mailfathom.observability.logs import log_fields
 from mailfathom.retention import EMAIL_STAGES, JOB_STATES, RetentionPolicy
 from mailfathom.store.retention_store import Batch, RetentionStore
 
 __all__ = ["WORKER_DUTY", "PeriodicPruner", "PruneReport", "Pruner", "describe_pass"]
 
-logger = logging.getLogger("mailfathom.pruner")
+logger = logging.getLogger(__name__)
 
 #: How long a pass's lease lasts without renewal (renewed at every batch past half of it).
 PRUNE_LEASE = timedelta(seconds=60)
@@ -157,7 +158,11 @@ class Pruner:
                 _add(rows, batch, self._store.count(batch))
             return PruneReport(True, True, started, self._clock.now(), rows)
         if not self._store.acquire(self.holder, now=started, lease=PRUNE_LEASE):
-            logger.debug("pruner=%s: another pruner holds the lease", self.holder)
+            logger.debug(
+                "pruner=%s: another pruner holds the lease",
+                self.holder,
+                extra=log_fields("prune_skipped", pruner=self.holder),
+            )
             return PruneReport(False, False, started, started, rows)
         renew_at = started + PRUNE_LEASE / 2
         busy = False  # another pruner's batch holds the advisory lock: leave the rest
@@ -200,7 +205,9 @@ class Pruner:
                 self.holder,
                 report.total,
                 reclaimed,
-                extra={"mailfathom": {"action": "prune", "rows": rows}},
+                extra=log_fields(
+                    "prune", pruner=self.holder, pruned=report.total, reclaimed=reclaimed, rows=rows
+                ),
             )
         return report
 
@@ -296,7 +303,10 @@ class PeriodicPruner:
                 report: PruneReport | StoreError = self.pruner.run(cancel=self._stop)
             except StoreError as exc:
                 logger.warning(
-                    "pruner=%s: pass failed (%s); trying again later", self.pruner.holder, exc
+                    "pruner=%s: pass failed (%s); trying again later",
+                    self.pruner.holder,
+                    exc,
+                    extra=log_fields("prune_failed", pruner=self.pruner.holder, error=str(exc)),
                 )
                 report = exc
             self._next = self._clock.now() + self.interval

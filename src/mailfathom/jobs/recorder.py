@@ -36,11 +36,12 @@ from mailfathom.jobs.queue import Finished, JobQueue, transient_attempt
 from mailfathom.jobs.reasons import describe_error, storable
 from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.jobs.testsignal import Recorded, WorkerSignals
+from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import FailedAttempt
 
 __all__ = ["Claim", "OutcomeRecorder"]
 
-logger = logging.getLogger("mailfathom.worker")
+logger = logging.getLogger(__name__)
 
 
 Pair = tuple[int, int]
@@ -149,6 +150,9 @@ class OutcomeRecorder:
                     self._owner,
                     len(left),
                     ", ".join(str(r.job.id) for r in left),
+                    extra=log_fields(
+                        "left_unrecorded", worker=self._owner, job_ids=[r.job.id for r in left]
+                    ),
                 )
                 return
             wake.clear()
@@ -236,7 +240,12 @@ class OutcomeRecorder:
             self._owner,
             len(batch),
             describe_error(error),
-            extra={"mailfathom": {"worker": self._owner, "action": "record_one_by_one"}},
+            extra=log_fields(
+                "record_one_by_one",
+                worker=self._owner,
+                outcomes=len(batch),
+                error=describe_error(error),
+            ),
         )
         wrote = False
         for position, result in enumerate(batch):
@@ -292,7 +301,9 @@ class OutcomeRecorder:
             job.kind,
             job.attempts,
             reason,
-            extra={"mailfathom": {"job_id": job.id, "action": "left_to_lease"}},
+            extra=log_fields(
+                "left_to_lease", job_id=job.id, kind=job.kind, attempt=job.attempts, reason=reason
+            ),
         )
         self._signals.left_to_lease.signal((job, reason))
 
@@ -319,7 +330,9 @@ def _log_fallback(result: Finished, reason: str) -> None:
         job.kind,
         job.attempts,
         reason,
-        extra={"mailfathom": {"job_id": job.id, "action": "fallback_outcome"}},
+        extra=log_fields(
+            "fallback_outcome", job_id=job.id, kind=job.kind, attempt=job.attempts, reason=reason
+        ),
     )
 
 

@@ -34,10 +34,11 @@ from mailfathom.jobs.queue import Finished, describe_error
 from mailfathom.jobs.registry import JobKind, Registry
 from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.observability import tracing
+from mailfathom.observability.logs import log_fields
 
 __all__ = ["Runner", "Running"]
 
-logger = logging.getLogger("mailfathom.worker")
+logger = logging.getLogger(__name__)
 
 Mode = Literal["thread", "async", "process", "none"]
 
@@ -152,7 +153,11 @@ class Runner:
         try:
             result = run_sync(kind, running.job, self._clock, running.abort)
         except BaseException as exc:  # a bug of ours: still an outcome, so the job ends
-            logger.exception("job_id=%d: internal error running its handler", running.job.id)
+            logger.exception(
+                "job_id=%d: internal error running its handler",
+                running.job.id,
+                extra=log_fields("internal_error", job_id=running.job.id),
+            )
             result = failed(running.job, exc, running.started_at)
         self._done(running, result)
 
@@ -242,12 +247,17 @@ class Runner:
                     "an async handler started); the loop runs on",
                     self._worker_id,
                     describe_error(exc),
+                    extra=log_fields(
+                        "event_loop_error", worker=self._worker_id, error=describe_error(exc)
+                    ),
                 )
                 continue
             if self._closing.is_set() or loop.is_closed():
                 return
             logger.error(
-                "worker=%s an async handler stopped the event loop; it runs on", self._worker_id
+                "worker=%s an async handler stopped the event loop; it runs on",
+                self._worker_id,
+                extra=log_fields("event_loop_stopped", worker=self._worker_id),
             )
 
     def kill_children(self) -> None:
@@ -302,6 +312,7 @@ def log_attempt(running: Running, result: Finished, worker_id: str) -> None:
         "worker": worker_id,
     }
     line = " ".join(f"{key}={value}" for key, value in fields.items())
+    fields["action"] = "attempt"  # after the text: the line for people stays as it was
     if succeeded:
         logger.info("attempt %s", line, extra={"mailfathom": fields})
         return
@@ -408,7 +419,10 @@ class _DaemonPool:
             try:
                 task()
             except BaseException:  # a bug of ours; the handler's own errors never get here
-                logger.exception("internal error in a worker thread")
+                logger.exception(
+                    "internal error in a worker thread",
+                    extra=log_fields("internal_error", thread=self._name),
+                )
             with self._lock:
                 self._idle += 1
 

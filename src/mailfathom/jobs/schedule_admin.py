@@ -21,12 +21,13 @@ from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
 from mailfathom.jobs.queue import JobQueue
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.schedules import Scheduler, ScheduleSpec, build_spec, next_tick
+from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import ScheduleRow
 from mailfathom.validate import check_actor
 
 __all__ = ["Schedule", "Schedules"]
 
-logger = logging.getLogger("mailfathom.scheduler")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,13 @@ class Schedules:
                 f"schedule {name!r} is already paused (by {current.paused_by} at "
                 f"{current.paused_at}); nothing changed"
             )
-        logger.info("schedule=%s paused by %s: %s", name, actor, reason or "no reason given")
+        logger.info(
+            "schedule=%s paused by %s: %s",
+            name,
+            actor,
+            reason or "no reason given",
+            extra=log_fields("schedule_paused", schedule=name, actor=actor, reason=reason),
+        )
         return Schedule.from_row(row)
 
     def resume(self, name: str, *, actor: str) -> Schedule:
@@ -138,7 +145,12 @@ class Schedules:
         if row is None:
             self.get(name)
             raise IllegalTransition(f"schedule {name!r} is not paused; nothing changed")
-        logger.info("schedule=%s resumed by %s", name, actor)
+        logger.info(
+            "schedule=%s resumed by %s",
+            name,
+            actor,
+            extra=log_fields("schedule_resumed", schedule=name, actor=actor),
+        )
         return Schedule.from_row(row)
 
     def remove(self, name: str, *, actor: str) -> None:
@@ -146,7 +158,12 @@ class Schedules:
         check_actor(actor, None)
         if not self._store.delete_schedule(_check(name)):
             raise _missing(name)
-        logger.info("schedule=%s removed by %s", name, actor)
+        logger.info(
+            "schedule=%s removed by %s",
+            name,
+            actor,
+            extra=log_fields("schedule_removed", schedule=name, actor=actor),
+        )
 
 
 def _check(name: object) -> str:

@@ -28,6 +28,7 @@ from mailfathom.errors import InvalidInput
 from mailfathom.jobs.cron import check_cron, latest_tick, next_tick, zone
 from mailfathom.jobs.queue import JobQueue
 from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, check_name
+from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import ScheduleDefinition, ScheduleRow
 
 __all__ = [
@@ -39,7 +40,7 @@ __all__ = [
     "tick_key",
 ]
 
-logger = logging.getLogger("mailfathom.scheduler")
+logger = logging.getLogger(__name__)
 
 #: Longest a scheduler waits before re-reading the schedules (to see new, paused
 #: or resumed ones) when no tick is due sooner.
@@ -128,7 +129,12 @@ class Scheduler:
                 created += self._fire(schedule, now)
                 upcoming = next_tick(schedule["cron"], schedule["timezone"], now)
             except (InvalidInput, ValueError, KeyError) as exc:
-                logger.error("schedule %r cannot be evaluated: %s", schedule["name"], exc)
+                logger.error(
+                    "schedule %r cannot be evaluated: %s",
+                    schedule["name"],
+                    exc,
+                    extra=log_fields("schedule_invalid", schedule=schedule["name"], error=str(exc)),
+                )
                 continue
             wait = min(wait, (upcoming - now).total_seconds())
         return created, max(wait, 0.0) + 0.005
@@ -158,5 +164,13 @@ class Scheduler:
             job["id"],
             job["kind"],
             "" if created else " (the job existed already)",
+            extra=log_fields(
+                "schedule_tick",
+                schedule=schedule["name"],
+                tick=f"{tick:%Y-%m-%dT%H:%M:%SZ}",
+                job_id=job["id"],
+                kind=job["kind"],
+                created=created,
+            ),
         )
         return 1 if created else 0

@@ -14,11 +14,12 @@ import threading
 from collections.abc import Callable
 
 from mailfathom.errors import StoreError
+from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import Store
 
 __all__ = ["MAX_BACKOFF", "WATCH_SLICE", "Watcher"]
 
-logger = logging.getLogger("mailfathom.worker")
+logger = logging.getLogger(__name__)
 
 WATCH_SLICE = 0.25  # s: the watcher checks this often whether it should stop
 MAX_BACKOFF = 5.0  # s: longest pause between retries while the database fails
@@ -52,7 +53,12 @@ class Watcher:
             try:
                 woke = self._store.wait_for_jobs(self._slice)
             except StoreError as exc:
-                logger.debug("waiting for jobs failed (%s); retrying in %.1fs", exc, pause)
+                logger.debug(
+                    "waiting for jobs failed (%s); retrying in %.1fs",
+                    exc,
+                    pause,
+                    extra=log_fields("wait_failed", error=str(exc), retry_in=pause),
+                )
                 self._stop.wait(pause)
                 pause = min(pause * 2, MAX_BACKOFF)
                 continue

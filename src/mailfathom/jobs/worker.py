@@ -66,12 +66,13 @@ from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.jobs.testsignal import WorkerSignals
 from mailfathom.jobs.watcher import MAX_BACKOFF, Watcher
 from mailfathom.observability.hooks import attempt_ended, attempt_started, attempt_stopped
+from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.validate import check_seconds
 
 __all__ = ["Worker"]
 
-logger = logging.getLogger("mailfathom.worker")
+logger = logging.getLogger(__name__)
 
 _PRUNE_AFTER = timedelta(days=1)  # registry rows of workers silent this long are deleted
 
@@ -175,11 +176,23 @@ class Worker:
                 signal.Signals(stop.signum).name,
                 len(self._running),
                 len(self._ready),
+                extra=log_fields(
+                    "worker_exit",
+                    worker=self.id,
+                    signal=signal.Signals(stop.signum).name,
+                    running=len(self._running),
+                    claimed_ahead=len(self._ready),
+                ),
             )
             raise SystemExit(128 + stop.signum) from None
         finally:
             self._signals.restore()
-        logger.info("worker=%s stopped after %d attempt(s)", self.id, self._ran)
+        logger.info(
+            "worker=%s stopped after %d attempt(s)",
+            self.id,
+            self._ran,
+            extra=log_fields("worker_stopped", worker=self.id, attempts=self._ran),
+        )
         self.signals.stopped.signal(self._ran)
         return self._ran
 
@@ -254,6 +267,14 @@ class Worker:
             self.concurrency,
             self.lease.total_seconds(),
             ",".join(registration.kinds) or "-",
+            extra=log_fields(
+                "worker_started",
+                worker=self.id,
+                queues=list(self.queues) if self.queues is not None else None,
+                concurrency=self.concurrency,
+                lease=self.lease.total_seconds(),
+                kinds=list(registration.kinds),
+            ),
         )
         return True
 
@@ -271,7 +292,12 @@ class Worker:
                 try:
                     self._store.deregister_worker(self.id)
                 except StoreError as exc:
-                    logger.warning("worker=%s could not deregister (%s)", self.id, exc)
+                    logger.warning(
+                        "worker=%s could not deregister (%s)",
+                        self.id,
+                        exc,
+                        extra=log_fields("deregister_failed", worker=self.id, error=str(exc)),
+                    )
         if self._watcher is not None:
             self._watcher.stop(wait=graceful)
 
@@ -292,6 +318,12 @@ class Worker:
                         self.id,
                         self.shutdown_timeout,
                         len(self._running),
+                        extra=log_fields(
+                            "worker_stopping",
+                            worker=self.id,
+                            shutdown_timeout=self.shutdown_timeout,
+                            running=len(self._running),
+                        ),
                     )
                 if not self._outage.blocked(now):  # again while the database fails
                     self._release_unstarted(self._take_ready(), "the worker is stopping")
@@ -401,7 +433,12 @@ class Worker:
             len(back),
             why,
             ", ".join(str(job.id) for job in back) or "-",
-            extra={"mailfathom": {"worker": self.id, "action": "release_unstarted"}},
+            extra=log_fields(
+                "release_unstarted",
+                worker=self.id,
+                reason=why,
+                job_ids=[job.id for job in back],
+            ),
         )
         self.signals.released.signal(back)
 
@@ -416,6 +453,9 @@ class Worker:
                 self.id,
                 len(gone),
                 ", ".join(str(job.id) for job in gone),
+                extra=log_fields(
+                    "left_claimed_ahead", worker=self.id, job_ids=[job.id for job in gone]
+                ),
             )
 
     def _wait_time(self, now: float, load: Load) -> float:
@@ -483,6 +523,9 @@ class Worker:
                 job.id,
                 job.kind,
                 job.attempts,
+                extra=log_fields(
+                    "attempt_given_up", job_id=job.id, kind=job.kind, attempt=job.attempts
+                ),
             )
         elif running.abandoned:
             self.signals.outcome_discarded.signal(job)
@@ -493,6 +536,13 @@ class Worker:
                 job.kind,
                 job.attempts,
                 result.outcome.value,
+                extra=log_fields(
+                    "outcome_discarded",
+                    job_id=job.id,
+                    kind=job.kind,
+                    attempt=job.attempts,
+                    outcome=result.outcome.value,
+                ),
             )
         else:
             attempt_ended(running, result.outcome.value, result.message)
@@ -506,6 +556,14 @@ class Worker:
                     job.attempts,
                     result.outcome.value,
                     type(exc).__name__,
+                    extra=log_fields(
+                        "attempt",
+                        job_id=job.id,
+                        kind=job.kind,
+                        attempt=job.attempts,
+                        outcome=result.outcome.value,
+                        error=type(exc).__name__,
+                    ),
                 )
         if not self._wake.is_set():  # setting it takes a lock: skip it when already set
             self._wake.set()
@@ -565,6 +623,13 @@ class Worker:
                 running.job.kind,
                 running.job.attempts,
                 self.shutdown_timeout,
+                extra=log_fields(
+                    "shutdown_timeout",
+                    job_id=running.job.id,
+                    kind=running.job.kind,
+                    attempt=running.job.attempts,
+                    shutdown_timeout=self.shutdown_timeout,
+                ),
             )
 
     # -- wake-ups and signals ----------------------------------------------------------
@@ -580,6 +645,12 @@ class Worker:
             self.id,
             signal.Signals(signum).name,
             self.shutdown_timeout,
+            extra=log_fields(
+                "worker_signal",
+                worker=self.id,
+                signal=signal.Signals(signum).name,
+                shutdown_timeout=self.shutdown_timeout,
+            ),
         )
         self.stop()
 

@@ -6,10 +6,24 @@ collector reads the database at most once per ``min_interval`` seconds (default
 another's queries. When the read fails, the last numbers are served and
 ``mailfathom_metrics_database_up`` is 0.
 
+Succeeded and Dropped jobs are counted apart: those rows only accumulate (950,000
+of a 1,000,000-row table in the benchmark), and counting them reads every one, so
+they are recounted at most once per ``history_interval`` seconds (default 300), in a
+thread of their own: a scrape never waits for that count (the first one excepted,
+which counts inline so that a fresh process serves every state). Their numbers are
+exact as of that count, up to ``history_interval`` old;
+``mailfathom_metrics_history_age_seconds`` says how old.
+
+Neither read may keep the database busy for more than ``max_duty`` of the time
+(default 2 %): after a read that took ``t`` seconds the next waits at least
+``t / max_duty`` seconds, so on a table big enough to make a read slow the reads
+space themselves out instead of adding load (a 400 ms read: one every 20 s at most).
+
 ==============================================  =========  ===============
 metric                                          type       labels
 ==============================================  =========  ===============
 ``mailfathom_jobs``                             gauge      state, queue (*)
+``mailfathom_metrics_history_age_seconds``      gauge      —
 ``mailfathom_oldest_due_job_age_seconds``       gauge      queue
 ``mailfathom_lease_expiries_total``             counter    queue
 ``mailfathom_workers_alive``                    gauge      —
@@ -19,7 +33,8 @@ metric                                          type       labels
 ``mailfathom_metrics_database_read_seconds``    gauge      —
 ==============================================  =========  ===============
 
-(*) Pending, Claimed and DeadLettered only: see ``_STATES``.
+(*) Pending, Claimed and DeadLettered as of the last read; Succeeded and Dropped as
+of the last recount (above).
 
 These are the database's numbers, the same from every process that serves them:
 aggregate them with ``max`` across instances, not ``sum``.
@@ -39,53 +54,127 @@ from mailfathom.clock import Clock
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import StoreError
 from mailfathom.jobs.state import JobState
-from mailfathom.store.metrics_store import Snapshot, read_snapshot
+from mailfathom.jobs.testsignal import TestSignal
+from mailfathom.observability.logs import log_fields
+from mailfathom.store.metrics_store import Snapshot, read_history, read_snapshot
 from mailfathom.store.sql_store import SqlStore
 
 __all__ = ["DatabaseGauges"]
 
 logger = logging.getLogger(__name__)
 
-#: The states counted per queue: what waits, what runs, what needs an operator. Succeeded
-#: and Dropped rows only accumulate (counting them is the one read that grows with
-#: history); their rate is ``mailfathom_job_attempts_total``'s.
+#: The states counted per queue at every read: what waits, what runs, what needs an
+#: operator (cheap: ranges of the state index).
 _STATES = [JobState.PENDING.value, JobState.CLAIMED.value, JobState.DEAD_LETTERED.value]
+#: The states recounted every ``history_interval``: their rows only accumulate.
+_HISTORY = [JobState.SUCCEEDED.value, JobState.DROPPED.value]
 _STAGES = [stage.value for stage in OutgoingEmailStage]
 
 
 class DatabaseGauges(Collector):
     """A Prometheus collector of the database's numbers (see the module docstring)."""
 
-    def __init__(self, store: SqlStore, clock: Clock, *, min_interval: float = 10.0) -> None:
+    def __init__(
+        self,
+        store: SqlStore,
+        clock: Clock,
+        *,
+        min_interval: float = 10.0,
+        history_interval: float = 300.0,
+        max_duty: float | None = 0.02,
+    ) -> None:
         self._store = store
         self._clock = clock
         self.min_interval = float(min_interval)
+        self.history_interval = float(history_interval)
+        #: The share of the time reads may take (None: no limit beyond the intervals).
+        self.max_duty = max_duty
+        self._next_read = float("-inf")  # monotonic instant the next read is due
+        self._next_recount = float("-inf")
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
-        self._read_at = float("-inf")  # monotonic instant of the last read attempt
         self._up = 0
         self._took = 0.0
-        #: How many times the database was read (tests and the bench look at it).
+        self._history: dict[tuple[str, str], int] | None = None
+        self._counted_at = float("-inf")  # ... and the last one that worked
+        self._counting = False
+        #: How many times the database was read, and the history recounted (tests and
+        #: the bench look at them).
         self.reads = 0
+        self.recounts = 0
+        #: Signalled with the counts at the end of each recount that worked (tests).
+        self.recounted: TestSignal[dict[tuple[str, str], int]] = TestSignal("recounted")
 
     def collect(self) -> Iterator[Metric]:
-        """The cached numbers, read again first when older than ``min_interval``."""
+        """The cached numbers, read again first when the next read is due."""
         with self._lock:
-            if time.monotonic() - self._read_at >= self.min_interval:
+            if time.monotonic() >= self._next_read:
                 self._refresh()
+            self._recount_when_due()
             snapshot, up, took = self._snapshot, self._up, self._took
+            history, counted_at = self._history, self._counted_at
         yield _gauge("mailfathom_metrics_database_up", "1 when the last read worked.", up)
         yield _gauge(
             "mailfathom_metrics_database_read_seconds",
             "How long the last read of the database gauges took.",
             took,
         )
+        if history is not None:
+            yield _gauge(
+                "mailfathom_metrics_history_age_seconds",
+                "How old the Succeeded and Dropped counts of mailfathom_jobs are.",
+                time.monotonic() - counted_at,
+            )
         if snapshot is not None:
-            yield from _families(snapshot)
+            yield from _families(snapshot, history)
+
+    def _recount_when_due(self) -> None:
+        """Under the lock: start a recount of the history when it is due (inline the
+        first time, so a fresh process serves every state; in a thread after that)."""
+        began = time.monotonic()
+        if self._counting or began < self._next_recount:
+            return
+        self._next_recount = began + self.history_interval
+        self._counting = True
+        if self._history is None:
+            self._recount(locked=True)
+            return
+        threading.Thread(
+            target=self._recount, name="mailfathom-metrics-history", daemon=True
+        ).start()
+
+    def _recount(self, *, locked: bool = False) -> None:
+        began = time.monotonic()
+        counts: dict[tuple[str, str], int] | None = None
+        try:
+            counts = read_history(self._store)
+        except Exception as exc:  # in a thread of its own: say so, and count again later
+            logger.warning(
+                "recounting Succeeded and Dropped jobs failed (%s): serving the last counts",
+                exc,
+                exc_info=not isinstance(exc, StoreError),
+                extra=log_fields("metrics_recount_failed", error=str(exc)),
+            )
+        if not locked:
+            self._lock.acquire()
+        try:
+            self.recounts += 1
+            self._counting = False
+            spacing = self._spacing(time.monotonic() - began)
+            self._next_recount = max(self._next_recount, began + spacing)
+            if counts is not None:
+                self._history, self._counted_at = counts, time.monotonic()
+        finally:
+            if not locked:
+                self._lock.release()
+        if counts is not None:
+            self.recounted.signal(counts)
+
+    def _spacing(self, took: float) -> float:
+        return took / self.max_duty if self.max_duty else 0.0
 
     def _refresh(self) -> None:
         began = time.monotonic()
-        self._read_at = began
         self.reads += 1
         try:
             self._snapshot = read_snapshot(self._store, self._clock.now())
@@ -94,27 +183,33 @@ class DatabaseGauges(Collector):
             logger.warning(
                 "reading the database gauges failed (%s): serving the last numbers",
                 exc,
-                extra={"mailfathom": {"action": "metrics_read", "error": str(exc)}},
+                extra=log_fields("metrics_read_failed", error=str(exc)),
             )
         else:
             self._up = 1
         self._took = time.monotonic() - began
+        self._next_read = began + max(self.min_interval, self._spacing(self._took))
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, documentation, value=value)
 
 
-def _families(snapshot: Snapshot) -> Iterable[Metric]:
+def _families(snapshot: Snapshot, history: dict[tuple[str, str], int] | None) -> Iterable[Metric]:
     jobs = GaugeMetricFamily(
         "mailfathom_jobs",
-        "Pending, Claimed and DeadLettered jobs by queue (a queue with none is absent).",
+        "Jobs by state and queue (a queue with none is absent); Succeeded and Dropped as "
+        "of their last recount (mailfathom_metrics_history_age_seconds).",
         labels=["state", "queue"],
     )
     queues = sorted({queue for _, queue in snapshot.jobs})
-    for queue in queues:
+    counted = sorted(set(queues) | {queue for _, queue in history or {}})
+    for queue in counted:
         for state in _STATES:
             jobs.add_metric([state, queue], snapshot.jobs.get((state, queue), 0))
+        if history is not None:
+            for state in _HISTORY:
+                jobs.add_metric([state, queue], history.get((state, queue), 0))
     yield jobs
     oldest = GaugeMetricFamily(
         "mailfathom_oldest_due_job_age_seconds",

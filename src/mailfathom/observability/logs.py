@@ -5,6 +5,12 @@ In JSON every record is one line: ``ts`` (UTC, ISO 8601), ``level``, ``logger``,
 ``mailfathom`` key (the convention of mailfathom's own calls) at the top level — and
 ``exc_info`` with the traceback when there is one. A field whose value JSON cannot
 hold is written as its ``repr``.
+
+mailfathom's own calls build their ``extra`` with :func:`log_fields`: an ``action``
+naming the event (``worker_started``, ``attempt``, ``email_stage``, …) and the values
+the message interpolates, by name, so a JSON reader never parses the message text.
+Each module logs through one logger, ``logging.getLogger(__name__)``
+(tests/test_log_calls.py holds every call in ``src/`` to both).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-__all__ = ["LOG_FORMATS", "JsonFormatter", "configure"]
+__all__ = ["LOG_FORMATS", "JsonFormatter", "configure", "log_fields"]
 
 #: The ``--log-format`` choices.
 LOG_FORMATS = ("text", "json")
@@ -26,6 +32,13 @@ _TEXT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 _STANDARD = frozenset(
     vars(logging.LogRecord("x", logging.INFO, "x", 0, "x", None, None)).keys()
 ) | {"message", "asctime", "taskName"}
+
+
+def log_fields(action: str, /, **values: Any) -> dict[str, Any]:
+    """The ``extra`` of one of mailfathom's log calls: ``{"mailfathom": {"action": …,
+    **values}}`` (the JSON formatter writes these at the top level of the line; a text
+    handler can read them as ``record.mailfathom``)."""
+    return {"mailfathom": {"action": action, **values}}
 
 
 class JsonFormatter(logging.Formatter):

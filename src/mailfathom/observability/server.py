@@ -20,6 +20,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from mailfathom.errors import ConfigurationError
 from mailfathom.observability.health import Report
+from mailfathom.observability.logs import log_fields
 
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
@@ -64,7 +65,7 @@ class MetricsServer:
             "serving /metrics and /healthz on http://%s:%d",
             self.host,
             self.port,
-            extra={"mailfathom": {"action": "metrics_serve", "host": self.host, "port": self.port}},
+            extra=log_fields("metrics_serve", host=self.host, port=self.port),
         )
         return self
 
@@ -98,7 +99,13 @@ def _handler(
             self.wfile.write(body)
 
         def log_message(self, format: str, *args: object) -> None:
-            logger.debug("metrics request: " + format, *args)
+            if logger.isEnabledFor(logging.DEBUG):
+                line = format % args
+                logger.debug(
+                    "metrics request: %s",
+                    line,
+                    extra=log_fields("metrics_request", client=self.address_string(), line=line),
+                )
 
     return Handler
 

@@ -1,8 +1,10 @@
 """What the database gauges and the health check read: a few read-only queries.
 
 Internal. :func:`read_snapshot` runs the ``metrics_*`` queries (and the outbox's
-counts) on one reading cursor; :func:`applied_migrations` lists the migration
-versions a database has, for ``mailfathom health``.
+counts) on one reading cursor; :func:`read_history` counts the Succeeded and Dropped
+rows (the read that grows with history, run far less often);
+:func:`applied_migrations` lists the migration versions a database has, for
+``mailfathom health``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from datetime import datetime, timedelta
 
 from mailfathom.store.sql_store import SqlStore
 
-__all__ = ["Snapshot", "applied_migrations", "read_snapshot"]
+__all__ = ["Snapshot", "applied_migrations", "read_history", "read_snapshot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,13 @@ def read_snapshot(store: SqlStore, now: datetime) -> Snapshot:
         unknown_outcomes=int(unknown_row["n"]) if unknown_row is not None else 0,
         workers_alive=alive,
     )
+
+
+def read_history(store: SqlStore) -> dict[tuple[str, str], int]:
+    """(state, queue) -> how many Succeeded and Dropped jobs (every such row is read)."""
+    with store.db.reading() as cur:
+        cur.execute(store.db.queries["metrics_jobs_history"])
+        return {(row["state"], row["queue"]): int(row["n"]) for row in cur.fetchall()}
 
 
 def applied_migrations(store: SqlStore) -> list[int]:

@@ -38,6 +38,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mailfathom.errors import ConfigurationError
+from mailfathom.observability.logs import log_fields
 from mailfathom.web.sessions import LOGGED_IN, LoggedIn, SessionStore
 from mailfathom.web.throttle import Throttle, client_address, log_refusal
 
@@ -64,7 +65,7 @@ CSRF_FIELD = "csrf_token"
 MAKE_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'  # noqa: S105
 MIN_TOKEN_BITS = 128
 MIN_DISTINCT = 8
-error_log = logging.getLogger("mailfathom.web")
+error_log = logging.getLogger(__name__)
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 _PUBLIC_PREFIXES = ("/static/",)
 _PUBLIC_PATHS = {"/login", "/healthz"}
@@ -317,7 +318,12 @@ class ServerErrors:
             if started:
                 raise
             error_log.exception(
-                "the console failed on %s %s", scope.get("method"), scope["path"][:200]
+                "the console failed on %s %s",
+                scope.get("method"),
+                scope["path"][:200],
+                extra=log_fields(
+                    "console_error", method=scope.get("method"), path=scope["path"][:200]
+                ),
             )
             message = (
                 "the console failed unexpectedly: its log has the traceback; retry, or report it"

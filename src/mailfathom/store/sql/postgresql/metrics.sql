@@ -9,6 +9,14 @@ FROM mf_jobs
 WHERE state IN ('Pending', 'Claimed', 'DeadLettered')
 GROUP BY state, queue;
 
+-- name: metrics_jobs_history
+-- Succeeded and Dropped jobs by queue: every such row is read (they only accumulate),
+-- so the collector runs this far less often than the others (its history_interval).
+SELECT state, queue, count(*) AS n
+FROM mf_jobs
+WHERE state IN ('Succeeded', 'Dropped')
+GROUP BY state, queue;
+
 -- name: metrics_oldest_due
 -- Per queue, the earliest instant a claimable job became due.
 SELECT queue, min(available_at) AS oldest
