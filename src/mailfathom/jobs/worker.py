@@ -48,6 +48,7 @@ from datetime import datetime, timedelta
 from mailfathom.errors import InvalidInput, StoreError
 from mailfathom.jobs.aborts import flag_aborted, stop_aborted
 from mailfathom.jobs.claim_ahead import ReadyJobs
+from mailfathom.jobs.completer import Completer
 from mailfathom.jobs.execute import aborted, shutdown_timed_out
 from mailfathom.jobs.heartbeat import Heartbeat
 from mailfathom.jobs.interruptions import mark_lost, mark_overruns, report_overruns, stop_lost
@@ -143,6 +144,8 @@ class Worker:
         )
         self._recorder = OutcomeRecorder(queue, self.id, outage=self._outage, signals=self.signals)
         self._done = self._recorder.unrecorded
+        #: Records outcomes beside the claims where the database writes in parallel.
+        self._completer: Completer | None = None
 
     # -- public ------------------------------------------------------------------------
 
@@ -161,6 +164,7 @@ class Worker:
             try:
                 if self._start(burst):
                     self._work(burst)
+                    self._stop_completer()
                     self._recorder.drain(max(self.lease.total_seconds(), 5.0), self._wake)
                 graceful = True
             finally:
@@ -239,6 +243,14 @@ class Worker:
             worker_id=self.id,
             on_done=self._finished,
         )
+        if self._store.parallel_writes:
+            self._completer = Completer(
+                self._recorder,
+                self._outage,
+                name=f"mailfathom-complete-{self.id}",
+                on_recorded=self._wake.set,
+            )
+            self._completer.start()
         if not burst:
             self._watcher = Watcher(
                 self._store,
@@ -257,7 +269,13 @@ class Worker:
         )
         return True
 
+    def _stop_completer(self) -> None:
+        """Stop the completer thread: what it has not recorded, the loop drains itself."""
+        if self._completer is not None:
+            self._completer.stop(wait=max(self.lease.total_seconds(), 5.0))
+
     def _close(self, graceful: bool) -> None:
+        self._stop_completer()
         if self.pruner is not None:
             self.pruner.stop(wait=graceful)
         if self._watcher is not None:
@@ -304,6 +322,8 @@ class Worker:
                     return
                 self._wake.wait(min(shutdown_at - now, self.poll_interval))
                 continue
+            if self._completer is not None and self._done:
+                self._completer.notify()  # outcomes added off the hot path (aborts, stops)
             self._release_late(now)
             self._start_ready()
             claimed = self._schedule_and_claim(now, burst)
@@ -319,6 +339,8 @@ class Worker:
     def _load(self) -> Load:
         with self._lock:
             running, ready = len(self._running), len(self._ready)
+        if self._completer is not None:  # it records them: the loop need not wake for them
+            return Load(running=running, ready=ready, unrecorded=0, unrecorded_age=0.0)
         return Load(
             running=running,
             ready=ready,
@@ -345,7 +367,8 @@ class Worker:
             return None
         reap = self._pacer.reap_due(now)
         jobs = self._recorder.record_and_claim(
-            Claim(limit=wanted, lease=self.lease, queues=self.queues, reap=reap)
+            Claim(limit=wanted, lease=self.lease, queues=self.queues, reap=reap),
+            carry=self._completer is None,
         )
         if jobs is None:
             return None
@@ -472,6 +495,8 @@ class Worker:
                 del self._running[running.job.id]
             if result is not None and not running.abandoned:
                 self._done.add(result)
+                if self._completer is not None:
+                    self._completer.notify()
             if result is not None:
                 self._ran += 1
                 self._ready.ran(time.monotonic() - running.began)
