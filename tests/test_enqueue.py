@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -214,11 +215,12 @@ def test_enqueue_many_returns_exactly_the_rows_stored(
 ) -> None:
     """PostgreSQL builds the returned jobs from what it sent instead of reading them
     back: every field must still be what a later read finds."""
-    timing: dict[str, object] = {
+    options: dict[str, dict[str, Any]] = {
         "due": {},
         "delayed": {"delay": timedelta(seconds=90)},
         "held": {"hold": True},
-    }[when]
+    }
+    timing = options[when]
     jobs = mf.enqueue_many(
         "k",
         [{"i": 1, "nested": {"x": [1.5, "é"]}}, None, {"i": 3}],
@@ -226,7 +228,7 @@ def test_enqueue_many_returns_exactly_the_rows_stored(
         queue="rows",
         priority=-3,
         max_attempts=7,
-        **timing,  # type: ignore[arg-type]
+        **timing,
     )
     assert [job.created for job in jobs] == [True, True, True]
     for job in jobs:

@@ -126,6 +126,7 @@ class Worker:
         self.signals = WorkerSignals()
 
         self._lock = threading.Lock()
+        self._starting = threading.Lock()  # held by whoever starts jobs claimed ahead
         self._wake = threading.Event()
         self._running: dict[int, Running] = {}
         self._ready = ReadyJobs(concurrency)  # claimed ahead, not started (under _lock)
@@ -379,13 +380,24 @@ class Worker:
         return len(jobs)
 
     def _start_ready(self) -> None:
-        """Start jobs claimed ahead while slots are free, oldest claim first."""
-        while True:
-            with self._lock:
-                if not self._ready or len(self._running) >= self.concurrency:
-                    return
-                job = self._ready.next()
-            self._begin(job)
+        """Start jobs claimed ahead while slots are free, oldest claim first.
+
+        Called by the loop and by the thread whose attempt just ended (so a freed slot
+        is filled at once, even while the loop waits for a claim); one caller at a
+        time — another finds the work being done and leaves it (the loop is woken and
+        looks again).
+        """
+        if not self._starting.acquire(blocking=False):
+            return
+        try:
+            while True:
+                with self._lock:
+                    if not self._ready or len(self._running) >= self.concurrency:
+                        return
+                    job = self._ready.next()
+                self._begin(job)
+        finally:
+            self._starting.release()
 
     def _take_ready(self) -> list[Job]:
         with self._lock:
@@ -532,6 +544,8 @@ class Worker:
                     result.outcome.value,
                     type(exc).__name__,
                 )
+        if self._ready and not self._stopping:
+            self._start_ready()  # the freed slot takes the next job claimed ahead at once
         if not self._wake.is_set():  # setting it takes a lock: skip it when already set
             self._wake.set()
 
