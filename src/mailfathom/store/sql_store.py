@@ -31,6 +31,8 @@ from mailfathom.store.worker_store import WorkerStore
 
 __all__ = ["SqlStore"]
 
+_decode = json.JSONDecoder().decode  # json.loads without its per-call argument checks
+
 _JOB_TIMES = (
     "available_at",
     "lease_expires_at",
@@ -169,9 +171,15 @@ class SqlStore(WorkerStore, ControlStore):
         """
         cur.execute(self._q["insert_jobs"], batch_params(jobs, self.db.time_param(now)))
         inserted: list[Any] = [None] * len(jobs)
+        created = now.astimezone(UTC)
+        in_utc: dict[datetime, datetime] = {}  # a batch mostly shares one due time
         for row in cur.fetchall():
             position = row["position"] - 1
-            inserted[position] = new_job_row(row["id"], jobs[position], now)
+            job = jobs[position]
+            when = job.available_at
+            if when is not None:
+                when = in_utc.get(when) or in_utc.setdefault(when, when.astimezone(UTC))
+            inserted[position] = new_job_row(row["id"], job, created, when)
         return inserted
 
     # -- claims and leases -------------------------------------------------------------
@@ -566,19 +574,21 @@ def batch_params(jobs: Sequence[NewJob], now: Any) -> dict[str, Any]:
     }
 
 
-def new_job_row(job_id: int, job: NewJob, now: datetime) -> JobRow:
-    """The row ``insert_jobs`` wrote for ``job``: what was sent and a new job's defaults
-    (the schema's; ``tests/test_enqueue.py`` checks that it equals the row read back)."""
-    due = job.available_at
+def new_job_row(
+    job_id: int, job: NewJob, created_at: datetime, available_at: datetime | None
+) -> JobRow:
+    """The row ``insert_jobs`` wrote for ``job`` (times already in UTC): what was sent and
+    a new job's defaults (the schema's; ``tests/test_enqueue.py`` checks that it equals
+    the row read back)."""
     return {
         "id": job_id,
         "kind": job.kind,
         "queue": job.queue,
-        "payload": json.loads(job.payload),
+        "payload": _decode(job.payload),
         "priority": job.priority,
         "state": "Pending",
         "idempotency_key": job.idempotency_key,
-        "available_at": None if due is None else due.astimezone(UTC),
+        "available_at": available_at,
         "attempts": 0,
         "attempt_base": 0,
         "max_attempts": job.max_attempts,
@@ -588,7 +598,7 @@ def new_job_row(job_id: int, job: NewJob, now: datetime) -> JobRow:
         "claimed_at": None,
         "failure_class": None,
         "failure_reason": None,
-        "created_at": now.astimezone(UTC),
+        "created_at": created_at,
         "finished_at": None,
         "compacted_at": None,
         "abort_reason": None,
