@@ -31,7 +31,10 @@ class DriverProcess:
         self.module = module
         self.task = spec["task"]
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - lives with the process
-        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+        # This checkout's src first: the project venv's editable install may point at
+        # another checkout (a git worktree), and the drivers must run the code here.
+        path = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+        env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen(
             [python, "-m", f"bench.drivers.{module}", json.dumps(spec)],
             cwd=ROOT,
