@@ -6,7 +6,9 @@ a small ready queue (:mod:`~mailfathom.jobs.claim_ahead`) — hands each to the
 :class:`~mailfathom.jobs.runner.Runner`
 (a thread pool for plain handlers, an event loop for ``async def`` ones, child
 processes for ``isolation="process"``), and records finished attempts in one
-transaction per batch — the same transaction as the next claim when it is busy.
+transaction per batch — on SQLite the same transaction as the next claim when it
+is busy; on PostgreSQL on a :class:`~mailfathom.jobs.completer.Completer` thread,
+beside the claims. A slot that frees starts the next job claimed ahead at once.
 A :class:`~mailfathom.jobs.heartbeat.Heartbeat` thread renews the leases it holds;
 a watcher thread wakes the loop when jobs arrive (PostgreSQL ``NOTIFY``; SQLite's
 ``data_version``); every worker also runs the
