@@ -38,7 +38,7 @@ from bench.pg_common import conditions, quantile_ms, schema_url, scratch_schema
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
 from mailfathom.store.base import NewJob
 from mailfathom.store.queries import load_queries
-from mailfathom.store.sql_store import jobs_json
+from mailfathom.store.sql_store import batch_params as insert_params
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -100,7 +100,7 @@ def batch_params(size: int) -> dict[str, Any]:
         NewJob("bench.noop", "default", json.dumps({"n": n}), 0, f"new:{tag}:{n}", NOW, 5)
         for n in range(size)
     ]
-    return {"jobs": jobs_json(jobs), "now": NOW}
+    return insert_params(jobs, NOW)
 
 
 def held(conn: Conn, n: int) -> str:

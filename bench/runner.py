@@ -31,9 +31,9 @@ class DriverProcess:
         self.module = module
         self.task = spec["task"]
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - lives with the process
-        # This tree's mailfathom, not whichever one the venv's editable install points at
-        # (a git worktree shares the venv of the main checkout).
-        path = os.pathsep.join([str(ROOT), str(ROOT / "src")])
+        # This checkout's src first: the project venv's editable install may point at
+        # another checkout (a git worktree), and the drivers must run the code here.
+        path = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
         env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen(
             [python, "-m", f"bench.drivers.{module}", json.dumps(spec)],

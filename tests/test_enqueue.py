@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -205,3 +207,32 @@ def test_enqueue_many_of_a_thousand(mf: MailFathom) -> None:
     assert len({j.id for j in jobs}) == 1000
     assert [j.payload["i"] for j in jobs] == list(range(1000))
     assert mf.jobs.counts()[JobState.PENDING] == 1000
+
+
+@pytest.mark.parametrize("when", ["due", "delayed", "held"])
+def test_enqueue_many_returns_exactly_the_rows_stored(
+    mf: MailFathom, clock: FakeClock, when: str
+) -> None:
+    """PostgreSQL builds the returned jobs from what it sent instead of reading them
+    back: every field must still be what a later read finds."""
+    options: dict[str, dict[str, Any]] = {
+        "due": {},
+        "delayed": {"delay": timedelta(seconds=90)},
+        "held": {"hold": True},
+    }
+    timing = options[when]
+    jobs = mf.enqueue_many(
+        "k",
+        [{"i": 1, "nested": {"x": [1.5, "é"]}}, None, {"i": 3}],
+        idempotency_keys=["row-a", None, "row-c"],
+        queue="rows",
+        priority=-3,
+        max_attempts=7,
+        **timing,
+    )
+    assert [job.created for job in jobs] == [True, True, True]
+    for job in jobs:
+        stored = mf.jobs.get(job.id)
+        assert dataclasses.asdict(stored) == {
+            name: value for name, value in dataclasses.asdict(job).items() if name != "created"
+        }

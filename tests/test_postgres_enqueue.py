@@ -150,7 +150,7 @@ def test_postgres_prepares_the_hot_statements(postgres_schema_url: str) -> None:
         with store.db.reading() as cur:
             cur.execute("SELECT statement FROM pg_prepared_statements")
             prepared = [row["statement"] for row in cur.fetchall()]
-        assert any("INSERT INTO mf_jobs" in sql and "json_to_recordset" in sql for sql in prepared)
+        assert any("INSERT INTO mf_jobs" in sql and "unnest" in sql for sql in prepared)
         assert any("FOR UPDATE SKIP LOCKED" in sql and "'Claimed'" in sql for sql in prepared)
     finally:
         store.close()

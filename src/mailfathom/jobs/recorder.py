@@ -71,6 +71,9 @@ class OutcomeRecorder:
         self._signals = signals
         #: Finished attempts not recorded yet (thread-safe).
         self.unrecorded = Unrecorded()
+        # One batch in flight at a time: the completer thread and the worker's loop (at
+        # stop) may both record, and Unrecorded tracks a single batch being recorded.
+        self._writing = threading.Lock()
 
     # -- the two ways in ---------------------------------------------------------------
 
@@ -79,6 +82,10 @@ class OutcomeRecorder:
         database is being left alone)."""
         if not self.unrecorded or self._outage.blocked_now():
             return
+        with self._writing:
+            self._flush()
+
+    def _flush(self) -> None:
         batch = self.unrecorded.take()
         if not batch:
             return
@@ -98,11 +105,20 @@ class OutcomeRecorder:
         self._outage.ok()
         self._done(batch, lost, fallbacks)
 
-    def record_and_claim(self, claim: Claim) -> list[Job] | None:
+    def record_and_claim(self, claim: Claim, *, carry: bool = True) -> list[Job] | None:
         """Record every waiting outcome and make ``claim``, in one transaction. Returns the
         jobs claimed, or None when nothing could be claimed this time (the database
-        failed, or the outcomes had to be recorded one by one)."""
-        batch = self.unrecorded.take()
+        failed, or the outcomes had to be recorded one by one).
+
+        ``carry=False``: only claim, leaving the outcomes to a
+        :class:`~mailfathom.jobs.completer.Completer` (and not waiting for its batch).
+        """
+        if not carry:
+            return self._claim_and_record([], claim)
+        with self._writing:
+            return self._claim_and_record(self.unrecorded.take(), claim)
+
+    def _claim_and_record(self, batch: list[Finished], claim: Claim) -> list[Job] | None:
         now = self._clock.now()
         try:
             succeeded, failed, fallbacks = self._rows(batch, now)

@@ -6,7 +6,9 @@ a small ready queue (:mod:`~mailfathom.jobs.claim_ahead`) — hands each to the
 :class:`~mailfathom.jobs.runner.Runner`
 (a thread pool for plain handlers, an event loop for ``async def`` ones, child
 processes for ``isolation="process"``), and records finished attempts in one
-transaction per batch — the same transaction as the next claim when it is busy.
+transaction per batch — on SQLite the same transaction as the next claim when it
+is busy; on PostgreSQL on a :class:`~mailfathom.jobs.completer.Completer` thread,
+beside the claims. A slot that frees starts the next job claimed ahead at once.
 A :class:`~mailfathom.jobs.heartbeat.Heartbeat` thread renews the leases it holds;
 a watcher thread wakes the loop when jobs arrive (PostgreSQL ``NOTIFY``; SQLite's
 ``data_version``); every worker also runs the
@@ -48,6 +50,7 @@ from datetime import datetime, timedelta
 from mailfathom.errors import InvalidInput, StoreError
 from mailfathom.jobs.aborts import flag_aborted, stop_aborted
 from mailfathom.jobs.claim_ahead import ReadyJobs
+from mailfathom.jobs.completer import Completer
 from mailfathom.jobs.execute import aborted, shutdown_timed_out
 from mailfathom.jobs.heartbeat import Heartbeat
 from mailfathom.jobs.interruptions import mark_lost, mark_overruns, report_overruns, stop_lost
@@ -126,6 +129,7 @@ class Worker:
         self.signals = WorkerSignals()
 
         self._lock = threading.Lock()
+        self._starting = threading.Lock()  # held by whoever starts jobs claimed ahead
         self._wake = threading.Event()
         self._running: dict[int, Running] = {}
         self._ready = ReadyJobs(concurrency)  # claimed ahead, not started (under _lock)
@@ -144,6 +148,8 @@ class Worker:
         )
         self._recorder = OutcomeRecorder(queue, self.id, outage=self._outage, signals=self.signals)
         self._done = self._recorder.unrecorded
+        #: Records outcomes beside the claims where the database writes in parallel.
+        self._completer: Completer | None = None
 
     # -- public ------------------------------------------------------------------------
 
@@ -162,6 +168,7 @@ class Worker:
             try:
                 if self._start(burst):
                     self._work(burst)
+                    self._stop_completer()
                     self._recorder.drain(max(self.lease.total_seconds(), 5.0), self._wake)
                 graceful = True
             finally:
@@ -252,6 +259,14 @@ class Worker:
             worker_id=self.id,
             on_done=self._finished,
         )
+        if self._store.parallel_writes:
+            self._completer = Completer(
+                self._recorder,
+                self._outage,
+                name=f"mailfathom-complete-{self.id}",
+                on_recorded=self._wake.set,
+            )
+            self._completer.start()
         if not burst:
             self._watcher = Watcher(
                 self._store,
@@ -278,7 +293,13 @@ class Worker:
         )
         return True
 
+    def _stop_completer(self) -> None:
+        """Stop the completer thread: what it has not recorded, the loop drains itself."""
+        if self._completer is not None:
+            self._completer.stop(wait=max(self.lease.total_seconds(), 5.0))
+
     def _close(self, graceful: bool) -> None:
+        self._stop_completer()
         if self.pruner is not None:
             self.pruner.stop(wait=graceful)
         if self._watcher is not None:
@@ -336,6 +357,8 @@ class Worker:
                     return
                 self._wake.wait(min(shutdown_at - now, self.poll_interval))
                 continue
+            if self._completer is not None and self._done:
+                self._completer.notify()  # outcomes added off the hot path (aborts, stops)
             self._release_late(now)
             self._start_ready()
             claimed = self._schedule_and_claim(now, burst)
@@ -351,6 +374,8 @@ class Worker:
     def _load(self) -> Load:
         with self._lock:
             running, ready = len(self._running), len(self._ready)
+        if self._completer is not None:  # it records them: the loop need not wake for them
+            return Load(running=running, ready=ready, unrecorded=0, unrecorded_age=0.0)
         return Load(
             running=running,
             ready=ready,
@@ -377,7 +402,8 @@ class Worker:
             return None
         reap = self._pacer.reap_due(now)
         jobs = self._recorder.record_and_claim(
-            Claim(limit=wanted, lease=self.lease, queues=self.queues, reap=reap)
+            Claim(limit=wanted, lease=self.lease, queues=self.queues, reap=reap),
+            carry=self._completer is None,
         )
         if jobs is None:
             return None
@@ -388,13 +414,24 @@ class Worker:
         return len(jobs)
 
     def _start_ready(self) -> None:
-        """Start jobs claimed ahead while slots are free, oldest claim first."""
-        while True:
-            with self._lock:
-                if not self._ready or len(self._running) >= self.concurrency:
-                    return
-                job = self._ready.next()
-            self._begin(job)
+        """Start jobs claimed ahead while slots are free, oldest claim first.
+
+        Called by the loop and by the thread whose attempt just ended (so a freed slot
+        is filled at once, even while the loop waits for a claim); one caller at a
+        time — another finds the work being done and leaves it (the loop is woken and
+        looks again).
+        """
+        if not self._starting.acquire(blocking=False):
+            return
+        try:
+            while True:
+                with self._lock:
+                    if not self._ready or len(self._running) >= self.concurrency:
+                        return
+                    job = self._ready.next()
+                self._begin(job)
+        finally:
+            self._starting.release()
 
     def _take_ready(self) -> list[Job]:
         with self._lock:
@@ -512,6 +549,8 @@ class Worker:
                 del self._running[running.job.id]
             if result is not None and not running.abandoned:
                 self._done.add(result)
+                if self._completer is not None:
+                    self._completer.notify()
             if result is not None:
                 self._ran += 1
                 self._ready.ran(time.monotonic() - running.began)
@@ -565,6 +604,8 @@ class Worker:
                         error=type(exc).__name__,
                     ),
                 )
+        if self._ready and not self._stopping:
+            self._start_ready()  # the freed slot takes the next job claimed ahead at once
         if not self._wake.is_set():  # setting it takes a lock: skip it when already set
             self._wake.set()
 

@@ -245,6 +245,9 @@ class Store(Protocol):
     """A database holding the queue. Every write is one transaction."""
 
     dialect: str
+    #: Whether writers run side by side (PostgreSQL) rather than one at a time (SQLite):
+    #: the worker then records outcomes on a thread of its own, beside its claims.
+    parallel_writes: bool
 
     def migrate(self) -> list[str]:
         """Apply pending migrations (safe when several processes race); return their names."""

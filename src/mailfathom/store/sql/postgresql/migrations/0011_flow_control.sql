@@ -1,0 +1,2 @@
+-- Placeholder for the flow-control migration (engineer flow's branch ships the real
+-- 0011_flow_control.sql): keeps the numbering gap-free on this branch. At merge, keep flow's file.

@@ -1,0 +1,4 @@
+-- Nothing to change on SQLite: 0012 makes PostgreSQL's job guards AFTER triggers (a
+-- BEFORE ROW trigger locks every row there) and leaves room on mf_jobs pages for updates.
+-- SQLite's triggers lock nothing per row and it has no fillfactor. Kept so both dialects
+-- number their migrations alike.

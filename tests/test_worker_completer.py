@@ -1,0 +1,80 @@
+"""The completer: outcomes recorded on a thread of their own, beside the claims, on the
+real stores (the worker uses it on PostgreSQL; it works on both)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+from mailfathom import AttemptOutcome, JobState, MailFathom
+from mailfathom.jobs.completer import Completer
+from mailfathom.jobs.outcomes import Outage
+from mailfathom.jobs.queue import Finished
+from mailfathom.jobs.recorder import Claim, OutcomeRecorder
+from mailfathom.jobs.testsignal import WorkerSignals
+
+LEASE = timedelta(seconds=30)
+OWNER = "completer-test"
+
+
+def _recorder(mf: MailFathom) -> tuple[OutcomeRecorder, Outage]:
+    outage = Outage(OWNER, limit=0.5)
+    signals = WorkerSignals().init()
+    return OutcomeRecorder(mf.queue, OWNER, outage=outage, signals=signals), outage
+
+
+def test_outcomes_are_recorded_as_they_arrive_without_a_claim(mf: MailFathom) -> None:
+    recorder, outage = _recorder(mf)
+    mf.enqueue_many("k", [{} for _ in range(3)])
+    jobs = recorder.record_and_claim(Claim(limit=3, lease=LEASE, queues=None, reap=False))
+    assert jobs is not None and len(jobs) == 3
+    woken: list[int] = []
+    completer = Completer(
+        recorder, outage, name="test-complete", on_recorded=lambda: woken.append(1)
+    )
+    completer.start()
+    try:
+        for job in jobs:
+            recorder.unrecorded.add(
+                Finished(job, AttemptOutcome.SUCCEEDED, started_at=job.claimed_at)
+            )
+            completer.notify()
+        recorded = recorder._signals.batch_recorded.wait_for(
+            lambda batch: any(pair[0] == jobs[-1].id for pair in batch.recorded)
+        )
+        assert not recorded.lost
+        assert woken  # the worker's loop is told after each batch
+        assert recorder.unrecorded.empty()
+        assert {mf.jobs.get(job.id).state for job in jobs} == {JobState.SUCCEEDED}
+    finally:
+        completer.stop(wait=5)
+
+
+def test_a_claim_without_carry_leaves_the_outcomes_to_the_completer(mf: MailFathom) -> None:
+    recorder, _ = _recorder(mf)
+    mf.enqueue_many("k", [{} for _ in range(2)])
+    (first,) = recorder.record_and_claim(Claim(limit=1, lease=LEASE, queues=None, reap=False)) or []
+    recorder.unrecorded.add(Finished(first, AttemptOutcome.SUCCEEDED, started_at=first.claimed_at))
+    claimed = recorder.record_and_claim(
+        Claim(limit=1, lease=LEASE, queues=None, reap=False), carry=False
+    )
+    assert claimed is not None and len(claimed) == 1
+    assert len(recorder.unrecorded.waiting()) == 1  # still waiting, still leased
+    assert mf.jobs.get(first.id).state is JobState.CLAIMED
+    recorder.flush()
+    assert mf.jobs.get(first.id).state is JobState.SUCCEEDED
+
+
+def test_a_stopped_completer_records_nothing_more(mf: MailFathom) -> None:
+    recorder, outage = _recorder(mf)
+    mf.enqueue("k")
+    (job,) = recorder.record_and_claim(Claim(limit=1, lease=LEASE, queues=None, reap=False)) or []
+    completer = Completer(recorder, outage, name="test-complete", on_recorded=lambda: None)
+    completer.start()
+    completer.stop(wait=5)
+    assert not completer._thread.is_alive()
+    recorder.unrecorded.add(Finished(job, AttemptOutcome.SUCCEEDED, started_at=job.claimed_at))
+    completer.notify()
+    assert mf.jobs.get(job.id).state is JobState.CLAIMED  # what is left is the drain's
+    recorder.drain(5.0, threading.Event())
+    assert mf.jobs.get(job.id).state is JobState.SUCCEEDED
