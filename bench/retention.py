@@ -42,7 +42,7 @@ import psycopg
 
 from mailfathom import FakeClock, MailFathom
 from mailfathom.clock import Clock, SystemClock
-from mailfathom.jobs.pruner import WORKER_DUTY
+from mailfathom.jobs.pruner import WORKER_DUTY, WORKER_IDLE_DUTY
 
 _LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
 _SEED_CHUNK = 100_000
@@ -244,7 +244,14 @@ def _app(url: str, clock: Clock, **settings: Any) -> MailFathom:
 
 
 def measure_claims(
-    pg_url: str | None, folder: Path, finished: int, pending: int, *, window: float = 2.0
+    pg_url: str | None,
+    folder: Path,
+    finished: int,
+    pending: int,
+    *,
+    window: float = 2.0,
+    prune_batch: int | None = None,
+    max_seconds: float | None = None,
 ) -> list[ClaimPhase]:
     """Claims with no pruner and claims while a pruner compacts, A/B in one run.
 
@@ -253,19 +260,23 @@ def measure_claims(
     in alternate windows of ``window`` seconds, each a pass cut short when the window
     ends (the next pass carries on where it stopped), until every finished row is
     compacted; a claim belongs to the window it started in. A noisy machine slows both
-    phases alike, which two runs one after the other could not promise."""
+    phases alike, which two runs one after the other could not promise. ``max_seconds``
+    ends the windows sooner (the rows compacted by then are reported)."""
     clock = SystemClock()
     spans: list[tuple[str, float, float]] = []
     compacted = 0
-    with _database(pg_url, folder) as url, _app(url, clock) as mf:
+    settings = {} if prune_batch is None else {"prune_batch": prune_batch}
+    with _database(pg_url, folder) as url, _app(url, clock, **settings) as mf:
         _seed(mf, finished, pending)
-        pruner = mf.pruner(duty=WORKER_DUTY)  # as a worker's pruning thread runs it
+        # as a worker's pruning thread runs it
+        pruner = mf.pruner(duty=WORKER_DUTY, idle_duty=WORKER_IDLE_DUTY)
         with _Claimer(mf, clock) as claimer:
+            end = None if max_seconds is None else time.perf_counter() + max_seconds
             while True:
                 began = time.perf_counter()
                 claimer.stop.wait(window)  # the baseline window: no pruner
                 spans.append(("baseline", began, time.perf_counter()))
-                if compacted >= finished:
+                if compacted >= finished or (end is not None and time.perf_counter() > end):
                     break
                 cut = threading.Event()
                 timer = threading.Timer(window, cut.set)
@@ -370,6 +381,12 @@ def main(argv: list[str] | None = None) -> int:
         "--window", type=float, default=2.0, help="seconds per A/B window (default 2)"
     )
     parser.add_argument(
+        "--prune-batch", type=int, default=None, help="the pruner's batch (default: the setting's)"
+    )
+    parser.add_argument(
+        "--max-seconds", type=float, default=None, help="end the claim windows after this long"
+    )
+    parser.add_argument(
         "--modes",
         default="off,compact,delete",
         help="size runs to make, of off, compact, delete (default all three)",
@@ -388,7 +405,15 @@ def main(argv: list[str] | None = None) -> int:
         claims = (
             []
             if options.sizes_only
-            else measure_claims(options.pg_url, folder, finished, pending, window=options.window)
+            else measure_claims(
+                options.pg_url,
+                folder,
+                finished,
+                pending,
+                window=options.window,
+                prune_batch=options.prune_batch,
+                max_seconds=options.max_seconds,
+            )
         )
         modes = [] if options.claims_only else _modes(options.modes)
         sizes = measure_sizes(

@@ -105,8 +105,10 @@ class Settings:
     #: Seconds between a worker's pruning passes (one worker at a time across the fleet
     #: prunes); 0: workers never prune (run ``mailfathom prune`` from cron instead).
     prune_interval: float = 60.0
-    #: Rows per pruning transaction: small, so claims never wait long behind one.
-    prune_batch: int = 100
+    #: Rows per pruning transaction: small, so claims never wait long behind one (on
+    #: SQLite a batch holds the one writer lock: 25 rows take a few milliseconds, 100
+    #: about four times as long; larger batches prune faster per row).
+    prune_batch: int = 25
 
     @classmethod
     def load(

@@ -152,6 +152,14 @@ class RetentionStore:
                         cur.execute(self._q[step], {"ids": listed} if step == "repack_copy" else {})
             return len(ids)
 
+    def claims_waiting(self, now: datetime) -> bool:
+        """Whether a due job waits to be claimed (in a queue that is not paused): the
+        claimers have work, so the pruner keeps to its busy duty cycle. A read of the
+        claim index's first entry; it takes no lock."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["claims_waiting"], {"now": self.db.time_param(now)})
+            return bool(cur.fetchone()["waiting"])
+
     def _params(self, batch: Batch, limit: int, now: datetime | None) -> dict[str, Any]:
         return {
             "state": batch.state,

@@ -317,7 +317,10 @@ class SQLiteDatabase:
                 free = int(conn.execute("PRAGMA freelist_count").fetchall()[0][0])
                 step = min(int(pages), free)  # 0 would mean "every free page"
                 if step > 0 and conn.execute("PRAGMA auto_vacuum").fetchall()[0][0] == 2:
-                    conn.execute(f"PRAGMA incremental_vacuum({step})").fetchall()
+                    # each step of the statement frees one page, and execute() takes only
+                    # the first step of a statement that returns no rows: executescript
+                    # runs it to the end (step is an int)
+                    conn.executescript(f"PRAGMA incremental_vacuum({step});")
                     # the file shrinks when the WAL is written back: do it now, as far as
                     # readers allow (PASSIVE waits for nobody)
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()

@@ -35,6 +35,15 @@ RETURNING id;
 SELECT holder, lease_until, last_started_at, last_finished_at, last_report
 FROM mf_pruner WHERE id = 1;
 
+-- name: claims_waiting
+-- Whether a due job waits to be claimed (queues that are paused aside): the pruner then
+-- keeps to its busy duty cycle.
+SELECT EXISTS (
+    SELECT 1 FROM mf_jobs
+    WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= %(now)s
+      AND queue NOT IN (SELECT queue FROM mf_paused_queues)
+) AS waiting;
+
 -- name: count_prunable_jobs
 SELECT count(*) AS n FROM mf_jobs
 WHERE state = %(state)s AND compacted_at IS NULL AND finished_at IS NOT NULL
