@@ -216,13 +216,17 @@ class Pruner:
             )
         return report
 
+    def duty_now(self) -> float:
+        """The duty cycle in force: ``duty`` while a due job waits to be claimed (the
+        claimers have work), ``idle_duty`` while none does."""
+        if self.idle_duty is None or self.idle_duty == self.duty:
+            return self.duty
+        return self.duty if self._store.claims_waiting(self._clock.now()) else self.idle_duty
+
     def _rest(self, took: float, cancel: threading.Event | None) -> None:
         """After a step that took ``took`` seconds, rest as the duty cycle says (the
         busy one while due jobs wait for claimers; cut short when ``cancel`` is set)."""
-        duty = self.duty
-        if self.idle_duty is not None and self.idle_duty != duty:
-            if not self._store.claims_waiting(self._clock.now()):
-                duty = self.idle_duty
+        duty = self.duty_now()
         if duty < 1:
             rest = took * (1 / duty - 1)
             if cancel is None:
