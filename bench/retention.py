@@ -66,7 +66,8 @@ _SEED = {
         "available_at, attempts, max_attempts, claimed_by, claimed_at, created_at, finished_at) "
         "SELECT 'bench.done', 'default', json_build_object('pad', repeat('x', 200), 'n', i), "
         "0, 'Succeeded', 'done:' || i, %(t)s, 1, 5, 'seed', %(t)s, %(t)s, "
-        "%(t)s + i * interval '1 second' FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i"
+        "%(t)s + i * interval '1 second' "
+        "FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i"
     ),
 }
 
@@ -352,6 +353,9 @@ def measure_sizes(
                     with mf.store.db.reading() as cur:  # autocommit: VACUUM needs it
                         cur.execute("VACUUM mf_jobs, mf_job_attempts")
                 run.sizes.append(_size(mf))
+                print(
+                    f"size {mode} round {r + 1}: {run.sizes[-1]:,} B", file=sys.stderr, flush=True
+                )
         runs.append(run)
     return runs
 
@@ -415,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
                 max_seconds=options.max_seconds,
             )
         )
+        for phase in claims:  # as soon as known: a long run stopped later keeps them
+            print(json.dumps(asdict(phase)), file=sys.stderr, flush=True)
         modes = [] if options.claims_only else _modes(options.modes)
         sizes = measure_sizes(
             options.pg_url, folder, rounds, per_round, modes=modes, vacuum=options.pg_vacuum

@@ -82,15 +82,15 @@ def test_a_reclaim_step_frees_that_many_pages(tmp_path: Any, clock: FakeClock) -
             mf.enqueue_many("t.ok", [{"pad": "x" * 8000} for _ in range(start, start + 50)])
         mf.worker().run(burst=True)
         clock.advance(8 * DAY)
-        pages = mf.retention.db  # the store's database
-        free_before = pages.reclaim_space(0)
+        pages = mf.retention
+        free_before = pages.reclaim(0)
         # compact without the pass's own reclaim, then hand back exactly 40 pages
         pruner = mf.pruner()
         pruner._reclaim = lambda cancel=None: 0  # type: ignore[method-assign]
         assert pruner.run().total == 200
-        free = pages.reclaim_space(0)
+        free = pages.reclaim(0)
         assert free > free_before + 100
-        assert pages.reclaim_space(40) == free
-        assert pages.reclaim_space(0) == free - 40
+        assert pages.reclaim(40) == free
+        assert pages.reclaim(0) == free - 40
         with sqlite3.connect(path) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

@@ -32,7 +32,14 @@ from mailfathom.jobs.testsignal import TestSignal
 from mailfathom.retention import EMAIL_STAGES, JOB_STATES, RetentionPolicy
 from mailfathom.store.retention_store import Batch, RetentionStore
 
-__all__ = ["WORKER_DUTY", "WORKER_IDLE_DUTY", "PeriodicPruner", "PruneReport", "Pruner", "describe_pass"]
+__all__ = [
+    "WORKER_DUTY",
+    "WORKER_IDLE_DUTY",
+    "PeriodicPruner",
+    "PruneReport",
+    "Pruner",
+    "describe_pass",
+]
 
 logger = logging.getLogger("mailfathom.pruner")
 
