@@ -41,7 +41,7 @@ def test_a_worker_prunes_with_the_busy_and_idle_duties(mf: MailFathom) -> None:
     pruner = mf.worker().pruner
     assert pruner is not None
     assert (pruner.pruner.duty, pruner.pruner.idle_duty) == (WORKER_DUTY, WORKER_IDLE_DUTY)
-    assert pruner.pruner.batch_size == mf.settings.prune_batch == 25
+    assert pruner.pruner.batch_size == mf.settings.prune_batch == 10
 
 
 def test_duties_are_validated(mf: MailFathom) -> None:
