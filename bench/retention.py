@@ -42,11 +42,13 @@ import psycopg
 
 from mailfathom import FakeClock, MailFathom
 from mailfathom.clock import Clock, SystemClock
-from mailfathom.jobs.pruner import WORKER_DUTY
+from mailfathom.jobs.pruner import WORKER_DUTY, WORKER_IDLE_DUTY
 
 _LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
 _SEED_CHUNK = 100_000
 _CLAIM = 10
+#: Due jobs the claimer enqueues whenever it runs out.
+_REFILL = 5000
 _LEASE = timedelta(seconds=300)
 
 _SEED = {
@@ -55,13 +57,16 @@ _SEED = {
         "INSERT INTO mf_jobs (kind, queue, payload, priority, state, idempotency_key, "
         "available_at, attempts, max_attempts, claimed_by, claimed_at, created_at, finished_at) "
         "SELECT 'bench.done', 'default', '{\"pad\":\"' || printf('%.200c', 'x') || '\",\"n\":' "
-        "|| i || '}', 0, 'Succeeded', 'done:' || i, :t, 1, 5, 'seed', :t, :t, :t FROM n"
+        "|| i || '}', 0, 'Succeeded', 'done:' || i, :t, 1, 5, 'seed', :t, :t, "
+        "strftime('%Y-%m-%dT%H:%M:%S', '2020-01-01', '+' || i || ' seconds') || '.000000+00:00' "
+        "FROM n"
     ),
     "postgresql": (
         "INSERT INTO mf_jobs (kind, queue, payload, priority, state, idempotency_key, "
         "available_at, attempts, max_attempts, claimed_by, claimed_at, created_at, finished_at) "
         "SELECT 'bench.done', 'default', json_build_object('pad', repeat('x', 200), 'n', i), "
-        "0, 'Succeeded', 'done:' || i, %(t)s, 1, 5, 'seed', %(t)s, %(t)s, %(t)s "
+        "0, 'Succeeded', 'done:' || i, %(t)s, 1, 5, 'seed', %(t)s, %(t)s, "
+        "%(t)s + i * interval '1 second' "
         "FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i"
     ),
 }
@@ -154,34 +159,74 @@ def _size(mf: MailFathom) -> int:
 # -- claims while pruning -----------------------------------------------------------------
 
 
-def _claim_until(mf: MailFathom, clock: Clock, stop: threading.Event, most: int) -> list[float]:
-    """Claim ten at a time (and complete them) until ``stop`` or ``most`` jobs; the
-    seconds each claim took."""
-    took: list[float] = []
-    claimed = 0
-    while claimed < most and not stop.is_set():
-        now = clock.now()
-        began = time.perf_counter()
-        jobs = mf.store.claim(owner="bench", limit=_CLAIM, now=now, lease_until=now + _LEASE)
-        took.append(time.perf_counter() - began)
-        if not jobs:
-            break
-        mf.store.record_outcomes(
-            owner="bench", now=clock.now(), succeeded=[(j["id"], j["attempts"]) for j in jobs]
-        )
-        claimed += len(jobs)
-    return took
+@dataclass(frozen=True)
+class _Turn:
+    """One claim and the recording of its outcomes, on the bench's monotonic clock."""
+
+    began: float
+    ended: float
+    claim: float
+    jobs: int
 
 
-def _phase(name: str, took: list[float], seconds: float, compacted: int) -> ClaimPhase:
-    jobs = len(took) * _CLAIM
-    ordered = sorted(took)
+class _Claimer:
+    """A worker's claim loop on a thread: claim ten, record them succeeded, again; when
+    the due jobs run low it enqueues more (untimed), so claiming never runs dry."""
+
+    def __init__(self, mf: MailFathom, clock: Clock) -> None:
+        self._mf = mf
+        self._clock = clock
+        self.turns: list[_Turn] = []
+        self.stop = threading.Event()
+        self.failed: list[BaseException] = []
+        self._thread = threading.Thread(target=self._loop, name="bench-claimer")
+
+    def __enter__(self) -> _Claimer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self._thread.join()
+        if self.failed:
+            raise self.failed[0]
+
+    def _loop(self) -> None:
+        mf, store = self._mf, self._mf.store
+        try:
+            while not self.stop.is_set():
+                now = self._clock.now()
+                began = time.perf_counter()
+                jobs = store.claim(owner="bench", limit=_CLAIM, now=now, lease_until=now + _LEASE)
+                claimed = time.perf_counter()
+                if jobs:
+                    store.record_outcomes(
+                        owner="bench",
+                        now=self._clock.now(),
+                        succeeded=[(j["id"], j["attempts"]) for j in jobs],
+                    )
+                    self.turns.append(_Turn(began, time.perf_counter(), claimed - began, len(jobs)))
+                if len(jobs) < _CLAIM:  # the due jobs ran out: more, outside the timings
+                    _enqueue(mf, _REFILL)
+        except BaseException as exc:  # reported by __exit__
+            self.failed.append(exc)
+
+
+def _enqueue(mf: MailFathom, n: int) -> None:
+    for start in range(0, n, 1000):
+        mf.enqueue_many("bench.noop", [{"n": i} for i in range(start, min(start + 1000, n))])
+
+
+def _phase(name: str, turns: list[_Turn], compacted: int) -> ClaimPhase:
+    jobs = sum(t.jobs for t in turns)
+    busy = sum(t.ended - t.began for t in turns)
+    ordered = sorted(t.claim for t in turns)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else 0.0
     return ClaimPhase(
         name,
         jobs,
-        seconds,
-        jobs / seconds if seconds else 0.0,
+        busy,
+        jobs / busy if busy else 0.0,
         statistics.median(ordered) * 1000 if ordered else 0.0,
         p99 * 1000,
         compacted,
@@ -200,40 +245,82 @@ def _app(url: str, clock: Clock, **settings: Any) -> MailFathom:
 
 
 def measure_claims(
-    pg_url: str | None, folder: Path, finished: int, pending: int
+    pg_url: str | None,
+    folder: Path,
+    finished: int,
+    pending: int,
+    *,
+    window: float = 2.0,
+    prune_batch: int | None = None,
+    max_seconds: float | None = None,
 ) -> list[ClaimPhase]:
-    """The pruning phase, then a baseline claiming as many jobs with no pruner."""
+    """Claims with no pruner and claims while a pruner compacts, A/B in one run.
+
+    One database holds ``finished`` old Succeeded rows and ``pending`` due jobs, and one
+    thread claims all along. The pruner (the worker's: its batch size and pacing) runs
+    in alternate windows of ``window`` seconds, each a pass cut short when the window
+    ends (the next pass carries on where it stopped), until every finished row is
+    compacted; a claim belongs to the window it started in. A noisy machine slows both
+    phases alike, which two runs one after the other could not promise. ``max_seconds``
+    ends the windows sooner (the rows compacted by then are reported)."""
     clock = SystemClock()
-    with _database(pg_url, folder) as url, _app(url, clock) as mf:
+    spans: list[tuple[str, float, float]] = []
+    compacted = 0
+    settings = {} if prune_batch is None else {"prune_batch": prune_batch}
+    with _database(pg_url, folder) as url, _app(url, clock, **settings) as mf:
         _seed(mf, finished, pending)
-        pruner = mf.pruner(duty=WORKER_DUTY)  # as a worker's pruning thread runs it
-        done = threading.Event()
-        report: list[int] = []
-
-        def prune() -> None:
-            report.append(pruner.run().total)
-            done.set()
-
-        thread = threading.Thread(target=prune)
-        began = time.perf_counter()
-        thread.start()
-        took = _claim_until(mf, clock, done, pending)
-        seconds = time.perf_counter() - began
-        thread.join()
-        pruning = _phase("pruning", took, seconds, report[0])
-    with _database(pg_url, folder) as url, _app(url, clock) as mf:
-        _seed(mf, finished, pending)
-        began = time.perf_counter()
-        took = _claim_until(mf, clock, threading.Event(), pruning.jobs)
-        baseline = _phase("baseline", took, time.perf_counter() - began, 0)
-    return [baseline, pruning]
+        # as a worker's pruning thread runs it
+        pruner = mf.pruner(duty=WORKER_DUTY, idle_duty=WORKER_IDLE_DUTY)
+        with _Claimer(mf, clock) as claimer:
+            end = None if max_seconds is None else time.perf_counter() + max_seconds
+            while True:
+                began = time.perf_counter()
+                claimer.stop.wait(window)  # the baseline window: no pruner
+                spans.append(("baseline", began, time.perf_counter()))
+                if compacted >= finished or (end is not None and time.perf_counter() > end):
+                    break
+                cut = threading.Event()
+                timer = threading.Timer(window, cut.set)
+                began = time.perf_counter()
+                timer.start()
+                report = pruner.run(cancel=cut)
+                timer.cancel()
+                spans.append(("pruning", began, time.perf_counter()))
+                compacted += report.total
+                if not report.total and not cut.is_set():
+                    raise RuntimeError(f"the pruner stopped at {compacted:,} of {finished:,} rows")
+        turns = claimer.turns
+    phases = []
+    for name in ("baseline", "pruning"):
+        mine = [(a, b) for phase, a, b in spans if phase == name]
+        inside = [t for t in turns if any(a <= t.began < b for a, b in mine)]
+        phases.append(_phase(name, inside, compacted if name == "pruning" else 0))
+    return phases
 
 
 # -- size over time -----------------------------------------------------------------------
 
 
+def _drain(mf: MailFathom, clock: Clock) -> None:
+    """Claim and complete every due job, a hundred at a time."""
+    while True:
+        now = clock.now()
+        jobs = mf.store.claim(owner="bench", limit=100, now=now, lease_until=now + _LEASE)
+        if not jobs:
+            return
+        mf.store.record_outcomes(
+            owner="bench", now=clock.now(), succeeded=[(j["id"], j["attempts"]) for j in jobs]
+        )
+
+
 def measure_sizes(
-    pg_url: str | None, folder: Path, rounds: int, per_round: int, *, vacuum: bool = False
+    pg_url: str | None,
+    folder: Path,
+    rounds: int,
+    per_round: int,
+    *,
+    modes: list[str] = ["off", "compact", "delete"],  # noqa: B006 - never mutated
+    vacuum: bool = False,
 ) -> list[SizeRun]:
     """Bytes after each round with retention off, compacting, and deleting keyless rows.
 
@@ -241,7 +328,7 @@ def measure_sizes(
     every mode, standing in for an autovacuum that keeps up (a run of minutes is shorter
     than autovacuum's own pace)."""
     runs = []
-    for mode in ("off", "compact", "delete"):
+    for mode in modes:
         clock = FakeClock(_LONG_AGO)
         settings: dict[str, Any] = {"retention": {"Succeeded": "1d"}}
         if mode == "delete":
@@ -258,7 +345,7 @@ def measure_sizes(
                         [{"n": n, "pad": pad} for n in chunk],
                         idempotency_keys=None if keys is None else keys[start : chunk.stop],
                     )
-                _claim_until(mf, clock, threading.Event(), per_round)
+                _drain(mf, clock)
                 clock.advance(86400 + 1)
                 if mode != "off":
                     mf.prune()
@@ -266,8 +353,19 @@ def measure_sizes(
                     with mf.store.db.reading() as cur:  # autocommit: VACUUM needs it
                         cur.execute("VACUUM mf_jobs, mf_job_attempts")
                 run.sizes.append(_size(mf))
+                print(
+                    f"size {mode} round {r + 1}: {run.sizes[-1]:,} B", file=sys.stderr, flush=True
+                )
         runs.append(run)
     return runs
+
+
+def _modes(given: str) -> list[str]:
+    modes = [m.strip() for m in given.split(",") if m.strip()]
+    wrong = sorted(set(modes) - {"off", "compact", "delete"})
+    if wrong:
+        raise SystemExit(f"--modes: {wrong} are not size runs; choose among off, compact, delete")
+    return modes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -282,21 +380,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None, help="folder for SQLite files")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--sizes-only", action="store_true", help="skip the claim phases")
+    parser.add_argument("--claims-only", action="store_true", help="skip the size rounds")
+    parser.add_argument(
+        "--window", type=float, default=2.0, help="seconds per A/B window (default 2)"
+    )
+    parser.add_argument(
+        "--prune-batch", type=int, default=None, help="the pruner's batch (default: the setting's)"
+    )
+    parser.add_argument(
+        "--max-seconds", type=float, default=None, help="end the claim windows after this long"
+    )
+    parser.add_argument(
+        "--modes",
+        default="off,compact,delete",
+        help="size runs to make, of off, compact, delete (default all three)",
+    )
     parser.add_argument(
         "--pg-vacuum", action="store_true", help="PostgreSQL: VACUUM after every size round"
     )
     options = parser.parse_args(argv)
     full = options.full
     finished = options.finished or (1_000_000 if full else 50_000)
-    pending = options.pending or (400_000 if full else 20_000)
+    pending = options.pending or (20_000 if full else 5_000)
     rounds = options.rounds or (100 if full else 10)
     per_round = options.per_round or (10_000 if full else 2_000)
     with tempfile.TemporaryDirectory(prefix="mailfathom-retention-", dir=options.data_dir) as d:
         folder = Path(d)
         claims = (
-            [] if options.sizes_only else measure_claims(options.pg_url, folder, finished, pending)
+            []
+            if options.sizes_only
+            else measure_claims(
+                options.pg_url,
+                folder,
+                finished,
+                pending,
+                window=options.window,
+                prune_batch=options.prune_batch,
+                max_seconds=options.max_seconds,
+            )
         )
-        sizes = measure_sizes(options.pg_url, folder, rounds, per_round, vacuum=options.pg_vacuum)
+        for phase in claims:  # as soon as known: a long run stopped later keeps them
+            print(json.dumps(asdict(phase)), file=sys.stderr, flush=True)
+        modes = [] if options.claims_only else _modes(options.modes)
+        sizes = measure_sizes(
+            options.pg_url, folder, rounds, per_round, modes=modes, vacuum=options.pg_vacuum
+        )
     result = Result(
         "postgresql" if options.pg_url else "sqlite",
         finished,

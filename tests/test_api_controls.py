@@ -80,3 +80,23 @@ def test_pause_list_and_resume_queues(client: Any, mf: MailFathom) -> None:
     assert client.post("/api/queues/bulk/launch", json={"queues": ["a"]}).status_code == 400
     assert client.post("/api/queues/bulk/pause", json={"queues": []}).status_code == 400
     assert [e.action for e in mf.queues.events("mail")] == ["resume", "pause"]
+
+
+def test_release_and_run_now_one_job_and_in_bulk(client: Any, mf: MailFathom) -> None:
+    held = mf.enqueue("demo.ok", {}, hold=True)
+    released = client.post(f"/api/jobs/{held.id}/release", json={"actor": "cy"})
+    assert released.status_code == 200 and released.json()["held"] is False
+    assert client.post(f"/api/jobs/{held.id}/release", json={}).status_code == 409
+    assert [e.actor for e in mf.jobs.events(held.id)] == ["api:cy"]
+
+    waiting = [mf.enqueue("demo.ok", {}, hold=True, queue="mail").id for _ in range(2)]
+    bulk = client.post("/api/jobs/bulk/release", json={"filter": {"queue": "mail"}}).json()
+    assert sorted(bulk["done"]) == sorted(waiting) and bulk["refused"] == []
+    assert not any(mf.jobs.get(i).held for i in waiting)
+
+    later = [mf.enqueue("demo.ok", {}, delay=3600, queue="late").id for _ in range(2)]
+    due = mf.enqueue("demo.ok", {}, queue="late").id
+    ran = client.post("/api/jobs/bulk/run_now", json={"ids": [*later, due]}).json()
+    assert sorted(ran["done"]) == sorted(later)
+    assert [r["id"] for r in ran["refused"]] == [due]  # due already: left alone, listed
+    assert all(mf.jobs.get(i).available_at == mf.clock.now() for i in later)

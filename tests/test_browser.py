@@ -402,3 +402,104 @@ def test_pause_a_queue_hold_run_now_and_abort(page: Any, site: Site) -> None:
     _wait_for(lambda: site.mf.jobs.get(delayed.id).state is JobState.SUCCEEDED, "not run now")
     events = [e.actor for e in site.mf.jobs.events(delayed.id)]
     assert events == ["web:carol (self-declared)"]
+
+
+def test_bulk_hold_run_run_now_and_abort_over_a_filter(page: Any, site: Site) -> None:
+    import asyncio
+
+    from mailfathom import JobContext
+
+    if "demo.wait" not in site.mf.registry.names():
+
+        @site.mf.job("demo.wait", queue="slow")
+        async def wait(ctx: JobContext) -> None:
+            await asyncio.sleep(600)
+
+    later = [site.mf.enqueue("demo.ok", {}, delay=3600, queue="bulk").id for _ in range(3)]
+    log_in(page, site, "dave")
+    page.goto(site.url + "/jobs?state=Pending&queue=bulk")
+    page.click("a:has-text('Hold all pending…')")
+    assert "Hold 3 jobs?" in page.inner_text("h1")
+    page.fill("input[name=reason]", "freeze")
+    page.click("button:has-text('Confirm: hold 3 jobs')")
+    assert "3 jobs held" in page.inner_text("h1")
+    assert all(site.mf.jobs.get(i).held for i in later)
+    page.goto(site.url + "/jobs?state=Held&queue=bulk")
+    assert page.locator("table.jobs tbody tr").count() == 3
+    page.click("a:has-text('Run all held…')")
+    page.click("button:has-text('Confirm: release 3 jobs')")
+    assert "3 jobs released" in page.inner_text("h1")
+    for i in later:
+        _wait_for(lambda i=i: site.mf.jobs.get(i).state is JobState.SUCCEEDED, "not released")
+
+    delayed = [site.mf.enqueue("demo.ok", {}, delay=3600, queue="bulk2").id for _ in range(3)]
+    page.goto(site.url + "/jobs?queue=bulk2")
+    for i in delayed[:2]:  # two of the three, ticked one by one
+        page.check(f"input[name=id][value='{i}']")
+    page.click("#bulk button[value=run_now]")
+    assert "Run now 2 jobs?" in page.inner_text("h1")
+    page.click("button:has-text('Confirm: run now 2 jobs')")
+    assert "2 jobs made due now" in page.inner_text("h1")
+    for i in delayed[:2]:
+        _wait_for(lambda i=i: site.mf.jobs.get(i).state is JobState.SUCCEEDED, "not run now")
+    assert site.mf.jobs.get(delayed[2]).state is JobState.PENDING  # not ticked: untouched
+
+    running = [site.mf.enqueue("demo.wait", {}, queue="bulk3").id for _ in range(2)]
+    for i in running:
+        _wait_for(lambda i=i: site.mf.jobs.get(i).state is JobState.CLAIMED, "never claimed")
+    page.goto(site.url + "/jobs?state=Claimed&queue=bulk3")
+    page.click("a:has-text('Abort all running…')")
+    assert "Abort 2 jobs?" in page.inner_text("h1")
+    page.fill("input[name=reason]", "runaway batch")
+    page.click("button:has-text('Confirm: abort 2 jobs')")
+    assert "2 jobs asked to abort" in page.inner_text("h1")
+    for i in running:
+        _wait_for(lambda i=i: site.mf.jobs.get(i).state is JobState.DEAD_LETTERED, "not aborted")
+    reason = site.mf.jobs.get(running[0]).failure_reason or ""
+    assert "web:dave" in reason and "runaway batch" in reason
+    page.goto(site.url + "/audit")
+    assert "runaway batch" in page.inner_text("table")
+
+
+def test_the_console_shows_what_retention_did(page: Any, site: Site) -> None:
+    """A pruner whose clock is eight days ahead compacts what the worker finished: the
+    overview says when it ran, what it did and the rows per state; the lists and pages
+    mark the rows compacted."""
+    from datetime import timedelta
+
+    from mailfathom import FakeClock, OutgoingEmailStage
+
+    done = site.mf.enqueue("demo.ok", {"report": 77}, idempotency_key="retained:77")
+    _wait_for(lambda: site.mf.jobs.get(done.id).state is JobState.SUCCEEDED, "not run")
+    email = site.mf.outbox.record(
+        _invoice(), run_at=site.mf.clock.now() + timedelta(days=1), idempotency_key="inv:ret"
+    )
+    site.mf.outbox.cancel(email.id, actor="ops")
+    ahead = FakeClock(site.mf.clock.now() + timedelta(days=40))
+    with MailFathom(settings=site.mf.settings, clock=ahead) as pruning:
+        report = pruning.prune()
+    assert report.rows["jobs"]["Succeeded"]["compacted"] >= 1
+    assert report.rows["emails"]["Cancelled"]["compacted"] >= 1
+    log_in(page, site, "erin")
+    section = page.locator("section[aria-label=Retention]")
+    said = section.inner_text()
+    assert f"Pruning last ran {ahead.now():%Y-%m-%d %H:%M:%S}" in said
+    assert "jobs Succeeded compacted" in said and "emails Cancelled compacted" in said
+    counts = site.mf.retention.counts()
+    rows, compacted = counts["jobs"]["Succeeded"]
+    row = section.locator("tr", has_text="Succeeded")
+    assert row.inner_text().split("\t")[2:] == [f"{rows:,}", f"{compacted:,}"]
+    assert compacted == rows  # every Succeeded job was finished before the cutoff
+    shot(page, site, "retention")
+    page.goto(site.url + "/jobs?state=Succeeded&text=retained")
+    listed = page.locator("table.jobs tbody tr")
+    assert listed.count() == 1 and "compacted" in listed.inner_text()
+    page.click(f"table.jobs a[href='/jobs/{done.id}']")
+    assert "compacted" in page.inner_text("h1")
+    assert "Compacted by retention" in page.inner_text("main")
+    assert "Removed by retention." in page.inner_text("main")
+    assert '"report": 77' not in page.inner_text("main")
+    page.goto(site.url + f"/outbox/{email.id}")
+    assert "compacted" in page.inner_text("h1")
+    assert "the message bytes and subject are gone" in page.inner_text("main")
+    assert site.mf.outbox.get(email.id).stage is OutgoingEmailStage.CANCELLED

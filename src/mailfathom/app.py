@@ -20,7 +20,14 @@ from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.smtp_url import parse_smtp_url
 from mailfathom.jobs.admin import Jobs
 from mailfathom.jobs.model import EnqueuedJob
-from mailfathom.jobs.pruner import WORKER_DUTY, PeriodicPruner, Progress, Pruner, PruneReport
+from mailfathom.jobs.pruner import (
+    WORKER_DUTY,
+    WORKER_IDLE_DUTY,
+    PeriodicPruner,
+    Progress,
+    Pruner,
+    PruneReport,
+)
 from mailfathom.jobs.queue import JobQueue
 from mailfathom.jobs.queues import Queues
 from mailfathom.jobs.registry import (
@@ -270,15 +277,17 @@ class MailFathom:
             name, cron=cron, kind=kind, payload=payload, timezone=timezone, queue=queue
         )
 
-    def pruner(self, *, duty: float = 1.0) -> Pruner:
+    def pruner(self, *, duty: float = 1.0, idle_duty: float | None = None) -> Pruner:
         """A pruner for this app's retention rules (settings plus ``@job(retention=)``);
-        ``duty`` < 1 rests between batches (a worker's thread uses ``WORKER_DUTY``)."""
+        ``duty`` < 1 rests between batches, ``idle_duty`` is the duty while no due job
+        waits (a worker's thread uses ``WORKER_DUTY`` and ``WORKER_IDLE_DUTY``)."""
         return Pruner(
             self.retention,
             self.clock,
             self._policy,
             batch_size=self.settings.prune_batch,
             duty=duty,
+            idle_duty=idle_duty,
         )
 
     def prune(self, *, dry_run: bool = False, progress: Progress | None = None) -> PruneReport:
@@ -323,5 +332,7 @@ class MailFathom:
         if not self.settings.prune_interval:
             return None
         return PeriodicPruner(
-            self.pruner(duty=WORKER_DUTY), self.clock, interval=self.settings.prune_interval
+            self.pruner(duty=WORKER_DUTY, idle_duty=WORKER_IDLE_DUTY),
+            self.clock,
+            interval=self.settings.prune_interval,
         )

@@ -141,6 +141,29 @@ def overview_json(overview: Overview) -> dict[str, Any]:
         "workers_dead": overview.workers_dead,
         "schedules": overview.schedules,
         "schedules_paused": overview.schedules_paused,
+        "retention": retention_json(overview),
+    }
+
+
+def retention_json(overview: Overview) -> dict[str, Any]:
+    """What the console's Retention section shows: the last pruning pass (when, what it
+    did, in words and as counts), who prunes now, and rows per state with how many of
+    them are compacted."""
+    state = overview.pruning
+
+    def when(moment: datetime | None) -> str | None:
+        return None if moment is None else moment.isoformat()
+
+    return {
+        "last_started_at": when(state.last_started_at) if state else None,
+        "last_finished_at": when(state.last_finished_at) if state else None,
+        "pruning_now": state.holder if state else None,
+        "last_pass": overview.pruned if state and state.last_report else None,
+        "last_rows": (state.last_report or {}).get("rows", {}) if state else {},
+        "rows": {
+            table: {name: {"rows": n, "compacted": c} for name, (n, c) in states.items()}
+            for table, states in overview.retained.items()
+        },
     }
 
 

@@ -10,14 +10,12 @@ pruner holds it. One pass at a time across the fleet is the lease row's job
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
-from mailfathom.errors import StoreError
-from mailfathom.store.database import Cursor, Database
+from mailfathom.store.database import Database
 
 __all__ = ["Batch", "PrunerState", "RetentionStore"]
 
@@ -25,8 +23,6 @@ __all__ = ["Batch", "PrunerState", "RetentionStore"]
 Only = Literal["all", "keyless", "keyed"]
 Table = Literal["jobs", "emails", "job_events", "email_events"]
 Action = Literal["compact", "delete"]
-#: What a column name may look like before it is written into the repack INSERT.
-_COLUMN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +59,6 @@ class RetentionStore:
         self.db = database
         self.clock_skew = clock_skew
         self._q = database.queries
-        self._inserts: dict[tuple[str, ...], str] = {}  # repack INSERT by column list
 
     # -- the lease ---------------------------------------------------------------------
 
@@ -132,11 +127,16 @@ class RetentionStore:
     def run(self, batch: Batch, *, limit: int, now: datetime) -> int | None:
         """Prune up to ``limit`` rows of ``batch`` in one transaction; how many it took.
 
-        None: another pruner is inside a batch right now (PostgreSQL's advisory lock)."""
+        The transaction commits without waiting for its own flush (SQLite's
+        ``synchronous = NORMAL``, PostgreSQL's ``synchronous_commit = off``): pruning a
+        row again after a power cut is harmless, and a claim never queues behind the
+        pruner's fsync. None: another pruner is inside a batch right now (PostgreSQL's
+        advisory lock)."""
         params = self._params(batch, limit, now)
         compacting_jobs = batch.table == "jobs" and batch.action == "compact"
-        repacking = getattr(self.db, "repacking", None) if "repack_jobs" in self._q else None
-        with repacking() if compacting_jobs and repacking else self.db.transaction() as cur:
+        repack = compacting_jobs and "repack_jobs" in self._q
+        pruning = getattr(self.db, "pruning", None)
+        with pruning(repack=repack) if pruning is not None else self.db.transaction() as cur:
             lock = self._q.get("prune_lock")
             if lock is not None:
                 cur.execute(lock, {})
@@ -147,30 +147,18 @@ class RetentionStore:
             if ids and compacting_jobs:
                 listed = self.db.list_param(ids)
                 cur.execute(self._q["compact_attempts"], {"ids": listed})
-                if repacking is not None:
-                    self._repack(cur, listed)
+                if repack:
+                    for step in ("repack_copy", "repack_jobs", "repack_restore", "repack_drop"):
+                        cur.execute(self._q[step], {"ids": listed} if step == "repack_copy" else {})
             return len(ids)
 
-    def _repack(self, cur: Cursor, ids: Any) -> None:
-        """SQLite: take the compacted rows out and write them back as they are, so their
-        emptied pages merge and come free (see ``repack_jobs``)."""
-        cur.execute(self._q["repack_jobs"], {"ids": ids})
-        rows = [dict(row) for row in cur.fetchall()]
-        if not rows:
-            return
-        columns = list(rows[0])
-        insert = self._inserts.get(tuple(columns))
-        if insert is None:
-            for name in columns:
-                if not _COLUMN.fullmatch(name):  # pragma: no cover - our own schema's names
-                    raise StoreError(f"unexpected column name {name!r} in mf_jobs")
-            insert = (
-                f"INSERT INTO mf_jobs ({', '.join(columns)}) "
-                f"VALUES ({', '.join(':' + name for name in columns)})"
-            )
-            self._inserts[tuple(columns)] = insert
-        for row in rows:
-            cur.execute(insert, row)
+    def claims_waiting(self, now: datetime) -> bool:
+        """Whether a due job waits to be claimed (in a queue that is not paused): the
+        claimers have work, so the pruner keeps to its busy duty cycle. A read of the
+        claim index's first entry; it takes no lock."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["claims_waiting"], {"now": self.db.time_param(now)})
+            return bool(cur.fetchone()["waiting"])
 
     def _params(self, batch: Batch, limit: int, now: datetime | None) -> dict[str, Any]:
         return {

@@ -169,15 +169,22 @@ class SQLiteDatabase:
                 raise
 
     @contextmanager
-    def repacking(self) -> Iterator[Cursor]:
-        """A write transaction with foreign keys off on this thread's connection (the
-        pragma only changes outside a transaction), on again afterwards. Only the pruner
-        uses it, to take rows out and write them back unchanged (``repack_jobs``)."""
+    def pruning(self, *, repack: bool) -> Iterator[Cursor]:
+        """A write transaction for one pruning batch: committed without its own fsync
+        (``synchronous = NORMAL``; WAL stays consistent, and a batch lost to a power cut
+        is only pruned again by the next pass, while the next ordinary commit makes it
+        durable anyway), and with ``repack`` foreign keys off as well (the rows it takes
+        out and writes back unchanged must cascade nothing: ``repack_jobs``). Both
+        pragmas change only outside a transaction, so they are set just before it and
+        put back just after, on this thread's connection."""
         conn = self._connection()
         with _WRITERS.of(self.path):
             try:
-                conn.execute("PRAGMA foreign_keys = OFF")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                if repack:
+                    conn.execute("PRAGMA foreign_keys = OFF")
             except sqlite3.Error as exc:
+                conn.execute("PRAGMA synchronous = FULL")
                 raise _store_error(exc) from exc
         try:
             with self.transaction() as cursor:
@@ -185,6 +192,7 @@ class SQLiteDatabase:
         finally:
             with _WRITERS.of(self.path):
                 conn.execute("PRAGMA foreign_keys = ON")
+                conn.execute("PRAGMA synchronous = FULL")
 
     @contextmanager
     def single_write(self) -> Iterator[Cursor]:
@@ -309,7 +317,10 @@ class SQLiteDatabase:
                 free = int(conn.execute("PRAGMA freelist_count").fetchall()[0][0])
                 step = min(int(pages), free)  # 0 would mean "every free page"
                 if step > 0 and conn.execute("PRAGMA auto_vacuum").fetchall()[0][0] == 2:
-                    conn.execute(f"PRAGMA incremental_vacuum({step})").fetchall()
+                    # each step of the statement frees one page, and execute() takes only
+                    # the first step of a statement that returns no rows: executescript
+                    # runs it to the end (step is an int)
+                    conn.executescript(f"PRAGMA incremental_vacuum({step});")
                     # the file shrinks when the WAL is written back: do it now, as far as
                     # readers allow (PASSIVE waits for nobody)
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()

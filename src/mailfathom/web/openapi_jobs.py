@@ -64,6 +64,31 @@ _JOB: dict[str, Any] = {
     "attempts_left": {"type": "integer", "minimum": 0},
 }
 
+_COUNT = {"type": "integer", "minimum": 0}
+#: The overview's retention block: the last pruning pass and rows per state.
+_RETENTION = object_schema(
+    {
+        "last_started_at": TIME_OR_NULL,
+        "last_finished_at": TIME_OR_NULL,
+        "pruning_now": nullable("string"),
+        "last_pass": nullable("string"),
+        "last_rows": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "additionalProperties": {"type": "object", "additionalProperties": _COUNT},
+            },
+        },
+        "rows": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "additionalProperties": object_schema({"rows": _COUNT, "compacted": _COUNT}),
+            },
+        },
+    }
+)
+
 _FILTER_PARAMS = [
     query("state", "Pending, Claimed, Succeeded, DeadLettered, Dropped or Held"),
     query("kind", "Only this kind"),
@@ -148,6 +173,7 @@ SCHEMAS: dict[str, Any] = {
             "workers_dead": {"type": "integer", "minimum": 0},
             "schedules": {"type": "integer", "minimum": 0},
             "schedules_paused": {"type": "integer", "minimum": 0},
+            "retention": _RETENTION,
             "attention": {
                 "type": "array",
                 "items": object_schema(

@@ -6,8 +6,12 @@
 
 -- name: prune_lock
 -- Every pruning transaction first takes this schema's pruner advisory lock (released at
--- commit); false means another pruner is inside a batch right now.
-SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || '.mf_pruner')) AS locked;
+-- commit); false means another pruner is inside a batch right now. In the same trip it
+-- turns synchronous_commit off for this transaction only: its commit does not wait for
+-- the WAL flush (a batch lost to a crash is only pruned again by the next pass), so
+-- the claimers' commits do not queue behind the pruner's.
+SELECT set_config('synchronous_commit', 'off', true) AS commit_mode,
+       pg_try_advisory_xact_lock(hashtext(current_schema() || '.mf_pruner')) AS locked;
 
 -- name: acquire_pruner
 -- Takes the one pruner lease unless another holder's lease is still live (it counts as
@@ -30,6 +34,15 @@ RETURNING id;
 -- name: pruner_state
 SELECT holder, lease_until, last_started_at, last_finished_at, last_report
 FROM mf_pruner WHERE id = 1;
+
+-- name: claims_waiting
+-- Whether a due job waits to be claimed (queues that are paused aside): the pruner then
+-- keeps to its busy duty cycle.
+SELECT EXISTS (
+    SELECT 1 FROM mf_jobs
+    WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= %(now)s
+      AND queue NOT IN (SELECT queue FROM mf_paused_queues)
+) AS waiting;
 
 -- name: count_prunable_jobs
 SELECT count(*) AS n FROM mf_jobs
