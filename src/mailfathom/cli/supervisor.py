@@ -38,9 +38,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 
+from mailfathom.observability.logs import log_fields
+
 __all__ = ["Supervisor"]
 
-logger = logging.getLogger("mailfathom.worker")
+logger = logging.getLogger(__name__)
 
 _FIRST_PAUSE = 1.0  # seconds before restarting a worker that died
 _LONGEST_PAUSE = 30.0
@@ -94,6 +96,11 @@ class Supervisor:
                 os.getpid(),
                 len(self._slots),
                 ", ".join(str(s.process.pid) for s in self._slots if s.process is not None),
+                extra=log_fields(
+                    "supervisor_started",
+                    pid=os.getpid(),
+                    processes=[s.process.pid for s in self._slots if s.process is not None],
+                ),
             )
             self._supervise()
         finally:
@@ -101,7 +108,11 @@ class Supervisor:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         statuses = [slot.status for slot in self._slots if slot.status]
-        logger.info("supervisor pid=%d: every worker process has exited", os.getpid())
+        logger.info(
+            "supervisor pid=%d: every worker process has exited",
+            os.getpid(),
+            extra=log_fields("supervisor_stopped", pid=os.getpid(), statuses=statuses),
+        )
         return statuses[0] if statuses else 0
 
     def _supervise(self) -> None:
@@ -141,7 +152,12 @@ class Supervisor:
         slot.process = None
         if self._stopping or (self._burst and status == 0):
             if status != 0:
-                logger.warning("worker process pid=%d exited with status %s", pid, status)
+                logger.warning(
+                    "worker process pid=%d exited with status %s",
+                    pid,
+                    status,
+                    extra=log_fields("worker_process_exited", pid=pid, status=status),
+                )
                 slot.status = slot.status or _exit_status(status)
             return
         if self._burst:
@@ -149,6 +165,7 @@ class Supervisor:
                 "worker process pid=%d exited with status %s; not restarted (--burst)",
                 pid,
                 _describe(status),
+                extra=log_fields("worker_process_exited", pid=pid, status=status, burst=True),
             )
             slot.status = slot.status or _exit_status(status)
             return
@@ -166,7 +183,7 @@ class Supervisor:
             _describe(status),
             lived,
             slot.pause,
-            extra={"mailfathom": {"action": "restart_worker", "pid": pid, "status": status}},
+            extra=log_fields("restart_worker", pid=pid, status=status, pause=slot.pause),
         )
 
     def _signalled(self, signum: int, frame: FrameType | None) -> None:
@@ -184,9 +201,14 @@ class Supervisor:
                     "it again to make them exit at once",
                     name,
                     sum(1 for s in self._slots if s.process is not None),
+                    extra=log_fields("supervisor_signal", signal=name, graceful=True),
                 )
             else:
-                logger.warning("supervisor %s received again: worker processes exit at once", name)
+                logger.warning(
+                    "supervisor %s received again: worker processes exit at once",
+                    name,
+                    extra=log_fields("supervisor_signal", signal=name, graceful=False),
+                )
             for slot in self._slots:
                 slot.restart_at = None
                 if slot.process is not None and slot.process.poll() is None:
