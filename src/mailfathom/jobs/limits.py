@@ -22,7 +22,8 @@ Internal apart from the names re-exported by :mod:`mailfathom`.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
@@ -36,7 +37,10 @@ __all__ = [
     "Rate",
     "check_slots",
     "compute_key",
+    "free_slots",
+    "parse_queues",
     "parse_rate",
+    "resolve_slots",
 ]
 
 Scope = Literal["kind", "queue"]
@@ -255,3 +259,50 @@ def check_slots(queues: Mapping[Any, Any]) -> dict[str, int]:
             )
         slots[queue] = count
     return slots
+
+
+def resolve_slots(
+    concurrency: int | None, queues: Sequence[str] | Mapping[str, int] | None
+) -> tuple[int, Sequence[str] | None, dict[str, int] | None]:
+    """A worker's ``(concurrency, queues, slots)``: with per-queue slots, ``concurrency``
+    is their sum (a different value given is refused); otherwise it defaults to 10."""
+    if not isinstance(queues, Mapping):
+        return (10 if concurrency is None else concurrency), queues, None
+    slots = check_slots(queues)
+    total = sum(slots.values())
+    if concurrency is not None and concurrency != total:
+        raise InvalidInput(
+            f"concurrency={concurrency!r} differs from the {total} slots of queues={slots!r}: "
+            "leave concurrency out with per-queue slots"
+        )
+    return total, list(slots), slots
+
+
+def free_slots(slots: Mapping[str, int], taken: Sequence[str]) -> dict[str, int]:
+    """The slots of each queue not taken (``taken`` lists one queue per job held)."""
+    used = Counter(taken)
+    return {queue: n - used[queue] for queue, n in slots.items() if n > used[queue]}
+
+
+def parse_queues(text: str) -> list[str] | dict[str, int]:
+    """The CLI's ``--queues``: ``"mail,default"`` (names) or ``"mail=5,default=20"``
+    (per-queue slots); a clear error for anything else."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts:
+        raise InvalidInput("give at least one queue name (or name=slots)")
+    with_slots = [part for part in parts if "=" in part]
+    if not with_slots:
+        return parts
+    if len(with_slots) != len(parts):
+        raise InvalidInput(
+            f"{text!r} mixes queues with and without slots: give every queue its slots "
+            "(mail=5,default=20) or none (mail,default)"
+        )
+    slots: dict[str, object] = {}
+    for part in parts:
+        name, _, count = part.partition("=")
+        name, count = name.strip(), count.strip()
+        if name in slots:
+            raise InvalidInput(f"queue {name!r} is given twice in {text!r}: give it once")
+        slots[name] = int(count) if count.isdigit() else count
+    return check_slots(slots)

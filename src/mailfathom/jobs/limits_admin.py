@@ -96,4 +96,3 @@ class Limits:
         ``blocked``) and ``waiting`` (ids of due jobs it holds back, at most 100).
         """
         return [dict(row) for row in self._flow.usage(self._clock.now())]
-

@@ -51,7 +51,7 @@ from mailfathom.jobs.claim_ahead import ReadyJobs
 from mailfathom.jobs.execute import aborted, shutdown_timed_out
 from mailfathom.jobs.heartbeat import Heartbeat
 from mailfathom.jobs.interruptions import mark_lost, mark_overruns, report_overruns, stop_lost
-from mailfathom.jobs.limits import check_slots
+from mailfathom.jobs.limits import free_slots, resolve_slots
 from mailfathom.jobs.limits_admin import Limits
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.outcomes import Outage
@@ -101,18 +101,7 @@ class Worker:
         pruner: PeriodicPruner | None = None,
         limits: Limits | None = None,
     ) -> None:
-        self.slots: dict[str, int] | None = None
-        if isinstance(queues, Mapping):
-            self.slots = check_slots(queues)
-            total = sum(self.slots.values())
-            if concurrency is not None and concurrency != total:
-                raise InvalidInput(
-                    f"concurrency={concurrency!r} differs from the {total} slots of "
-                    f"queues={self.slots!r}: leave concurrency out with per-queue slots"
-                )
-            concurrency, queues = total, list(self.slots)
-        if concurrency is None:
-            concurrency = 10
+        concurrency, queues, self.slots = resolve_slots(concurrency, queues)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidInput(f"concurrency must be a positive integer, not {concurrency!r}")
         if queues is not None:
@@ -375,7 +364,9 @@ class Worker:
         )
         if jobs is None:
             return None
-        self._pacer.claimed(now, wanted, len(jobs), reaped=reap)
+        flow = getattr(self._store, "flow", None)
+        held_back = flow is not None and flow.held_back
+        self._pacer.claimed(now, wanted, len(jobs), reaped=reap, held_back=held_back)
         with self._lock:
             self._ready.add(jobs, time.monotonic())
         self._start_ready()
@@ -388,7 +379,7 @@ class Worker:
         with self._lock:
             taken = [r.job.queue for r in self._running.values()]
             taken.extend(job.queue for job in self._ready)
-        return {q: n - taken.count(q) for q, n in self.slots.items() if n > taken.count(q)}
+        return free_slots(self.slots, taken)
 
     def _start_ready(self) -> None:
         """Start jobs claimed ahead while slots are free, oldest claim first."""

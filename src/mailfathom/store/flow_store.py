@@ -145,6 +145,9 @@ class FlowClaims:
         self._q = db.queries
         self._limits: dict[str, _Limit] = {}
         self._read_at: float | None = None  # time.monotonic() of the last read
+        #: The last limited claim left due jobs unclaimed because a limit was used up
+        #: (the worker then tries again soon: a slot may free on another machine).
+        self.held_back = False
 
     # -- definitions -------------------------------------------------------------------
 
@@ -239,6 +242,7 @@ class FlowClaims:
         queues: Sequence[str] | None,
     ) -> list[Any]:
         """Lease up to ``limit`` limited jobs that every limit lets start now (raw rows)."""
+        self.held_back = False
         if limit <= 0:
             return []
         lock = self._q.get("flow_lock")
@@ -272,6 +276,7 @@ class FlowClaims:
                 self._block(lim, counts)
             if len(rows) < scan or (not picked and blocked == self._blocked_params(counts)):
                 break  # every due limited job was seen, or nothing more can start
+        self.held_back = bool(counts.blocked_kinds or counts.blocked_queues or counts.blocked_keys)
         got = {row["id"] for row in claimed}
         rows_ = [start for start in starts if start[2] in got]
         if rows_:
