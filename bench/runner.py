@@ -31,7 +31,9 @@ class DriverProcess:
         self.module = module
         self.task = spec["task"]
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - lives with the process
-        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+        # This checkout's bench and mailfathom, whatever the venv's install points at.
+        path = os.pathsep.join([str(ROOT), str(ROOT / "src")])
+        env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen(
             [python, "-m", f"bench.drivers.{module}", json.dumps(spec)],
             cwd=ROOT,

@@ -19,8 +19,8 @@ from conftest import POSTGRES_URL, require_postgres
 
 pytestmark = pytest.mark.slow
 
-_SQLITE = "mailfathom-sqlite,mailfathom-sqlite-4,ceiling-sqlite"
-_POSTGRES = "mailfathom-pg,mailfathom-pg-4,ceiling-pg"
+_SQLITE = "mailfathom-sqlite,mailfathom-sqlite-4,mailfathom-sqlite-limited,ceiling-sqlite"
+_POSTGRES = "mailfathom-pg,mailfathom-pg-4,mailfathom-pg-limited,ceiling-pg"
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
@@ -70,6 +70,7 @@ def test_tiny_run_measures_every_workload(database: str, tmp_path: Path) -> None
     }
     expected |= {(ceiling, m) for m in ("enqueue_single", "enqueue_batch", "process")}
     expected.add((f"{ours}-4", "process"))
+    expected.add((f"{ours}-limited", "process"))  # with a fleet-wide max_running
     assert measured == expected
     assert all(sample["value"] > 0 for sample in run["samples"])
     table = markdown.read_text()
