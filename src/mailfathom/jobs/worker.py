@@ -370,6 +370,8 @@ class Worker:
         with self._lock:
             self._ready.add(jobs, time.monotonic())
         self._start_ready()
+        if not jobs and free is not None and len(free) < len(self.slots or {}):
+            return None  # a queue with no free slot was not asked: its jobs may be due
         return len(jobs)
 
     def _free_slots(self) -> dict[str, int] | None:

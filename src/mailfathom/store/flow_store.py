@@ -249,6 +249,12 @@ class FlowClaims:
         if lock is not None:
             cur.execute(lock, {})
         counts = self._counts(cur, limits, now, trim=True)
+        room = _room(limits, counts)
+        if room == 0:  # every limit is used up: nothing to read
+            self.held_back = True
+            return []
+        if room is not None:
+            limit = min(limit, room)
         base: dict[str, Any] = self.unlimited_params(limits)
         base["now"] = self.db.time_param(now)
         base["queues"] = None if queues is None else self.db.list_param(list(queues))
@@ -494,6 +500,22 @@ class FlowClaims:
                 )
             )
         return found
+
+
+def _room(limits: Mapping[str, _Limit], counts: _Counts) -> int | None:
+    """How many limited jobs could start now at most (None: no bound known)."""
+    room = 0
+    for lim in limits.values():
+        whole = lim.whole
+        blocked = whole.target in (
+            counts.blocked_kinds if whole.scope == "kind" else counts.blocked_queues
+        )
+        if blocked:
+            continue
+        if whole.max_running is None:
+            return None
+        room += whole.max_running - counts.running[whole.base]
+    return room
 
 
 def _waits_on(row: Any, scope: str, target: str, counts: _Counts) -> bool:

@@ -56,7 +56,8 @@ GROUP BY limit_key;
 -- Due jobs of the limited kinds and queues in claim order, leaving out those under a limit
 -- that is used up (:blocked_* come from the counts just read), so a busy key or kind never
 -- hides the jobs behind it. At most :scan rows; the store picks among them in order.
-SELECT id, kind, queue, limit_key FROM mf_jobs
+-- INDEXED BY: walk the claim-order index and stop at :scan (not sort every pending job).
+SELECT id, kind, queue, limit_key FROM mf_jobs INDEXED BY mf_jobs_claimable
 WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
   AND queue NOT IN (SELECT queue FROM mf_paused_queues)
   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
