@@ -177,3 +177,18 @@ def test_a_worker_runs_at_most_each_queue_slots(mf: MailFathom) -> None:
         worker.stop()
         thread.join(30)
     assert most == {"mail": 2, "default": 3}
+
+
+def test_a_claim_held_back_by_limits_is_tried_again_soon() -> None:
+    from mailfathom.jobs.claim_ahead import ReadyJobs
+    from mailfathom.jobs.pacing import FLOW_RETRY, ClaimPacer, Load
+
+    idle = Load(running=0, ready=0, unrecorded=0, unrecorded_age=0.0)
+    pacer = ClaimPacer(10, 1.0, ReadyJobs(10))
+    pacer.claimed(100.0, 10, 2, reaped=False, held_back=True)
+    assert pacer.wanted(100.0 + FLOW_RETRY / 2, idle) == 0
+    assert pacer.wait_time(100.0, idle) == pytest.approx(FLOW_RETRY)
+    assert pacer.wanted(100.0 + FLOW_RETRY, idle) == 10  # a slot may have freed elsewhere
+    pacer.claimed(200.0, 10, 2, reaped=False)  # short for want of jobs: the poll interval
+    assert pacer.wanted(200.0 + FLOW_RETRY, idle) == 0
+    assert pacer.wait_time(200.0, idle) == pytest.approx(1.0)

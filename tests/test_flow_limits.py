@@ -172,3 +172,15 @@ def test_usage_reports_values_use_and_waiting_jobs(mf: MailFathom) -> None:
     assert usage["waiting"] == [jobs[1].id]  # held back by its key's running job
     by_key = {row["key"]: row for row in usage["keys"]}
     assert by_key["1"]["running"] == 1 and by_key["1"]["blocked"] is True
+
+
+def test_a_burst_worker_drains_a_limited_kind(mf: MailFathom) -> None:
+    """A claim that a limit held back while this worker's own jobs ran is no sign that
+    nothing is due: the burst goes on until every job ran."""
+
+    @mf.job("limited", max_running=2)
+    def limited(ctx: object) -> None: ...
+
+    mf.enqueue_many("limited", [{}] * 200)
+    assert mf.worker(concurrency=4).run(burst=True) == 200
+    assert mf.jobs.counts()[JobState.SUCCEEDED] == 200

@@ -350,7 +350,8 @@ class Worker:
             # a burst fires what is due when it starts, then only drains
             self._next_schedule_pass = float("inf") if burst else time.monotonic() + wait
             self._pacer.woken = self._pacer.woken or created > 0
-        wanted = self._pacer.wanted(now, self._load(), burst=burst)
+        load = self._load()
+        wanted = self._pacer.wanted(now, load, burst=burst)
         if wanted <= 0:
             return None
         reap = self._pacer.reap_due(now)
@@ -370,8 +371,11 @@ class Worker:
         with self._lock:
             self._ready.add(jobs, time.monotonic())
         self._start_ready()
-        if not jobs and free is not None and len(free) < len(self.slots or {}):
-            return None  # a queue with no free slot was not asked: its jobs may be due
+        if not jobs and (
+            (free is not None and len(free) < len(self.slots or {}))
+            or (held_back and load.running + load.ready > 0)
+        ):
+            return None  # a full queue, or a limit our own jobs hold: due jobs may wait
         return len(jobs)
 
     def _free_slots(self) -> dict[str, int] | None:
