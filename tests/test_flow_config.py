@@ -143,11 +143,14 @@ def test_a_worker_runs_at_most_each_queue_slots(mf: MailFathom) -> None:
     lock = threading.Lock()
     running = {"mail": 0, "default": 0}
     most = {"mail": 0, "default": 0}
+    all_slots = threading.Event()
 
     def run(queue: str) -> None:
         with lock:
             running[queue] += 1
             most[queue] = max(most[queue], running[queue])
+            if sum(running.values()) == 5:
+                all_slots.set()
         assert gate.wait(10)
         with lock:
             running[queue] -= 1
@@ -167,7 +170,9 @@ def test_a_worker_runs_at_most_each_queue_slots(mf: MailFathom) -> None:
     thread = threading.Thread(target=lambda: worker.run(burst=True))
     thread.start()
     try:
-        worker.signals.loop_waits.wait_for(lambda load: load.running == 5)
+        assert all_slots.wait(10)
+        for _ in range(2):  # two passes of the loop with every slot busy: no more claimed
+            worker.signals.loop_waits.wait_for(lambda load: load.running == 5)
         with lock:
             assert running == {"mail": 2, "default": 3}
         gate.set()
