@@ -31,9 +31,8 @@ class DriverProcess:
         self.module = module
         self.task = spec["task"]
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - lives with the process
-        # This checkout's src first: the project venv's editable install may point at
-        # another checkout (a git worktree), and the drivers must run the code here.
-        path = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+        # This checkout's bench and mailfathom, whatever the venv's install points at.
+        path = os.pathsep.join([str(ROOT), str(ROOT / "src")])
         env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen(
             [python, "-m", f"bench.drivers.{module}", json.dumps(spec)],

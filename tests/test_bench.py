@@ -19,8 +19,11 @@ from conftest import POSTGRES_URL, require_postgres
 
 pytestmark = pytest.mark.slow
 
-_SQLITE = "mailfathom-sqlite,mailfathom-sqlite-4,mailfathom-sqlite-p4,ceiling-sqlite"
-_POSTGRES = "mailfathom-pg,mailfathom-pg-4,ceiling-pg"
+_SQLITE = (
+    "mailfathom-sqlite,mailfathom-sqlite-4,mailfathom-sqlite-p4,mailfathom-sqlite-limited,"
+    "ceiling-sqlite"
+)
+_POSTGRES = "mailfathom-pg,mailfathom-pg-4,mailfathom-pg-limited,ceiling-pg"
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
@@ -70,6 +73,7 @@ def test_tiny_run_measures_every_workload(database: str, tmp_path: Path) -> None
     }
     expected |= {(ceiling, m) for m in ("enqueue_single", "enqueue_batch", "process")}
     expected.add((f"{ours}-4", "process"))
+    expected.add((f"{ours}-limited", "process"))  # with a fleet-wide max_running
     if database == "sqlite":  # the real `mailfathom worker --processes 4` (the CLI's row)
         expected.add((f"{ours}-p4", "process"))
     assert measured == expected

@@ -45,6 +45,7 @@ JOBS_COLUMNS = {
     "abort_reason": (True, "TEXT", "text"),  # operator controls
     "snoozes": (False, "INTEGER", "integer"),
     "trace_context": (True, "TEXT", "text"),
+    "limit_key": (True, "TEXT", "text"),  # flow control (0011)
 }
 JOBS_CHECKS = Counter(
     {
@@ -65,6 +66,7 @@ JOBS_CHECKS = Counter(
         ("compacted_at", "payload"): 1,  # and a compacted row has no payload
         ("snoozes",): 1,
         ("trace_context",): 1,
+        ("limit_key",): 1,
     }
 )
 # Every CHECK of the outbox tables (both dialects; SQLite adds its 0/1 stand-ins for booleans).

@@ -20,7 +20,8 @@ def _app(spec: Spec, tally: Tally | None = None) -> MailFathom:
         def noop(ctx: Any, i: int = 0, t: float | None = None) -> None:
             tally.handle(t)
 
-        mf.job(KIND)(noop)
+        # A fleet-wide limit (the "-limited" systems): every claim goes through flow control.
+        mf.job(KIND, max_running=spec.get("max_running"))(noop)
     mf.jobs.counts()  # opens the connection (pool) before the clock starts
     return mf
 

@@ -18,7 +18,10 @@ from mailfathom.config import Settings
 from mailfathom.delivery.deliver import DELIVER_KIND, DELIVERY_BACKOFF, Deliverer
 from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.smtp_url import parse_smtp_url
+from mailfathom.errors import InvalidInput
 from mailfathom.jobs.admin import Jobs
+from mailfathom.jobs.limits import FlowLimit, KeyFunction
+from mailfathom.jobs.limits_admin import Limits
 from mailfathom.jobs.model import EnqueuedJob
 from mailfathom.jobs.pruner import (
     WORKER_DUTY,
@@ -87,6 +90,8 @@ class MailFathom:
         self.jobs = Jobs(self.store, self.clock)
         #: Pause and resume queues fleet-wide (``mf.queues.pause("mail", actor=…)``).
         self.queues = Queues(self.store, self.clock)
+        #: Flow-control limits: declared here, stored for the fleet (docs/worker.md).
+        self.limits = Limits(self.store.flow, self.registry, self.clock)
         self.schedules = Schedules(self.queue, self.clock)
         self.workers = Workers(self.store, self.clock, clock_skew=skew)
         self.retention = RetentionStore(self.store.db, clock_skew=skew)
@@ -165,6 +170,12 @@ class MailFathom:
         permanent: tuple[type[BaseException], ...] = (),
         isolation: Isolation = "thread",
         retention: Mapping[str, Any] | str | float | None = None,
+        max_running: int | None = None,
+        rate: str | None = None,
+        limit_key: KeyFunction | None = None,
+        max_running_per_key: int | None = None,
+        rate_per_key: str | None = None,
+        key_limits: Mapping[str, Any] | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function as the handler of ``kind``.
 
@@ -172,7 +183,27 @@ class MailFathom:
         is in ``permanent`` dead-letter at once; others retry with ``backoff``.
         ``retention`` gives the kind its own periods: ``{"Succeeded": "1d"}``, or one
         period for Succeeded and Dropped (docs/retention.md).
+
+        Flow control, fleet-wide (docs/worker.md): at most ``max_running`` of this
+        kind run at once, at most ``rate`` ("100/min") start in any such window; with
+        ``limit_key`` (a function of the payload returning a str or int, computed at
+        enqueue), at most ``max_running_per_key`` / ``rate_per_key`` per key, and
+        ``key_limits={"key": {"max_running": 2, "rate": "20/s"}}`` for particular keys.
         """
+        limit = FlowLimit.build(
+            "kind",
+            kind,
+            max_running=max_running,
+            rate=rate,
+            max_running_per_key=max_running_per_key,
+            rate_per_key=rate_per_key,
+            key_limits=key_limits,
+        )
+        if limit is not None and limit.per_key and limit_key is None:
+            raise InvalidInput(
+                f"job kind {kind!r} sets per-key limits without limit_key: give "
+                "limit_key=lambda payload: payload['<field>'] (the key of each job)"
+            )
         if retention is not None:
             self._policy = self._policy.with_kind(kind, retention)
 
@@ -187,11 +218,65 @@ class MailFathom:
                     backoff=backoff,
                     permanent=permanent,
                     isolation=isolation,
+                    limit_key=limit_key,
                 )
             )
+            if limit is not None:
+                self.limits.declare(limit)
             return handler
 
         return register
+
+    def limit_queue(
+        self,
+        queue: str,
+        *,
+        max_running: int | None = None,
+        rate: str | None = None,
+        max_running_per_key: int | None = None,
+        rate_per_key: str | None = None,
+        key_limits: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Limit a whole queue fleet-wide, whatever the kinds in it: at most
+        ``max_running`` of its jobs at once, at most ``rate`` ("100/min") starts per
+        window, and per limit key (the jobs' keys, from their kinds' ``limit_key``).
+
+        Validated now; written when a worker starts (or by ``mf.limits.sync()``).
+        Giving no value at all withdraws this app's declaration (``mf.limits.remove``
+        deletes the stored limit).
+        """
+        self.limits.declare_values(
+            "queue",
+            queue,
+            max_running=max_running,
+            rate=rate,
+            max_running_per_key=max_running_per_key,
+            rate_per_key=rate_per_key,
+            key_limits=key_limits,
+        )
+
+    def limit_kind(
+        self,
+        kind: str,
+        *,
+        max_running: int | None = None,
+        rate: str | None = None,
+        max_running_per_key: int | None = None,
+        rate_per_key: str | None = None,
+        key_limits: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Limit a kind registered elsewhere (``mailfathom.deliver``, say), as
+        ``@mf.job(max_running=..., rate=...)`` would; per-key limits apply to the keys
+        its jobs carry (set by whoever enqueues them)."""
+        self.limits.declare_values(
+            "kind",
+            kind,
+            max_running=max_running,
+            rate=rate,
+            max_running_per_key=max_running_per_key,
+            rate_per_key=rate_per_key,
+            key_limits=key_limits,
+        )
 
     def enqueue(
         self,
@@ -302,7 +387,7 @@ class MailFathom:
     def worker(
         self,
         concurrency: int | None = None,
-        queues: Sequence[str] | None = None,
+        queues: Sequence[str] | Mapping[str, int] | None = None,
         *,
         lease: float | None = None,
         shutdown_timeout: float | None = None,
@@ -311,12 +396,17 @@ class MailFathom:
         """A worker for this app's registered kinds; call ``.run()`` or ``.run(burst=True)``.
 
         Unset arguments come from the settings (10 at a time, every queue, 30 s
-        lease, 30 s shutdown grace). ``poll_interval`` bounds how long an idle worker
-        waits between claims when no wake-up arrives.
+        lease, 30 s shutdown grace). ``queues={"mail": 5, "default": 20}`` gives each
+        queue its own slots (``concurrency`` is then their sum). The worker writes this
+        app's flow-control limits (``mf.limits``) for the fleet when it starts.
+        ``poll_interval`` bounds how long an idle worker waits between claims when no
+        wake-up arrives.
         """
+        if concurrency is None and not isinstance(queues, Mapping):
+            concurrency = self.settings.concurrency
         return Worker(
             self.queue,
-            concurrency=self.settings.concurrency if concurrency is None else concurrency,
+            concurrency=concurrency,
             queues=queues,
             lease=self.settings.lease if lease is None else lease,
             shutdown_timeout=(
@@ -325,6 +415,7 @@ class MailFathom:
             poll_interval=poll_interval,
             schedules=self.schedules.declared(),
             pruner=self._periodic_pruner(),
+            limits=self.limits,
         )
 
     def _periodic_pruner(self) -> PeriodicPruner | None:

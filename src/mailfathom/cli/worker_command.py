@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 import click
 
 from mailfathom.cli.common import preset_app, refuse_with_preset
+from mailfathom.errors import InvalidInput
+from mailfathom.jobs.limits import parse_queues
 
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
@@ -69,7 +71,8 @@ class _ProcessCount(click.ParamType[int]):
     "--queues",
     default=None,
     metavar="A,B",
-    help="Comma-separated queues to take jobs from [every queue].",
+    help="Comma-separated queues to take jobs from [every queue]; with slots of their own: "
+    "mail=5,default=20 (concurrency is then their sum).",
 )
 @click.option("--burst", is_flag=True, help="Run what is due, then exit.")
 @click.option(
@@ -147,11 +150,12 @@ def worker(
         raise click.UsageError("Missing option '--app': give your app, e.g. --app myapp.jobs:mf")
     if database is None and isinstance(ctx.obj, dict):
         database = ctx.obj.get("database")
-    names = None
+    names: list[str] | dict[str, int] | None = None
     if queues is not None:
-        names = [name.strip() for name in queues.split(",") if name.strip()]
-        if not names:
-            raise click.BadParameter("give at least one queue name", param_hint="--queues")
+        try:
+            names = parse_queues(queues)
+        except InvalidInput as exc:
+            raise click.BadParameter(str(exc), param_hint="--queues") from None
     if processes > 1:
         _supervise(
             ctx,

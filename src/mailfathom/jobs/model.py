@@ -51,6 +51,8 @@ class Job:
     #: When retention compacted this terminal row: its payload is ``{}`` now and its
     #: failed attempts keep one summary line each (no traceback). Its key still holds.
     compacted_at: datetime | None = field(default=None, kw_only=True)
+    #: The flow-control limit key computed at enqueue (None: no per-key limit applies).
+    limit_key: str | None = field(default=None, kw_only=True)
 
     @property
     def compacted(self) -> bool:

@@ -9,6 +9,8 @@ rule is testable alone:
   most every ``CLAIM_COOLDOWN`` seconds unless half the capacity is free, so claims
   stay batched; when it came back short, claim again after ``poll_interval`` or
   when woken (a new job, a schedule firing);
+- when a claim came back short because flow-control limits held due jobs back, claim
+  again after ``FLOW_RETRY`` seconds (a slot may free on another machine, unannounced);
 - record finished attempts on their own when no claim will carry them soon;
 - return expired leases to the queue at most every ``REAP_INTERVAL`` seconds.
 """
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from mailfathom.jobs.claim_ahead import ReadyJobs
 
-__all__ = ["CLAIM_COOLDOWN", "REAP_INTERVAL", "ClaimPacer", "Load"]
+__all__ = ["CLAIM_COOLDOWN", "FLOW_RETRY", "REAP_INTERVAL", "ClaimPacer", "Load"]
 
 #: s between two claims under load, unless half the capacity is free.
 CLAIM_COOLDOWN = 0.01
@@ -27,6 +29,8 @@ CLAIM_COOLDOWN = 0.01
 #: tens of seconds, so reaping on every claim (several a millisecond under load) buys
 #: nothing and costs a statement each time.
 REAP_INTERVAL = 1.0
+#: s after a claim that limits held back before the next try.
+FLOW_RETRY = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,7 @@ class ClaimPacer:
         self._last_claim = float("-inf")
         self._last_claim_full = False
         self._next_reap = 0.0  # the first claim reaps
+        self._flow_retry: float | None = None  # when limits held jobs back: try again then
 
     def capacity(self) -> int:
         """Slots plus how many to claim ahead of them (a stopping worker claims nothing)."""
@@ -66,18 +71,24 @@ class ClaimPacer:
         if self._last_claim_full:  # more is probably due: batch the claims a little
             due = wanted * 2 >= capacity or since >= CLAIM_COOLDOWN
         else:
+            retry = self._flow_retry
             due = burst or self.woken or since >= self.poll_interval
+            due = due or (retry is not None and now >= retry)
         return wanted if due else 0
 
     def reap_due(self, now: float) -> bool:
         """Whether the next claim also returns expired leases to the queue."""
         return now >= self._next_reap
 
-    def claimed(self, now: float, wanted: int, got: int, *, reaped: bool) -> None:
-        """A claim for ``wanted`` jobs made at ``now`` leased ``got``."""
+    def claimed(
+        self, now: float, wanted: int, got: int, *, reaped: bool, held_back: bool = False
+    ) -> None:
+        """A claim for ``wanted`` jobs made at ``now`` leased ``got`` (``held_back``:
+        flow-control limits left due jobs unclaimed)."""
         self.woken = False
         self._last_claim = now
         self._last_claim_full = got == wanted
+        self._flow_retry = now + FLOW_RETRY if held_back and got < wanted else None
         if reaped:
             self._next_reap = now + REAP_INTERVAL
 
@@ -108,6 +119,8 @@ class ClaimPacer:
             wait = CLAIM_COOLDOWN - since
         else:
             wait = self.poll_interval - since
+            if self._flow_retry is not None:
+                wait = min(wait, self._flow_retry - now)
         if load.unrecorded:
             wait = min(wait, CLAIM_COOLDOWN)
         if not_before is not None:

@@ -15,6 +15,7 @@ from typing import Any
 from mailfathom.clock import Clock
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.failures import JobAborted, PermanentFailure, Snooze, TransientFailure
+from mailfathom.jobs.limits import check_key_value, compute_key
 from mailfathom.jobs.model import EnqueuedJob, Job
 from mailfathom.jobs.payload import encode as payload_text
 from mailfathom.jobs.reasons import (
@@ -94,8 +95,13 @@ class JobQueue:
         hold: bool = False,
         max_attempts: int | None = None,
         connection: object | None = None,
+        limit_keys: Sequence[str | None] | None = None,
     ) -> list[EnqueuedJob]:
-        """Validate everything first, then insert every job in one transaction."""
+        """Validate everything first, then insert every job in one transaction.
+
+        Each job's flow-control limit key is ``limit_keys[i]`` when given (internal
+        callers), else the registered kind's ``limit_key(payload)``; a key function that
+        raises or returns something unusable is a clear error and nothing is enqueued."""
         check_name("job kind", kind, longest=200)
         if isinstance(payloads, (str, bytes, Mapping)):
             raise InvalidInput("payloads must be a list of payload dicts, one per job")
@@ -134,12 +140,37 @@ class JobQueue:
                     max_attempts=attempts,
                 )
             )
+        flow_keys = self._limit_keys(kind, registered, payloads, limit_keys)
+        if any(key is not None for key in flow_keys):
+            new_jobs = [
+                replace(job, limit_key=key) for job, key in zip(new_jobs, flow_keys, strict=True)
+            ]
         with tracing.enqueue_span(kind, queue, len(new_jobs)):
             traceparent = tracing.current_traceparent()  # None unless tracing is on
             if traceparent is not None:
                 new_jobs = [replace(job, trace_context=traceparent) for job in new_jobs]
             rows = self.store.enqueue(new_jobs, now=now, connection=connection)
         return [EnqueuedJob.from_enqueue(row, created) for row, created in rows]
+
+    @staticmethod
+    def _limit_keys(
+        kind: str,
+        registered: JobKind | None,
+        payloads: Sequence[Mapping[str, Any] | None],
+        given: Sequence[str | None] | None,
+    ) -> list[str | None]:
+        """Each job's limit key: ``given``, else the kind's function of the payload."""
+        if given is not None:
+            if len(given) != len(payloads):
+                raise InvalidInput("limit_keys must have one entry (or None) per payload")
+            return [None if key is None else check_key_value(key) for key in given]
+        function = registered.limit_key if registered is not None else None
+        if function is None:
+            return [None] * len(payloads)
+        return [
+            compute_key(kind, function, payload or {}, index)
+            for index, payload in enumerate(payloads)
+        ]
 
     def encode_payload(self, payload: Mapping[str, Any] | None) -> str:
         """JSON text that reads back exactly as ``payload``, or a clear :class:`PayloadError`

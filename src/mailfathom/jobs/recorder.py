@@ -24,7 +24,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeGuard
@@ -55,6 +55,8 @@ class Claim:
     lease: timedelta
     queues: Sequence[str] | None
     reap: bool
+    #: Per-queue slots still free (``{"mail": 2}``), or None for one ``limit`` overall.
+    queue_limits: Mapping[str, int] | None = None
 
 
 class OutcomeRecorder:
@@ -131,6 +133,7 @@ class OutcomeRecorder:
                 lease_until=now + claim.lease,
                 queues=claim.queues,
                 reap=claim.reap,
+                queue_limits=claim.queue_limits,
             )
             jobs = [Job.from_row(row) for row in rows]
         except Exception as exc:  # whatever it is, the loop must go on

@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from mailfathom.errors import InvalidInput
+from mailfathom.jobs.limits import KeyFunction
 from mailfathom.jobs.retry import Backoff
 from mailfathom.validate import check_max_attempts
 
@@ -59,6 +60,8 @@ class JobKind:
     backoff: Backoff = field(default_factory=Backoff)
     permanent: tuple[type[BaseException], ...] = ()
     isolation: Isolation = "thread"
+    #: Computes each job's flow-control limit key from its payload at enqueue (None: none).
+    limit_key: KeyFunction | None = None
     #: True for an ``async def`` handler (or an object whose ``__call__`` is one); decided
     #: once here, not per job on the worker's hot path.
     is_async: bool = field(init=False)
@@ -108,6 +111,7 @@ def build_kind(
     backoff: Backoff | None = None,
     permanent: tuple[type[BaseException], ...] = (),
     isolation: Isolation = "thread",
+    limit_key: KeyFunction | None = None,
 ) -> JobKind:
     """Validate a kind's policy and build it; every bad value gets a clear error."""
     check_name("job kind", name, longest=200)
@@ -123,6 +127,11 @@ def build_kind(
         raise InvalidInput(f"the handler of {name!r} is not callable")
     if isolation == "process":
         _check_importable(name, handler)
+    if limit_key is not None and not callable(limit_key):
+        raise InvalidInput(
+            f"limit_key of {name!r} must be a function of the payload returning the job's "
+            f"key (a str or an int), not {limit_key!r}"
+        )
     return JobKind(
         name=name,
         handler=handler,
@@ -132,6 +141,7 @@ def build_kind(
         backoff=backoff or Backoff(),
         permanent=tuple(permanent),
         isolation=isolation,
+        limit_key=limit_key,
     )
 
 

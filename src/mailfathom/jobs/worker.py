@@ -44,7 +44,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from mailfathom.errors import InvalidInput, StoreError
@@ -54,6 +54,8 @@ from mailfathom.jobs.completer import Completer
 from mailfathom.jobs.execute import aborted, shutdown_timed_out
 from mailfathom.jobs.heartbeat import Heartbeat
 from mailfathom.jobs.interruptions import mark_lost, mark_overruns, report_overruns, stop_lost
+from mailfathom.jobs.limits import free_slots, resolve_slots
+from mailfathom.jobs.limits_admin import Limits
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.outcomes import Outage
 from mailfathom.jobs.pacing import ClaimPacer, Load
@@ -84,6 +86,9 @@ class Worker:
     """Runs due jobs of this app's kinds from ``queues`` (all when None), ``concurrency``
     at a time, under leases of ``lease`` seconds renewed by a heartbeat.
 
+    ``queues`` may map each queue to its own slots (``{"mail": 5, "default": 20}``):
+    at most that many of its jobs run here at once, and ``concurrency`` is their sum.
+
     Create one with ``mf.worker(...)`` and call :meth:`run` once.
     """
 
@@ -91,14 +96,16 @@ class Worker:
         self,
         queue: JobQueue,
         *,
-        concurrency: int = 10,
-        queues: Sequence[str] | None = None,
+        concurrency: int | None = None,
+        queues: Sequence[str] | Mapping[str, int] | None = None,
         lease: float | timedelta = 30.0,
         shutdown_timeout: float = 30.0,
         poll_interval: float = 1.0,
         schedules: Sequence[ScheduleSpec] = (),
         pruner: PeriodicPruner | None = None,
+        limits: Limits | None = None,
     ) -> None:
+        concurrency, queues, self.slots = resolve_slots(concurrency, queues)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidInput(f"concurrency must be a positive integer, not {concurrency!r}")
         if queues is not None:
@@ -121,6 +128,7 @@ class Worker:
         self.poll_interval = float(poll_interval)
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._schedules = list(schedules)
+        self._limits = limits
         self._scheduler = Scheduler(queue, self._clock)
         #: Retention's pruning thread, started with the worker (not for a burst).
         self.pruner = pruner
@@ -237,6 +245,8 @@ class Worker:
             try:
                 self._heartbeat.beat()
                 self._scheduler.declare(self._schedules)
+                if self._limits is not None:
+                    self._limits.sync()
                 self._store.prune_workers(before=self._clock.now() - _PRUNE_AFTER)
                 break
             except StoreError as exc:
@@ -397,21 +407,45 @@ class Worker:
             # a burst fires what is due when it starts, then only drains
             self._next_schedule_pass = float("inf") if burst else time.monotonic() + wait
             self._pacer.woken = self._pacer.woken or created > 0
-        wanted = self._pacer.wanted(now, self._load(), burst=burst)
+        load = self._load()
+        wanted = self._pacer.wanted(now, load, burst=burst)
         if wanted <= 0:
             return None
         reap = self._pacer.reap_due(now)
+        free = self._free_slots()
+        if free is not None:
+            wanted = sum(free.values())
+            if wanted <= 0:
+                return None
         jobs = self._recorder.record_and_claim(
-            Claim(limit=wanted, lease=self.lease, queues=self.queues, reap=reap),
+            Claim(
+                limit=wanted, lease=self.lease, queues=self.queues, reap=reap, queue_limits=free
+            ),
             carry=self._completer is None,
         )
         if jobs is None:
             return None
-        self._pacer.claimed(now, wanted, len(jobs), reaped=reap)
+        flow = getattr(self._store, "flow", None)
+        held_back = flow is not None and flow.held_back
+        self._pacer.claimed(now, wanted, len(jobs), reaped=reap, held_back=held_back)
         with self._lock:
             self._ready.add(jobs, time.monotonic())
         self._start_ready()
+        if not jobs and (
+            (free is not None and len(free) < len(self.slots or {}))
+            or (held_back and load.running + load.ready > 0)
+        ):
+            return None  # a full queue, or a limit our own jobs hold: due jobs may wait
         return len(jobs)
+
+    def _free_slots(self) -> dict[str, int] | None:
+        """Per-queue slots not taken by a running or claimed job (None: no slots)."""
+        if self.slots is None:
+            return None
+        with self._lock:
+            taken = [r.job.queue for r in self._running.values()]
+            taken.extend(job.queue for job in self._ready)
+        return free_slots(self.slots, taken)
 
     def _start_ready(self) -> None:
         """Start jobs claimed ahead while slots are free, oldest claim first.

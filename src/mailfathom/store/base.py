@@ -59,6 +59,8 @@ class JobRow(TypedDict):
     abort_reason: str | None
     snoozes: int
     trace_context: str | None
+    #: The flow-control limit key computed at enqueue (None: no per-key limit applies).
+    limit_key: str | None
 
 
 class AttemptRow(TypedDict):
@@ -182,6 +184,8 @@ class NewJob:
     max_attempts: int
     #: The W3C traceparent of the span that enqueued it (OpenTelemetry), if any.
     trace_context: str | None = None
+    #: Its flow-control limit key (a customer, a recipient domain), if any.
+    limit_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,9 +284,12 @@ class Store(Protocol):
         lease_until: datetime,
         queues: Sequence[str] | None = None,
         reap: bool = True,
+        queue_limits: Mapping[str, int] | None = None,
     ) -> list[JobRow]:
         """Lease up to ``limit`` due jobs to ``owner``, after returning expired leases
-        (unless ``reap`` is False: a busy worker reaps on a timer, not on every claim)."""
+        (unless ``reap`` is False: a busy worker reaps on a timer, not on every claim).
+        ``queue_limits`` (per-queue slots) leases up to that many of each queue instead.
+        Flow-control limits (``mf_flow_limits``) hold whichever way jobs are claimed."""
         ...
 
     def reap_expired(self, *, now: datetime) -> int:
@@ -350,6 +357,7 @@ class Store(Protocol):
         lease_until: datetime,
         queues: Sequence[str] | None = None,
         reap: bool = True,
+        queue_limits: Mapping[str, int] | None = None,
     ) -> tuple[set[int], list[JobRow]]:
         """``record_outcomes`` then ``claim`` in one transaction: a busy worker's loop
         commits once per batch. Returns the lost ids and the claimed jobs."""

@@ -8,7 +8,7 @@ queries. Only connection handling and value conversion differ per database.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,6 +26,7 @@ from mailfathom.store.base import (
 )
 from mailfathom.store.controls_store import ControlStore
 from mailfathom.store.database import Cursor, Database
+from mailfathom.store.flow_store import FlowClaims
 from mailfathom.store.migrate import load_migrations
 from mailfathom.store.worker_store import WorkerStore
 
@@ -56,6 +57,8 @@ class SqlStore(WorkerStore, ControlStore):
         self.clock_skew = clock_skew
         self._q = database.queries
         self._queue_claims: dict[int, str] = {}  # claim_jobs_in_queues by queue count
+        #: Flow control: limit definitions and the limited claim (flow_store.py).
+        self.flow = FlowClaims(database)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -95,7 +98,8 @@ class SqlStore(WorkerStore, ControlStore):
         if not jobs:
             return []
         stamp = self.db.time_param(now)
-        if connection is None and len(jobs) == 1:
+        keyed = any(job.limit_key is not None for job in jobs)
+        if connection is None and len(jobs) == 1 and not keyed:
             return [self._enqueue_one(jobs[0], stamp)]
         with self.db.transaction(connection) as cur:
             built = "insert_jobs" in self._q  # the batch insert returns finished rows
@@ -105,6 +109,8 @@ class SqlStore(WorkerStore, ControlStore):
                 inserted = [
                     self._job(row) if row else None for row in self._insert_each(cur, jobs, stamp)
                 ]
+            if keyed:
+                inserted = self._set_limit_keys(cur, jobs, inserted)
             taken = [
                 job.idempotency_key for job, row in zip(jobs, inserted, strict=True) if row is None
             ]
@@ -124,6 +130,22 @@ class SqlStore(WorkerStore, ControlStore):
                         "visible (a REPEATABLE READ transaction?): enqueue in READ COMMITTED"
                     )
         return results
+
+    def _set_limit_keys(
+        self, cur: Cursor, jobs: Sequence[NewJob], inserted: list[Any]
+    ) -> list[Any]:
+        """Store the limit keys of the jobs just inserted (a job whose idempotency key
+        existed keeps its own); the returned rows carry them."""
+        pairs: list[tuple[int, str]] = []
+        rows: list[Any] = []
+        for job, found in zip(jobs, inserted, strict=True):
+            row = found
+            if found is not None and job.limit_key is not None:
+                row = {**dict(found), "limit_key": job.limit_key}
+                pairs.append((row["id"], job.limit_key))
+            rows.append(row)
+        self.flow.set_keys(cur, pairs)
+        return rows
 
     def _enqueue_one(self, job: NewJob, now: Any) -> tuple[JobRow, bool]:
         """One job on its own: a single INSERT that commits itself (the common case, and
@@ -193,9 +215,10 @@ class SqlStore(WorkerStore, ControlStore):
         lease_until: datetime,
         queues: Sequence[str] | None = None,
         reap: bool = True,
+        queue_limits: Mapping[str, int] | None = None,
     ) -> list[JobRow]:
         """Return expired leases to the queue (when ``reap``), then lease up to ``limit``
-        due jobs."""
+        due jobs (with ``queue_limits``, up to that many of each queue instead)."""
         _, claimed = self.record_and_claim(
             owner=owner,
             now=now,
@@ -205,6 +228,7 @@ class SqlStore(WorkerStore, ControlStore):
             lease_until=lease_until,
             queues=queues,
             reap=reap,
+            queue_limits=queue_limits,
         )
         return claimed
 
@@ -219,10 +243,20 @@ class SqlStore(WorkerStore, ControlStore):
         lease_until: datetime,
         queues: Sequence[str] | None = None,
         reap: bool = True,
+        queue_limits: Mapping[str, int] | None = None,
     ) -> tuple[set[int], list[JobRow]]:
         """:meth:`record_outcomes` then :meth:`claim`, in one transaction (one commit)."""
         with self.db.transaction() as cur:
             lost = self._record(cur, owner, now, succeeded, failed)
+            if queue_limits is not None:
+                return lost, self._claim_slots(
+                    cur,
+                    owner=owner,
+                    now=now,
+                    lease_until=lease_until,
+                    queue_limits=queue_limits,
+                    reap=reap,
+                )
             claimed = self._claim(
                 cur,
                 owner=owner,
@@ -233,6 +267,33 @@ class SqlStore(WorkerStore, ControlStore):
                 reap=reap,
             )
             return lost, claimed
+
+    def _claim_slots(
+        self,
+        cur: Cursor,
+        *,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        queue_limits: Mapping[str, int],
+        reap: bool,
+    ) -> list[JobRow]:
+        """Per-queue slots: up to ``queue_limits[q]`` jobs of each queue ``q``."""
+        claimed: list[JobRow] = []
+        for queue, limit in queue_limits.items():
+            if limit > 0:
+                claimed += self._claim(
+                    cur,
+                    owner=owner,
+                    limit=limit,
+                    now=now,
+                    lease_until=lease_until,
+                    queues=[queue],
+                    reap=reap,
+                )
+                reap = False  # once per transaction
+        claimed.sort(key=_claim_order)
+        return claimed
 
     def _claim(
         self,
@@ -245,6 +306,19 @@ class SqlStore(WorkerStore, ControlStore):
         queues: Sequence[str] | None,
         reap: bool,
     ) -> list[JobRow]:
+        limits = self.flow.active(cur)
+        if limits:
+            if reap:
+                self._reap(cur, now)
+            return self._flow_claim(
+                cur,
+                limits,
+                owner=owner,
+                limit=limit,
+                now=now,
+                lease_until=lease_until,
+                queues=queues,
+            )
         params: dict[str, Any] = {
             "owner": owner,
             "limit": limit,
@@ -264,6 +338,62 @@ class SqlStore(WorkerStore, ControlStore):
         claimed = [self._job(row) for row in cur.fetchall()]
         claimed.sort(key=_claim_order)
         return claimed
+
+    def _flow_claim(
+        self,
+        cur: Cursor,
+        limits: Any,
+        *,
+        owner: str,
+        limit: int,
+        now: datetime,
+        lease_until: datetime,
+        queues: Sequence[str] | None,
+    ) -> list[JobRow]:
+        """With limits defined: unlimited jobs by a variant of the plain claim, then the
+        limited ones through :meth:`FlowClaims.claim` (flow_store.py), one transaction."""
+        params: dict[str, Any] = {
+            "owner": owner,
+            "limit": limit,
+            "now": self.db.time_param(now),
+            "lease_until": self.db.time_param(lease_until),
+            **self.flow.unlimited_params(limits),
+        }
+        rows: list[Any] = []
+        open_queues = (
+            None
+            if queues is None
+            else [q for q in dict.fromkeys(queues) if f"queue:{q}" not in limits]
+        )
+        if open_queues is None:
+            cur.execute(self._q["claim_jobs_unlimited"], params)
+            rows = cur.fetchall()
+        elif open_queues:
+            params["queues"] = self.db.list_param(open_queues)
+            params.update({f"queue_{n}": queue for n, queue in enumerate(open_queues)})
+            cur.execute(self._unlimited_queue_claim(len(open_queues)), params)
+            rows = cur.fetchall()
+        rows += self.flow.claim(
+            cur,
+            limits,
+            owner=owner,
+            limit=limit - len(rows),
+            now=now,
+            lease_until=lease_until,
+            queues=queues,
+        )
+        claimed = [self._job(row) for row in rows]
+        claimed.sort(key=_claim_order)
+        return claimed
+
+    def _unlimited_queue_claim(self, count: int) -> str:
+        """``claim_jobs_in_queues`` leaving out limited kinds, for ``count`` queues."""
+        query = self._q.get("claim_jobs_in_queues_unlimited")
+        if query is not None:
+            return query
+        block = self._q["claim_jobs_in_one_queue_unlimited"]
+        each = " UNION ALL ".join(block.replace("{n}", str(n)) for n in range(count))
+        return self._q["claim_jobs_in_queues"].replace("{each_queue}", each)
 
     def _queue_claim(self, count: int) -> str:
         """The claim restricted to ``count`` queues. A dialect that defines
@@ -604,6 +734,7 @@ def new_job_row(
         "abort_reason": None,
         "snoozes": 0,
         "trace_context": job.trace_context,
+        "limit_key": None,  # set by _set_limit_keys in the same transaction
     }
 
 
