@@ -418,9 +418,7 @@ class Worker:
             if wanted <= 0:
                 return None
         jobs = self._recorder.record_and_claim(
-            Claim(
-                limit=wanted, lease=self.lease, queues=self.queues, reap=reap, queue_limits=free
-            ),
+            Claim(limit=wanted, lease=self.lease, queues=self.queues, reap=reap, queue_limits=free),
             carry=self._completer is None,
         )
         if jobs is None:
