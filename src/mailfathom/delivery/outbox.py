@@ -18,6 +18,7 @@ from email.message import EmailMessage
 
 from mailfathom.clock import Clock
 from mailfathom.delivery.dkim import DkimSigner
+from mailfathom.delivery.domains import delivery_key, domain_parts
 from mailfathom.delivery.message import freeze
 from mailfathom.delivery.model import OutboxEvent, OutgoingEmail, RecordedEmail
 from mailfathom.delivery.resolution import Resolution, decision
@@ -48,7 +49,9 @@ class Outbox:
         job: DeliveryJobSpec,
         signer: DkimSigner | None = None,
         max_message_bytes: int = 26_214_400,
+        split_domains: bool = False,
     ) -> None:
+        self._split_domains = split_domains
         self._store = store
         self._clock = clock
         self._job = job
@@ -82,6 +85,10 @@ class Outbox:
         deliveries among themselves (higher first, as for jobs); after ``expires_at`` a
         record whose body never went out is Refused with the reason "expired" instead
         of being sent (a record whose body may have gone out is never expired).
+
+        Each delivery is throttled by its recipient domain when ``domain_limits`` is set;
+        a message to several domains is then recorded once per domain (the record for
+        the first domain is returned; the others name it as ``parent_id``).
         """
         key = check_key(idempotency_key)
         now = self._clock.now()
@@ -95,6 +102,7 @@ class Outbox:
             max_bytes=self._max_bytes,
         )
         data = frozen.data if self._signer is None else self._signer.sign(frozen.data)
+        first, *others = domain_parts(frozen.recipients, split=self._split_domains)
         email = NewEmail(
             idempotency_key=key,
             message_id=frozen.message_id,
@@ -103,7 +111,7 @@ class Outbox:
             message=data,
             smtputf8=frozen.smtputf8,
             eightbit=not data.isascii(),
-            recipients=frozen.recipients,
+            recipients=first,
             run_at=due,
             priority=priority,
             expires_at=expiry,
@@ -114,7 +122,11 @@ class Outbox:
                 self._job if traceparent is None else replace(self._job, trace_context=traceparent)
             )
             row, recipient_rows, created = self._store.insert_email(
-                email, job, now=now, connection=connection
+                email,
+                replace(job, limit_key=delivery_key(first)),
+                now=now,
+                connection=connection,
+                parts=[(part, replace(job, limit_key=delivery_key(part))) for part in others],
             )
         return RecordedEmail.from_record(row, recipient_rows, created)
 

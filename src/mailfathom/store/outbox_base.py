@@ -111,6 +111,9 @@ class DeliveryJobSpec:
     max_attempts: int
     #: The W3C traceparent the delivery job carries (OpenTelemetry), if any.
     trace_context: str | None = None
+    #: The job's flow-control limit key: the recipient domain (mailfathom.delivery.domains).
+    #: None: the store derives it from the record's first recipient.
+    limit_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,11 +180,15 @@ class OutboxStore(Protocol):
         *,
         now: datetime,
         connection: object | None = None,
+        parts: Sequence[tuple[tuple[str, ...], DeliveryJobSpec]] = (),
     ) -> tuple[EmailRow, list[RecipientRow], bool]:
         """Write the record, its recipients and its delivery job in one transaction.
 
         Returns the record, its recipients and True; an existing idempotency key
         returns that record and its recipients with False, and writes nothing.
+        ``parts`` are the recipients at further domains (per-domain throttling): each
+        becomes a linked record (``parent_id``) with its own delivery job, in the same
+        transaction, only when the first record is new.
         """
         ...
 

@@ -14,7 +14,9 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
+from mailfathom.delivery.domains import delivery_key
 from mailfathom.store.database import Cursor, Database
+from mailfathom.store.flow_store import FlowClaims
 from mailfathom.store.group_commit import GroupCommit
 from mailfathom.store.outbox_base import (
     AttemptEnd,
@@ -85,11 +87,14 @@ class SqlOutboxStore:
         *,
         now: datetime,
         connection: object | None = None,
+        parts: Sequence[tuple[tuple[str, ...], DeliveryJobSpec]] = (),
     ) -> tuple[EmailRow, list[RecipientRow], bool]:
         """The record, its recipients and its delivery job: one transaction, one cursor.
 
         A dialect that defines ``record_email`` writes all three in that one statement,
         which commits on its own when there is no caller's transaction to join.
+        ``parts``: the recipients at other domains, each recorded (same transaction, only
+        if the first record is new) as a linked record with its own delivery job.
         """
         stamp = self.db.time_param(now)
         params = {
@@ -107,7 +112,7 @@ class SqlOutboxStore:
             "available_at": stamp if email.run_at is None else self.db.time_param(email.run_at),
             "priority": email.priority,
         }
-        if "record_email" in self._q:
+        if "record_email" in self._q and not parts:
             return self._record_email(params, job, connection)
         with self.db.transaction(connection) as cur:
             cur.execute(self._q["insert_email"], params)
@@ -122,6 +127,16 @@ class SqlOutboxStore:
             created = self._attach_job(
                 cur, email_id, job, params["available_at"], stamp, priority=email.priority
             )
+            for addresses, part_job in parts:
+                cur.execute(self._q["record_domain_part"], {"parent_id": email_id, "now": stamp})
+                part_id = cur.fetchone()["id"]
+                cur.execute(
+                    self._q["insert_recipients"],
+                    {"email_id": part_id, "addresses": json.dumps(list(addresses))},
+                )
+                self._attach_job(
+                    cur, part_id, part_job, params["available_at"], stamp, priority=email.priority
+                )
             return created, self._recipients_of(cur, email_id), True
 
     def _record_email(
@@ -133,6 +148,7 @@ class SqlOutboxStore:
             "queue": job.queue,
             "max_attempts": job.max_attempts,
             "trace_context": job.trace_context,
+            "limit_key": job.limit_key,
         }
         writing = self.db.single_write() if connection is None else self.db.transaction(connection)
         with writing as cur:
@@ -168,7 +184,11 @@ class SqlOutboxStore:
         *,
         priority: int = 0,
     ) -> EmailRow:
-        """Insert the record's delivery job (same transaction) and point the record at it."""
+        """Insert the record's delivery job (same transaction) and point the record at it.
+
+        The job's limit key is ``job.limit_key``, or else the domain of the record's
+        first recipient (a split or a copy delivers to the domain its recipients are at).
+        """
         cur.execute(
             self._q["insert_job"],
             {
@@ -184,6 +204,11 @@ class SqlOutboxStore:
             },
         )
         job_row = cur.fetchone()
+        key = job.limit_key
+        if key is None:
+            key = delivery_key(r["address"] for r in self._recipients_of(cur, email_id))
+        if key is not None:
+            FlowClaims(self.db).set_keys(cur, [(job_row["id"], key)])
         cur.execute(self._q["set_email_job"], {"id": email_id, "job_id": job_row["id"]})
         return self._email(cur.fetchone())
 
