@@ -40,17 +40,14 @@ __all__ = [
 ]
 
 _LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
-_LITERAL = re.compile(r"\[[^\[\]\s]{1,198}\]")
 _FIELDS = ("connections", "rate")
 _EXAMPLE = '{"gmail.com": {"rate": "20/s", "connections": 2}, "*": {"connections": 5}}'
 
 
 def normalise_domain(domain: str) -> str:
-    """``domain`` as a limit key: lower-case, IDNA A-labels, no trailing dot; an address
-    literal (``[192.0.2.1]``) as written. :class:`InvalidInput` if it is no domain."""
+    """``domain`` as a limit key: lower-case, IDNA A-labels, no trailing dot;
+    :class:`InvalidInput` if it is no domain name."""
     text = domain.strip().rstrip(".").lower() if isinstance(domain, str) else ""
-    if _LITERAL.fullmatch(text):
-        return text
     try:
         ascii_form = text if text.isascii() else text.encode("idna").decode("ascii")
     except UnicodeError:
