@@ -95,6 +95,17 @@ def test_a_message_to_several_domains_is_recorded_once_per_domain(
     ]
 
 
+def test_a_split_after_a_deferral_keeps_the_domain_key(
+    throttled: MailFathom, smtp: FaultServer
+) -> None:
+    smtp.script(rcpt={"b@gmail.com": "450 4.2.1 try later"})
+    first = throttled.outbox.record(message("a@gmail.com", "b@gmail.com"))
+    throttled.worker().run(burst=True)
+    (child,) = [e for e in throttled.outbox.list() if e.parent_id == first.id]
+    assert [r.address for r in child.recipients] == ["b@gmail.com"]
+    assert child.job_id is not None and throttled.jobs.get(child.job_id).limit_key == "gmail.com"
+
+
 def test_without_domain_limits_a_message_stays_one_record_keyed_by_its_first_domain(
     database_url: str, clock: FakeClock, smtp: FaultServer
 ) -> None:
@@ -169,8 +180,8 @@ class GatedServer:
     def wait_in_flight(self, expected: dict[str, int]) -> None:
         """Until exactly ``expected`` transactions are in flight per domain."""
         with self.changed:
-            assert self.changed.wait_for(lambda: dict(self.in_flight) == expected, 30), (
-                dict(self.in_flight)
+            assert self.changed.wait_for(lambda: dict(self.in_flight) == expected, 30), dict(
+                self.in_flight
             )
 
     async def handle_DATA(  # noqa: N802 - aiosmtpd's hook name
