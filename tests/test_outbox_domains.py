@@ -69,6 +69,17 @@ def test_the_delivery_job_is_keyed_by_its_normalised_recipient_domain(
     assert keys == ["gmail.com", "xn--bcher-kva.de"]
 
 
+def test_domain_limits_name_domains_as_the_jobs_carry_them(
+    database_url: str, clock: FakeClock
+) -> None:
+    mf = MailFathom(database_url, clock=clock, domain_limits={"Bücher.DE.": {"connections": 1}})
+    try:
+        (limit,) = mf.limits.declared()
+        assert list(limit.key_limits) == ["xn--bcher-kva.de"]
+    finally:
+        mf.close()
+
+
 def test_a_message_to_several_domains_is_recorded_once_per_domain(
     throttled: MailFathom, smtp: FaultServer
 ) -> None:
