@@ -117,6 +117,7 @@ SETTINGS_REFUSED = [
     ("retention_delete_keyless", "yes", "retention_delete_keyless must be true or false"),
     ("prune_interval", -1, "prune_interval must be a number of seconds"),
     ("prune_batch", 0, "prune_batch must be an integer from 1 to 100000"),
+    ("domain_limits", {"gmail.com": {"connections": 0}}, r"domain_limits\['gmail.com'\]"),
 ]
 
 

@@ -106,12 +106,16 @@ class MailFathom:
             queue=settings.delivery_queue,
             max_attempts=settings.delivery_max_attempts,
         )
+        throttle = settings.domain_throttle()
+        if throttle is not None:  # the deliver kind's per-key limits, keyed by domain
+            self.limit_kind(DELIVER_KIND, **throttle.flow_values())
         self.outbox = Outbox(
             outbox_store,
             self.clock,
             job=delivery_job,
             signer=settings.dkim_signer(),
             max_message_bytes=settings.max_message_bytes,
+            split_domains=throttle is not None,
         )
         self.deliverer = Deliverer(
             outbox_store,

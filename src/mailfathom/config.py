@@ -19,6 +19,7 @@ from mailfathom.validate import check_max_attempts
 
 if TYPE_CHECKING:
     from mailfathom.delivery.dkim import DkimSigner
+    from mailfathom.delivery.domains import DomainLimits
     from mailfathom.retention import RetentionPolicy
 
 __all__ = ["Settings"]
@@ -72,6 +73,12 @@ class Settings:
     delivery_max_attempts: int = 48
     #: The queue delivery jobs go to, so dedicated workers can send mail.
     delivery_queue: str = "mail"
+    #: Per-recipient-domain throttling, fleet-wide (docs/outbox.md, "Per-domain throttling"):
+    #: ``{"gmail.com": {"rate": "20/s", "connections": 2}, "*": {"connections": 5}}``:
+    #: deliveries at once ("connections") and started per window ("rate") per domain, "*"
+    #: for every other. A message to several domains is then recorded once per domain.
+    #: Give every app of the fleet the same value (workers write it for all). None: off.
+    domain_limits: Mapping[str, Mapping[str, Any]] | None = None
     #: Largest frozen message accepted by ``record``, in bytes (25 MiB).
     max_message_bytes: int = 26_214_400
     #: DKIM signing domain (``d=``); with ``dkim_selector`` and ``dkim_key_file``, every
@@ -242,6 +249,7 @@ class Settings:
 
         if self.smtp_url is not None:
             parse_smtp_url(self.smtp_url)
+        self.domain_throttle()
         try:
             check_name("delivery_queue", self.delivery_queue, longest=100)
         except ValueError as exc:
@@ -269,6 +277,17 @@ class Settings:
             audit=self.audit_retention,
             delete_keyless=self.retention_delete_keyless,
         )
+
+    def domain_throttle(self) -> DomainLimits | None:
+        """The per-domain throttle ``domain_limits`` describes, or None when it is off."""
+        from mailfathom.delivery.domains import DomainLimits
+
+        try:
+            return DomainLimits.parse(self.domain_limits)
+        except InvalidInput as exc:
+            raise ConfigurationError(
+                f"{exc} (setting domain_limits, MAILFATHOM_DOMAIN_LIMITS as JSON)"
+            ) from None
 
     def dkim_signer(self) -> DkimSigner | None:
         """The DKIM signer these settings describe, or None when signing is off."""

@@ -18,13 +18,20 @@ from email.message import EmailMessage
 
 from mailfathom.clock import Clock
 from mailfathom.delivery.dkim import DkimSigner
+from mailfathom.delivery.domains import delivery_key, domain_parts
 from mailfathom.delivery.message import freeze
 from mailfathom.delivery.model import OutboxEvent, OutgoingEmail, RecordedEmail
 from mailfathom.delivery.resolution import Resolution, decision
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
 from mailfathom.observability import tracing
-from mailfathom.store.outbox_base import DeliveryJobSpec, EmailRow, NewEmail, OutboxStore
+from mailfathom.store.outbox_base import (
+    DeliveryJobSpec,
+    DomainPart,
+    EmailRow,
+    NewEmail,
+    OutboxStore,
+)
 from mailfathom.validate import (
     available_at,
     check_actor,
@@ -48,7 +55,9 @@ class Outbox:
         job: DeliveryJobSpec,
         signer: DkimSigner | None = None,
         max_message_bytes: int = 26_214_400,
+        split_domains: bool = False,
     ) -> None:
+        self._split_domains = split_domains
         self._store = store
         self._clock = clock
         self._job = job
@@ -82,6 +91,10 @@ class Outbox:
         deliveries among themselves (higher first, as for jobs); after ``expires_at`` a
         record whose body never went out is Refused with the reason "expired" instead
         of being sent (a record whose body may have gone out is never expired).
+
+        Each delivery is throttled by its recipient domain when ``domain_limits`` is set;
+        a message to several domains is then recorded once per domain (the record for
+        the first domain is returned; the others name it as ``parent_id``).
         """
         key = check_key(idempotency_key)
         now = self._clock.now()
@@ -96,9 +109,11 @@ class Outbox:
             expiry=expiry,
             priority=check_priority(priority),
         )
+        email, others = self._split(email)
         with tracing.enqueue_span(self._job.kind, self._job.queue):
+            job = self._traced_job()
             row, recipient_rows, created = self._store.insert_email(
-                email, self._traced_job(), now=now, connection=connection
+                email, job, now=now, connection=connection, parts=self._parts(job, others)
             )
         return RecordedEmail.from_record(row, recipient_rows, created)
 
@@ -122,7 +137,9 @@ class Outbox:
         None) per message; a key that already exists returns that record with
         ``created=False`` and records nothing for it, and a key given twice in one batch
         is refused. ``sender``, ``recipients``, ``run_at``, ``priority`` and
-        ``expires_at`` apply to every message, as in :meth:`record`.
+        ``expires_at`` apply to every message, as in :meth:`record`. With
+        ``domain_limits``, a message to several domains is recorded once per domain, as
+        by :meth:`record` (its result is the first domain's record).
         """
         if isinstance(messages, (bytes, bytearray, str, EmailMessage)):
             raise InvalidInput(
@@ -173,9 +190,15 @@ class Outbox:
                 seen.add(key)
         if not emails:
             return []
+        split = [self._split(email) for email in emails]
         with tracing.enqueue_span(self._job.kind, self._job.queue, len(emails)):
+            job = self._traced_job()
             rows = self._store.insert_emails(
-                emails, self._traced_job(), now=now, connection=connection
+                [email for email, _ in split],
+                job,
+                now=now,
+                connection=connection,
+                parts=[self._parts(job, others) for _, others in split],
             )
         return [RecordedEmail.from_record(row, found, created) for row, found, created in rows]
 
@@ -213,6 +236,21 @@ class Outbox:
             priority=priority,
             expires_at=expiry,
         )
+
+    def _split(self, email: NewEmail) -> tuple[NewEmail, builtins.list[tuple[str, ...]]]:
+        """The record for the first recipient domain, and the recipients at each other
+        domain (none unless ``domain_limits`` splits messages per domain)."""
+        first, *others = domain_parts(email.recipients, split=self._split_domains)
+        if not others:
+            return email, []
+        return replace(email, recipients=first), others
+
+    @staticmethod
+    def _parts(
+        job: DeliveryJobSpec, others: Sequence[tuple[str, ...]]
+    ) -> builtins.list[DomainPart]:
+        """Each further domain's recipients with a delivery job keyed by that domain."""
+        return [(part, replace(job, limit_key=delivery_key(part))) for part in others]
 
     def _traced_job(self) -> DeliveryJobSpec:
         """The delivery job spec, carrying the current trace context when tracing is on."""

@@ -18,6 +18,7 @@ __all__ = [
     "AttemptEnd",
     "AttemptStart",
     "DeliveryJobSpec",
+    "DomainPart",
     "EmailRow",
     "NewEmail",
     "OperatorResolve",
@@ -111,6 +112,14 @@ class DeliveryJobSpec:
     max_attempts: int
     #: The W3C traceparent the delivery job carries (OpenTelemetry), if any.
     trace_context: str | None = None
+    #: The job's flow-control limit key: the recipient domain (mailfathom.delivery.domains).
+    #: None: the store derives it from the record's first recipient.
+    limit_key: str | None = None
+
+
+#: A message's recipients at one further domain, and the delivery job that sends to them
+#: (per-domain throttling records a message once per recipient domain).
+DomainPart = tuple[tuple[str, ...], DeliveryJobSpec]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,11 +186,15 @@ class OutboxStore(Protocol):
         *,
         now: datetime,
         connection: object | None = None,
+        parts: Sequence[DomainPart] = (),
     ) -> tuple[EmailRow, list[RecipientRow], bool]:
         """Write the record, its recipients and its delivery job in one transaction.
 
         Returns the record, its recipients and True; an existing idempotency key
         returns that record and its recipients with False, and writes nothing.
+        ``parts`` are the recipients at further domains (per-domain throttling): each
+        becomes a linked record (``parent_id``) with its own delivery job, in the same
+        transaction, only when the first record is new.
         """
         ...
 
@@ -192,11 +205,13 @@ class OutboxStore(Protocol):
         *,
         now: datetime,
         connection: object | None = None,
+        parts: Sequence[Sequence[DomainPart]] | None = None,
     ) -> list[tuple[EmailRow, list[RecipientRow], bool]]:
         """:meth:`insert_email` for every record of a batch, all in one transaction.
 
         Results are in the order of ``emails``; an existing idempotency key gives that
-        record and False, and writes nothing for it.
+        record and False, and writes nothing for it. ``parts``, when given, holds each
+        email's further domains (as for :meth:`insert_email`).
         """
         ...
 

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
+from mailfathom.delivery.domains import delivery_key
 from mailfathom.store.database import Cursor, Database
+from mailfathom.store.flow_store import FlowClaims
 from mailfathom.store.group_commit import GroupCommit
 from mailfathom.store.outbox_base import (
     AttemptEnd,
     AttemptStart,
     DeliveryJobSpec,
+    DomainPart,
     EmailRow,
     NewEmail,
     OperatorResolve,
@@ -85,18 +89,21 @@ class SqlOutboxStore:
         *,
         now: datetime,
         connection: object | None = None,
+        parts: Sequence[DomainPart] = (),
     ) -> tuple[EmailRow, list[RecipientRow], bool]:
         """The record, its recipients and its delivery job: one transaction, one cursor.
 
         A dialect that defines ``record_email`` writes all three in that one statement,
         which commits on its own when there is no caller's transaction to join.
+        ``parts``: the recipients at other domains, each recorded (same transaction, only
+        if the first record is new) as a linked record with its own delivery job.
         """
         params = self._record_params(email, job, now)
-        if "record_email" in self._q and connection is None:
+        if "record_email" in self._q and connection is None and not parts:
             with self.db.single_write() as cur:
                 return self._insert_one(cur, params, job)
         with self.db.transaction(connection) as cur:
-            return self._insert_one(cur, params, job)
+            return self._insert_one(cur, params, job, parts)
 
     def insert_emails(
         self,
@@ -105,12 +112,18 @@ class SqlOutboxStore:
         *,
         now: datetime,
         connection: object | None = None,
+        parts: Sequence[Sequence[DomainPart]] | None = None,
     ) -> list[tuple[EmailRow, list[RecipientRow], bool]]:
         """Every record of the batch, with its recipients and delivery job, in one
-        transaction (the caller's, when given): all of them are written, or none."""
+        transaction (the caller's, when given): all of them are written, or none.
+        ``parts``: for each email, its recipients at other domains (see insert_email)."""
         params = [self._record_params(email, job, now) for email in emails]
+        split = [()] * len(emails) if parts is None else parts
         with self.db.transaction(connection) as cur:
-            return [self._insert_one(cur, one, job) for one in params]
+            return [
+                self._insert_one(cur, one, job, its_parts)
+                for one, its_parts in zip(params, split, strict=True)
+            ]
 
     def _record_params(
         self, email: NewEmail, job: DeliveryJobSpec, now: datetime
@@ -134,14 +147,23 @@ class SqlOutboxStore:
             "queue": job.queue,
             "max_attempts": job.max_attempts,
             "trace_context": job.trace_context,
+            # the delivery's limit key: the job's own, or its recipients' domain
+            "limit_key": (
+                job.limit_key if job.limit_key is not None else delivery_key(email.recipients)
+            ),
         }
 
     def _insert_one(
-        self, cur: Cursor, params: dict[str, Any], job: DeliveryJobSpec
+        self,
+        cur: Cursor,
+        params: dict[str, Any],
+        job: DeliveryJobSpec,
+        parts: Sequence[DomainPart] = (),
     ) -> tuple[EmailRow, list[RecipientRow], bool]:
         """One record on ``cur``: in the one ``record_email`` statement where the dialect
-        has it, else the record, its recipients and its job one statement each."""
-        if "record_email" in self._q:
+        has it, else the record, its recipients and its job one statement each (and then
+        each of ``parts`` as a linked record with its own delivery job)."""
+        if "record_email" in self._q and not parts:
             cur.execute(self._q["record_email"], params)
             row = cur.fetchone()
             if row is None:
@@ -163,11 +185,28 @@ class SqlOutboxStore:
         created_row = self._attach_job(
             cur,
             email_id,
-            job,
+            replace(job, limit_key=params["limit_key"]),
             params["available_at"],
             params["now"],
             priority=params["priority"],
         )
+        for addresses, part_job in parts:
+            cur.execute(
+                self._q["record_domain_part"], {"parent_id": email_id, "now": params["now"]}
+            )
+            part_id = cur.fetchone()["id"]
+            cur.execute(
+                self._q["insert_recipients"],
+                {"email_id": part_id, "addresses": json.dumps(list(addresses))},
+            )
+            self._attach_job(
+                cur,
+                part_id,
+                part_job,
+                params["available_at"],
+                params["now"],
+                priority=params["priority"],
+            )
         return created_row, self._recipients_of(cur, email_id), True
 
     def _existing(self, cur: Cursor, key: str | None) -> tuple[EmailRow, list[RecipientRow], bool]:
@@ -192,7 +231,11 @@ class SqlOutboxStore:
         *,
         priority: int = 0,
     ) -> EmailRow:
-        """Insert the record's delivery job (same transaction) and point the record at it."""
+        """Insert the record's delivery job (same transaction) and point the record at it.
+
+        The job's limit key is ``job.limit_key``, or else the domain of the record's
+        first recipient (a split or a copy delivers to the domain its recipients are at).
+        """
         cur.execute(
             self._q["insert_job"],
             {
@@ -208,6 +251,11 @@ class SqlOutboxStore:
             },
         )
         job_row = cur.fetchone()
+        key = job.limit_key
+        if key is None:
+            key = delivery_key(r["address"] for r in self._recipients_of(cur, email_id))
+        if key is not None:
+            FlowClaims(self.db).set_keys(cur, [(job_row["id"], key)])
         cur.execute(self._q["set_email_job"], {"id": email_id, "job_id": job_row["id"]})
         return self._email(cur.fetchone())
 

@@ -18,7 +18,8 @@ RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, sub
 -- own): the email, its recipients and its delivery job. Both ids are drawn first so each
 -- row can point at the other; foreign keys are checked at the end of the statement, when
 -- all three exist. Returns the email with its recipients as a JSON array, or nothing when
--- the idempotency key exists (then nothing is inserted).
+-- the idempotency key exists (then nothing is inserted). The job carries its limit key
+-- (the recipient domain, for per-domain throttling).
 WITH ids AS MATERIALIZED (
     SELECT nextval('mf_outbox_id_seq') AS email_id, nextval('mf_jobs_id_seq') AS job_id
 ), email AS (
@@ -35,11 +36,11 @@ WITH ids AS MATERIALIZED (
               body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
 ), job AS (
     INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, available_at,
-                         max_attempts, created_at, trace_context)
+                         max_attempts, created_at, trace_context, limit_key)
     OVERRIDING SYSTEM VALUE
     SELECT email.job_id, %(kind)s, %(queue)s, jsonb_build_object('email_id', email.id),
            %(priority)s, 'Pending', %(available_at)s::timestamptz, %(max_attempts)s, %(now)s,
-           %(trace_context)s
+           %(trace_context)s, %(limit_key)s
     FROM email
     RETURNING id
 ), recipients AS (
@@ -205,6 +206,16 @@ WHERE email_id = %(email_id)s AND position = %(position)s;
 INSERT INTO mf_outbox (stage, parent_id, message_id, sender, subject, message, size, smtputf8,
                        eightbit, created_at)
 SELECT 'Recorded', id, message_id, sender, subject, message, size, smtputf8, eightbit, %(now)s
+FROM mf_outbox WHERE id = %(parent_id)s
+RETURNING id;
+
+-- name: record_domain_part
+-- At record time, one more record for a message's recipients at another domain (per-domain
+-- throttling): the same bytes, Message-ID and expiry, linked to the first domain's record.
+INSERT INTO mf_outbox (stage, parent_id, message_id, sender, subject, message, size, smtputf8,
+                       eightbit, created_at, expires_at)
+SELECT 'Recorded', id, message_id, sender, subject, message, size, smtputf8, eightbit,
+       %(now)s, expires_at
 FROM mf_outbox WHERE id = %(parent_id)s
 RETURNING id;
 

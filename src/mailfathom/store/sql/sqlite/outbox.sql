@@ -138,6 +138,16 @@ SELECT 'Recorded', id, message_id, sender, subject, message, size, smtputf8, eig
 FROM mf_outbox WHERE id = :parent_id
 RETURNING id;
 
+-- name: record_domain_part
+-- At record time, one more record for a message's recipients at another domain (per-domain
+-- throttling): the same bytes, Message-ID and expiry, linked to the first domain's record.
+INSERT INTO mf_outbox (stage, parent_id, message_id, sender, subject, message, size, smtputf8,
+                       eightbit, created_at, expires_at)
+SELECT 'Recorded', id, message_id, sender, subject, message, size, smtputf8, eightbit,
+       :now, expires_at
+FROM mf_outbox WHERE id = :parent_id
+RETURNING id;
+
 -- name: split_recipients
 -- The parent's recipients at the positions in the JSON array :positions, renumbered.
 INSERT INTO mf_outbox_recipients (email_id, position, address)
