@@ -89,9 +89,7 @@ def test_no_limit_stored_lists_none(api: Api, mf: MailFathom) -> None:
     assert api.get("/api/limits").json() == {"limits": []}
 
 
-def test_each_limit_with_its_values_use_keys_and_waiting_jobs(
-    api: Api, mf: MailFathom
-) -> None:
+def test_each_limit_with_its_values_use_keys_and_waiting_jobs(api: Api, mf: MailFathom) -> None:
     @mf.job(
         "sync.account",
         max_running=3,
@@ -162,9 +160,7 @@ def test_each_limit_with_its_values_use_keys_and_waiting_jobs(
     assert api.get("/api/limits/kind%3Async.account").json() == sync_limit
 
 
-def test_keys_come_blocked_first_then_busiest_and_are_capped(
-    api: Api, mf: MailFathom
-) -> None:
+def test_keys_come_blocked_first_then_busiest_and_are_capped(api: Api, mf: MailFathom) -> None:
     @mf.job("deliver", limit_key=lambda payload: payload["domain"], max_running_per_key=2)
     def deliver(ctx: object, domain: str) -> None: ...
 
@@ -219,7 +215,7 @@ def test_bad_input_and_unknown_limits_are_refused(api: Api, mf: MailFathom) -> N
         ("/api/limits/queue:mail", {"keys": "many"}, "keys must be a whole number"),
     ]:
         answer = api.get(path, params=params)
-        assert answer.status_code == 400, answer.text
+        assert answer.status_code == 400, answer.body
         assert answer.json()["error"]["type"] == "InvalidInput"
         assert message in answer.json()["error"]["message"]
     for name in ["queue:other", "kind:mail", "mail", "queue:mail/x"]:

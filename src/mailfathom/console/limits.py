@@ -95,7 +95,9 @@ def _why(values: dict[str, Any], running: int, starts: int) -> str:
     return "used up"
 
 
-def holding(usage: list[dict[str, Any]], *, kind: str, queue: str, key: str | None) -> list[Holding]:
+def holding(
+    usage: list[dict[str, Any]], *, kind: str, queue: str, key: str | None
+) -> list[Holding]:
     """The used-up limits among ``usage`` that hold back a due Pending job of ``kind`` in
     ``queue`` with limit key ``key`` (empty: nothing holds it, it waits for a worker)."""
     found = []
