@@ -13,7 +13,6 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 

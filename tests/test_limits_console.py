@@ -94,7 +94,10 @@ def test_each_limit_its_use_keys_and_waiting_jobs(client: Any, mf: MailFathom) -
     assert "3 keys blocked" in sync_part and "<i>x</i>" not in html
     waiting = re.search(r'<p class="waiting">(.*?)</p>', sync_part, re.S)
     assert waiting and re.findall(r'href="/jobs/(\d+)"', waiting.group(1)) == [str(jobs[1].id)]
-    assert 'href="/jobs?state=Pending&amp;kind=sync.account">every Pending job of kind sync.account' in waiting.group(1)
+    assert (
+        'href="/jobs?state=Pending&amp;kind=sync.account">every Pending job of kind sync.account'
+        in waiting.group(1)
+    )
     assert rows(mail_part, "limit-values") == [["whole queue", "—", "5/10s", "0", "0", "room"]]
     assert "No due job waits on it." in mail_part
 
