@@ -148,6 +148,7 @@ def test_a_waiting_jobs_page_names_the_limit_holding_it(
     later = mf.enqueue("sync", {"account": 42}, delay=timedelta(hours=1))
     held = mf.enqueue("sync", {"account": 42}, hold=True)
     assert len(mf.queue.claim("w1", 10, LEASE)) == 3  # one sync of account 42, two reports
+    free = mf.enqueue("free", {})  # no limit on its kind or queue (due, and not claimed)
 
     def holding(job_id: int) -> str | None:
         html = client.get(f"/jobs/{job_id}").text
@@ -160,6 +161,7 @@ def test_a_waiting_jobs_page_names_the_limit_holding_it(
     assert holding(first.id) is None  # running
     assert holding(later.id) is None  # not due yet: no limit holds it
     assert holding(held.id) is None  # held by an operator, not by a limit
+    assert holding(free.id) is None
     assert "<dt>limit key</dt><dd><code>42</code></dd>" in client.get(f"/jobs/{held.id}").text
     clock.advance(timedelta(minutes=2))
     assert holding(reports[2].id) is None  # the window passed: it waits for a worker only

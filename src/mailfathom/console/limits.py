@@ -147,5 +147,8 @@ class LimitsConsole:
         due = job.available_at is not None and job.available_at <= self.mf.clock.now()
         if job.state is not JobState.PENDING or not due:
             return []
+        mine = {("kind", job.kind), ("queue", job.queue)}
+        if not any((row.scope, row.target) in mine for row in self.mf.limits.stored()):
+            return []  # no limit on its kind or queue: skip counting the others' use
         usage = self.mf.limits.usage()
         return holding(usage, kind=job.kind, queue=job.queue, key=job.limit_key)
