@@ -9,6 +9,7 @@ keep the suite fast; the value is in the breadth.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -34,7 +35,8 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture
 def app(database_url: str) -> Iterator[Any]:
-    """The console on a fresh database with dead letters and a held job to act on."""
+    """The console on a fresh database with dead letters and a held job to act on, and a
+    limit in use with a job waiting on it."""
     mf = MailFathom(database_url)
     mf.migrate()
     register_demo_kinds(mf)
@@ -42,6 +44,10 @@ def app(database_url: str) -> Iterator[Any]:
     register_worker(mf, "w-1")
     dead_letters(mf, 3)
     mf.enqueue("demo.ok", {}, hold=True)
+    mf.limit_kind("demo.ok", max_running=1, rate="5/min", max_running_per_key=1)
+    mf.limits.sync()
+    mf.queue.enqueue_many("demo.ok", [{}, {}], limit_keys=["a", "a"])
+    mf.queue.claim("w-1", 5, timedelta(seconds=60))  # one runs, the other waits on the limit
     yield create_app(Console(mf), access=Access.for_bind("127.0.0.1", TOKEN))
     mf.close()
 
@@ -56,7 +62,7 @@ def test_the_api_answers_every_generated_request_as_documented(
     results = list(schema.get_all_operations())
     assert all(isinstance(result, Ok) for result in results), "the document has invalid parts"
     operations = [result.ok() for result in results if isinstance(result, Ok)]
-    assert len(operations) == sum(len(ops) for ops in document()["paths"].values()) == 25
+    assert len(operations) == sum(len(ops) for ops in document()["paths"].values()) == 27
 
     for operation in operations:
         inputs = len(operation.query) + len(operation.path_parameters) + len(operation.body)

@@ -11,6 +11,7 @@ from mailfathom.cli.common import open_app, reports_errors
 from mailfathom.cli.dev_command import dev
 from mailfathom.cli.health_command import health
 from mailfathom.cli.jobs_command import enqueue, jobs
+from mailfathom.cli.limits_command import limits
 from mailfathom.cli.outbox_command import outbox
 from mailfathom.cli.prune_command import prune
 from mailfathom.cli.queues_command import queues
@@ -49,6 +50,7 @@ def migrate(ctx: click.Context) -> None:
 
 cli.add_command(enqueue)
 cli.add_command(jobs)
+cli.add_command(limits)
 cli.add_command(outbox)
 cli.add_command(prune)
 cli.add_command(queues)

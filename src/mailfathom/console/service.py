@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from mailfathom.console.limits import LimitsConsole
 from mailfathom.console.outbox_service import OutboxConsole
 from mailfathom.console.query import HELD, JobQuery
 from mailfathom.delivery.stage import OutgoingEmailStage
@@ -132,8 +133,9 @@ class BulkResult:
     refused_queues: dict[str, str] = field(default_factory=dict)
 
 
-class Console(OutboxConsole):
-    """Operator reads and actions over one app (jobs here; outgoing email in the mixin)."""
+class Console(OutboxConsole, LimitsConsole):
+    """Operator reads and actions over one app (jobs here; outgoing email and flow-control
+    limits in the mixins)."""
 
     def __init__(self, mf: MailFathom, *, inbox: Inbox | None = None) -> None:
         self.mf = mf

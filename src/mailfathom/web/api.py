@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mailfathom.console import ACTIONS, Console, JobQuery
+from mailfathom.console.limits import KEYS_MOST, KEYS_SHOWN
 from mailfathom.console.serialize import (
     audit_json,
     bulk_json,
@@ -411,6 +412,22 @@ def throughput(request: Request, _: dict[str, Any]) -> Any:
     return {"minutes": throughput_json(_console(request).mf.jobs.throughput(minutes))}
 
 
+@endpoint()
+def limits(request: Request, _: dict[str, Any]) -> Any:
+    """Every flow-control limit: its values, its use now, its busiest keys, who waits."""
+    keys = _int_param(request, "keys", low=1, high=KEYS_MOST, default=KEYS_SHOWN)
+    assert keys is not None
+    return {"limits": _console(request).limits(keys=keys)}
+
+
+@endpoint()
+def get_limit(request: Request, _: dict[str, Any]) -> Any:
+    """One flow-control limit by name (``kind:<kind>``, ``queue:<queue>``)."""
+    keys = _int_param(request, "keys", low=1, high=KEYS_MOST, default=KEYS_MOST)
+    assert keys is not None
+    return _console(request).limit(str(request.path_params["name"]), keys=keys)
+
+
 async def openapi(request: Request) -> Response:
     """The OpenAPI document of this API."""
     from mailfathom.web.openapi import document
@@ -440,6 +457,8 @@ routes = [
     Route("/api/schedules/{name:path}/pause", pause_schedule, methods=["POST"]),
     Route("/api/schedules/{name:path}/resume", resume_schedule, methods=["POST"]),
     Route("/api/workers", workers),
+    Route("/api/limits", limits),
+    Route("/api/limits/{name:path}", get_limit),
     Route("/api/outbox", list_emails),
     Route("/api/outbox/counts", email_counts),
     Route("/api/outbox/unknown", unknown_emails),

@@ -29,6 +29,7 @@ from mailfathom.console import Console
 from mailfathom.web import (
     api,
     inbox_pages,
+    limit_pages,
     observability_routes,
     outbox_pages,
     pages,
@@ -76,6 +77,7 @@ def create_app(
         *outbox_pages.routes,
         *schedule_pages.routes,
         *queue_pages.routes,
+        *limit_pages.routes,
         *observability_routes.routes,
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -5,7 +5,8 @@ ways by the tests: every API route is documented (and nothing else), and a
 schemathesis run sends generated requests to every operation and validates
 each answer against the schemas here. The jobs and outbox parts live in
 :mod:`~mailfathom.web.openapi_jobs` and :mod:`~mailfathom.web.openapi_outbox`,
-the shared building blocks in :mod:`~mailfathom.web.openapi_common`; the
+the flow-control limits in :mod:`~mailfathom.web.openapi_limits`, the shared building
+blocks in :mod:`~mailfathom.web.openapi_common`; the
 schedule and worker parts are here.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from mailfathom.web import openapi_common as common
-from mailfathom.web import openapi_jobs, openapi_outbox
+from mailfathom.web import openapi_jobs, openapi_limits, openapi_outbox
 from mailfathom.web.openapi_common import (
     NAME,
     TIME,
@@ -120,12 +121,18 @@ SCHEMAS: dict[str, Any] = {
     **openapi_jobs.SCHEMAS,
     **_SCHEDULE_SCHEMAS,
     **openapi_outbox.SCHEMAS,
+    **openapi_limits.SCHEMAS,
 }
 
 
 def document(features: Any = None) -> dict[str, Any]:
     """The OpenAPI document for the endpoints this console serves."""
-    paths: dict[str, Any] = {**openapi_jobs.PATHS, **_SCHEDULE_PATHS, **openapi_outbox.PATHS}
+    paths: dict[str, Any] = {
+        **openapi_jobs.PATHS,
+        **_SCHEDULE_PATHS,
+        **openapi_limits.PATHS,
+        **openapi_outbox.PATHS,
+    }
     return {
         "openapi": "3.1.0",
         "info": {

@@ -60,6 +60,7 @@ _JOB: dict[str, Any] = {
     "abort_reason": nullable("string"),
     "snoozes": {"type": "integer", "minimum": 0},
     "trace_context": nullable("string"),
+    "limit_key": nullable("string", description="its flow-control limit key, if any"),
     "held": {"type": "boolean"},
     "attempts_left": {"type": "integer", "minimum": 0},
 }

@@ -125,9 +125,16 @@ def job_detail(request: Request) -> Response:
     """One job: fields, payload, every attempt with its traceback, the audit trail."""
     job_id = _positive(str(request.path_params["job_id"]), "job id")
     assert job_id is not None
-    detail = _console(request).job(job_id)
+    console = _console(request)
+    detail = console.job(job_id)
     payload = pretty_json(detail.job.payload)
-    return page(request, "job.html", {"detail": detail, "job": detail.job, "payload": payload})
+    context = {
+        "detail": detail,
+        "job": detail.job,
+        "payload": payload,
+        "holding": console.holding(detail.job),  # the limits that hold it back, if any
+    }
+    return page(request, "job.html", context)
 
 
 @view

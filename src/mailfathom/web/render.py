@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
+from mailfathom.console.limits import rate_text
 from mailfathom.console.query import JobQuery
 from mailfathom.web.delegated import user_of
 from mailfathom.web.security import CSRF_FIELD, csrf_token, logged_in
@@ -76,6 +77,7 @@ def _environment() -> jinja2.Environment:
     env.filters["time"] = _time
     env.filters["state_class"] = _state_class
     env.filters["stage_class"] = _stage_class
+    env.filters["rate"] = rate_text
     env.globals["jobs_link"] = _jobs_link
     env.globals["urlencode"] = urlencode
     return env
