@@ -417,6 +417,9 @@ class Worker:
             wanted = sum(free.values())
             if wanted <= 0:
                 return None
+        # Outcomes the completer has not committed yet: their jobs still count as running
+        # under a limit (read before the claim, which may have seen them as Claimed).
+        outstanding = self._completer is not None and not self._recorder.unrecorded.empty()
         jobs = self._recorder.record_and_claim(
             Claim(limit=wanted, lease=self.lease, queues=self.queues, reap=reap, queue_limits=free),
             carry=self._completer is None,
@@ -431,7 +434,7 @@ class Worker:
         self._start_ready()
         if not jobs and (
             (free is not None and len(free) < len(self.slots or {}))
-            or (held_back and load.running + load.ready > 0)
+            or (held_back and (load.running + load.ready > 0 or outstanding))
         ):
             return None  # a full queue, or a limit our own jobs hold: due jobs may wait
         return len(jobs)
