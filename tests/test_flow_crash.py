@@ -17,7 +17,7 @@ from worker_processes import start_worker, stop, wait_for
 
 pytestmark = pytest.mark.slow
 
-LIMITED, FREE, KEYS = 300, 100, 10
+LIMITED, FREE, KEYS = 2000, 500, 10  # thousands of jobs, ten keys
 
 
 def most_at_once(intervals: list[tuple[float, float]]) -> int:
@@ -61,7 +61,7 @@ def test_limits_hold_across_processes_with_a_worker_sigkilled(
         register(app)
         limited = app.enqueue_many(
             "flow.limited",
-            [{"key": n % KEYS, "log": str(log), "seconds": 0.01} for n in range(LIMITED)],
+            [{"key": n % KEYS, "log": str(log), "seconds": 0.005} for n in range(LIMITED)],
         )
         assert [job.limit_key for job in limited[: KEYS + 1]] == [*map(str, range(KEYS)), "0"]
         app.enqueue_many("flow.free", [{"log": str(log), "seconds": 0.002}] * FREE)
