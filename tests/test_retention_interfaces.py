@@ -13,7 +13,14 @@ import pytest
 from click.testing import CliRunner, Result
 
 from consolekit import make_client
-from mailfathom import FakeClock, JobContext, MailFathom, NotFound, PermanentFailure
+from mailfathom import (
+    FakeClock,
+    IllegalTransition,
+    JobContext,
+    MailFathom,
+    NotFound,
+    PermanentFailure,
+)
 from mailfathom.cli import cli
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
@@ -128,3 +135,27 @@ def test_the_api_shows_retention_and_compacted_rows(database_url: str) -> None:
         assert kept["job"]["compacted_at"] is None
         mail = client.get(f"/api/outbox/{email.id}").json()
         assert mail["email"]["compacted_at"] is not None
+
+
+def test_the_email_rules_through_the_cli(database_url: str) -> None:
+    with MailFathom(database_url, clock=FakeClock(LONG_AGO)) as old:
+        old.migrate()
+        cancelled = old.outbox.record(_email(), run_at=LONG_AGO.replace(year=2021))
+        old.outbox.cancel(cancelled.id, actor="ops")
+        waiting = old.outbox.record(_email(), run_at=LONG_AGO.replace(year=2021))
+    kept = _prune(database_url, {"MAILFATHOM_EMAIL_RETENTION": json.dumps({"Cancelled": "never"})})
+    assert kept.exit_code == 0, kept.output
+    assert "Cancelled" not in json.loads(kept.output)["rows"].get("emails", {})
+    bad = _prune(database_url, {"MAILFATHOM_EMAIL_RETENTION": json.dumps({"Recorded": "1d"})})
+    assert bad.exit_code != 0 and "email_retention" in bad.output
+    with MailFathom(database_url) as mf:
+        assert mf.outbox.get(cancelled.id).compacted_at is None  # "never", then refused
+    done = _prune(database_url, {"MAILFATHOM_EMAIL_RETENTION": json.dumps({"Cancelled": "1d"})})
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["rows"]["emails"]["Cancelled"] == {"compacted": 1}
+    with MailFathom(database_url) as mf:
+        assert mf.outbox.get(cancelled.id).compacted_at is not None
+        assert mf.outbox.get(waiting.id).compacted_at is None  # not finished: never pruned
+        with pytest.raises(IllegalTransition, match="compacted"):
+            mf.outbox.message_bytes(cancelled.id)
+        assert mf.outbox.message_bytes(waiting.id)
