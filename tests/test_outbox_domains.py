@@ -106,6 +106,28 @@ def test_a_message_to_several_domains_is_recorded_once_per_domain(
     ]
 
 
+def test_record_many_splits_each_message_per_domain_in_one_transaction(
+    throttled: MailFathom, smtp: FaultServer
+) -> None:
+    batch = [message("a@gmail.com", "b@yahoo.com"), message("c@example.org")]
+    first, second = throttled.outbox.record_many(batch, idempotency_keys=["m1", "m2"])
+    assert [r.address for r in first.recipients] == ["a@gmail.com"]
+    (part,) = [e for e in throttled.outbox.list() if e.parent_id == first.id]
+    assert [r.address for r in part.recipients] == ["b@yahoo.com"]
+    records = [first, part, second]
+    keys = [throttled.jobs.get(e.job_id).limit_key for e in records]  # type: ignore[arg-type]
+    assert keys == ["gmail.com", "yahoo.com", "example.org"]
+    again = throttled.outbox.record_many(batch, idempotency_keys=["m1", "m2"])
+    assert [e.created for e in again] == [False, False]
+    assert len(throttled.outbox.list()) == 3  # no part recorded twice
+    assert throttled.worker().run(burst=True) == 3
+    assert sorted(tuple(m.rcpt_tos) for m in smtp.accepted()) == [
+        ("a@gmail.com",),
+        ("b@yahoo.com",),
+        ("c@example.org",),
+    ]
+
+
 def test_a_split_after_a_deferral_keeps_the_domain_key(
     throttled: MailFathom, smtp: FaultServer
 ) -> None:
