@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
+from email.message import EmailMessage
 from typing import Any
 
 import pytest
@@ -220,6 +221,47 @@ def test_a_dry_run_changes_nothing(mf: MailFathom, clock: FakeClock) -> None:
     assert [mf.jobs.get(j.id) for j in jobs] == before
     assert mf.retention.state() == state_before
     assert mf.prune().rows["jobs"]["Succeeded"]["compacted"] == 3
+
+
+def test_a_dry_run_counts_what_the_pass_then_does_with_deletion_on(
+    mf: MailFathom, clock: FakeClock
+) -> None:
+    """A keyless row deleted by opt-in takes its audit events with it; the events' own
+    batch runs first, so the pass reports the old events the dry run counted."""
+    _register(mf)
+    dropped = mf.enqueue("t.work", {"outcome": "permanent"})  # keyless
+    kept = mf.enqueue("t.work", {"outcome": "permanent"}, idempotency_key="kept:dead")
+    _finish(mf, clock)
+    mf.jobs.drop(dropped.id, actor="ops", reason="not needed")  # one audit event each
+    mf.jobs.drop(kept.id, actor="ops", reason="not needed")
+    email = mf.outbox.record(_email(), run_at=clock.now() + timedelta(days=1))  # keyless
+    mf.outbox.cancel(email.id, actor="ops")
+    clock.advance(400 * DAY)  # past Dropped's 30 days, Cancelled's 30 and the audit's 365
+    with _app(mf, clock, retention_delete_keyless=True) as other:
+        dry = other.prune(dry_run=True)
+        report = other.prune()
+    expected = {
+        "job_events": {"all": {"deleted": 2}},
+        "email_events": {"all": {"deleted": 1}},
+        "jobs": {"Dropped": {"deleted": 1, "compacted": 1}},
+        "emails": {"Cancelled": {"deleted": 1, "compacted": 0}},
+    }
+    for rows in (dry.rows, report.rows):
+        for table, states in expected.items():
+            for state, actions in states.items():
+                assert rows[table][state] == actions, (table, state, rows)
+    assert mf.jobs.events(kept.id) == []
+    assert mf.jobs.get(kept.id).compacted
+    assert {j.id for j in mf.jobs.list() if j.kind == "t.work"} == {kept.id}
+
+
+def _email() -> EmailMessage:
+    msg = EmailMessage()
+    msg["From"] = "alice@example.com"
+    msg["To"] = "bob@example.com"
+    msg["Subject"] = "Invoice 9"
+    msg.set_content("Attached.\n")
+    return msg
 
 
 def test_batches_are_small_and_the_pass_takes_them_all(mf: MailFathom, clock: FakeClock) -> None:

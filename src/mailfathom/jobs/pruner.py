@@ -132,7 +132,15 @@ class Pruner:
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     def batches(self, now: datetime) -> Iterator[Batch]:
-        """Every kind of work the policy asks for at ``now``, jobs first, events last."""
+        """Every kind of work the policy asks for at ``now``: audit events first, then jobs
+        and emails.
+
+        Events go first so that a pass deletes exactly the events a dry run counts: a
+        keyless row deleted by opt-in takes its events with it, and had it gone first,
+        its old events would have vanished from the count the events' own batch reports."""
+        if self.policy.audit is not None:
+            for table in ("job_events", "email_events"):
+                yield Batch(table, "delete", "all", now - self.policy.audit)
         deleting = self.policy.delete_keyless
         for table, names, rules, kinds in (
             ("jobs", JOB_STATES, self.policy.jobs, self.policy.kinds),
@@ -157,9 +165,6 @@ class Pruner:
                         yield Batch(action="compact", only="keyed", **common)
                     else:
                         yield Batch(action="compact", **common)
-        if self.policy.audit is not None:
-            for table in ("job_events", "email_events"):
-                yield Batch(table, "delete", "all", now - self.policy.audit)  # type: ignore[arg-type]
 
     def run(
         self,

@@ -28,9 +28,12 @@ FROM mf_pruner WHERE id = 1;
 
 -- name: claims_waiting
 -- Whether a due job waits to be claimed (queues that are paused aside): the pruner then
--- keeps to its busy duty cycle.
+-- keeps to its busy duty cycle. INDEXED BY: the claim's own index, so this walks what a
+-- claim walks; left to itself the planner takes mf_jobs_state and reads every pending
+-- row, however many wait for a later time (300,000 delayed jobs: 44 ms → 26 ms, and
+-- microseconds when the first row walked is due, as it is whenever claimers have work).
 SELECT EXISTS (
-    SELECT 1 FROM mf_jobs
+    SELECT 1 FROM mf_jobs INDEXED BY mf_jobs_claimable
     WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
       AND queue NOT IN (SELECT queue FROM mf_paused_queues)
 ) AS waiting;
