@@ -41,6 +41,10 @@ MAX_DEPTH = 64
 MAX_INT_DIGITS = 4300
 
 _INT_BOUND = 10**MAX_INT_DIGITS
+#: ``json.dumps`` with these options, without making an encoder per call.
+_dumps = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
+).encode
 _FLAT = frozenset((str, bool, type(None)))  # always fine as values (text checked later)
 _BASES = (("a dict", dict), ("a list", list), ("a str", str), ("an int", int), ("a float", float))
 
@@ -73,9 +77,7 @@ def encode(payload: Mapping[str, Any] | None, *, max_bytes: int) -> str:
     except _Refused as refused:
         where = _where(refused.path[::-1])
         raise PayloadError(refused.problem.replace("{where}", where, 1)) from None
-    text = json.dumps(
-        payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
-    )
+    text = _dumps(payload)
     if "\\u0000" in text:  # json.dumps escapes NUL; the text may also hold a literal "\u0000"
         _refuse_text(payload, lambda s: "\x00" in s, _NUL)
     try:
