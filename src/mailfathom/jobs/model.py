@@ -116,15 +116,19 @@ _decode = json.JSONDecoder().decode  # json.loads without its per-call argument 
 
 
 def enqueued_jobs(
-    batch: NewJobs, results: Sequence[int | JobRow], now: datetime
+    batch: NewJobs,
+    results: Sequence[int | JobRow],
+    now: datetime,
+    payloads: Sequence[dict[str, Any] | None] | None = None,
 ) -> list[EnqueuedJob]:
     """What ``enqueue_many`` returns: for each id in ``results`` the job it created, built
     from the batch's values and a new job's defaults (the schema's; ``tests/test_enqueue.py``
     checks it equals the row read back), and for each row the existing job (not created).
 
-    Nothing is read back from the store for a new job; only its payload is decoded from
-    the text sent, so it is exactly what a later read returns (and not the caller's
-    object, which the caller may go on changing)."""
+    Nothing is read back from the store for a new job. Its payload is ``payloads[i]`` when
+    given (a copy equal to what decoding gives: :func:`~mailfathom.jobs.payload.encode_and_copy`),
+    else decoded from the text sent: exactly what a later read returns either way, and
+    never the caller's own object, which the caller may go on changing."""
     kind, queue, priority = batch.kind, batch.queue, batch.priority
     attempts, trace = batch.max_attempts, batch.trace_context
     created_at = now.astimezone(UTC)
@@ -135,11 +139,15 @@ def enqueued_jobs(
     limits = batch.limit_keys or nothing
     pending, build, decode = JobState.PENDING, _new_enqueued, _decode
     jobs: list[EnqueuedJob] = []
-    for result, text, key, limit in zip(results, batch.payloads, keys, limits, strict=True):
+    copies = payloads or nothing
+    for result, text, copy, key, limit in zip(
+        results, batch.payloads, copies, keys, limits, strict=True
+    ):
         if type(result) is int:
             jobs.append(
                 build(
-                    result, kind, queue, decode(text), priority, pending, key, due, 0, 0,
+                    result, kind, queue, decode(text) if copy is None else copy, priority,
+                    pending, key, due, 0, 0,
                     attempts, None, None, None, None, None, None, created_at, None,
                     None, 0, trace, None, limit, True,
                 )

@@ -18,6 +18,7 @@ from mailfathom.jobs.failures import JobAborted, PermanentFailure, Snooze, Trans
 from mailfathom.jobs.limits import check_key_value, compute_key
 from mailfathom.jobs.model import EnqueuedJob, Job, enqueued_jobs
 from mailfathom.jobs.payload import encode as payload_text
+from mailfathom.jobs.payload import encode_and_copy
 from mailfathom.jobs.reasons import (
     TRACEBACK_LIMIT,
     describe_error,
@@ -121,7 +122,9 @@ class JobQueue:
         due = available_at(now, delay=delay, run_at=run_at, hold=hold)
         priority = check_priority(priority)
         keys = self._idempotency_keys(idempotency_keys)
-        texts = [self.encode_payload(payload) for payload in payloads]
+        limit = self.max_payload_bytes
+        encoded = [encode_and_copy(payload, max_bytes=limit) for payload in payloads]
+        texts = [text for text, _ in encoded]
         flow_keys = self._limit_keys(kind, registered, payloads, limit_keys)
         with tracing.enqueue_span(kind, queue, len(texts)):
             batch = NewJobs(
@@ -136,7 +139,7 @@ class JobQueue:
                 limit_keys=flow_keys,
             )
             results = self.store.enqueue(batch, now=now, connection=connection)
-        return enqueued_jobs(batch, results, now)
+        return enqueued_jobs(batch, results, now, [copy for _, copy in encoded])
 
     @staticmethod
     def _idempotency_keys(given: Sequence[str | None] | None) -> list[str | None] | None:

@@ -183,14 +183,15 @@ class SqlStore(WorkerStore, ControlStore):
         params["available_at"] = self.db.time_param(batch.available_at)
         if batch.idempotency_keys is None:
             cur.execute(self._q["insert_keyless_jobs"], params)
-            ids: list[int | None] = sorted(row["id"] for row in cur.fetchall())
+            ids: list[int | None] = cur.fetchone()["ids"]
             if len(ids) != len(batch.payloads):  # pragma: no cover - a keyless row always goes in
                 raise StoreError(f"{len(ids)} of {len(batch.payloads)} jobs were inserted")
             return ids
         cur.execute(self._q["insert_jobs"], params)
+        row = cur.fetchone()
         inserted: list[int | None] = [None] * len(batch.payloads)
-        for row in cur.fetchall():
-            inserted[row["position"] - 1] = row["id"]
+        for position, job_id in zip(row["positions"] or (), row["ids"] or (), strict=True):
+            inserted[position - 1] = job_id
         return inserted
 
     # -- claims and leases -------------------------------------------------------------
