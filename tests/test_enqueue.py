@@ -236,3 +236,28 @@ def test_enqueue_many_returns_exactly_the_rows_stored(
         assert dataclasses.asdict(stored) == {
             name: value for name, value in dataclasses.asdict(job).items() if name != "created"
         }
+
+
+def test_a_keyless_batch_returns_each_job_under_its_own_id(mf: MailFathom) -> None:
+    """Keyless batches get their ids back as one array: each returned job must be the
+    row stored under its id, and the ids must follow the input (FIFO)."""
+    jobs = mf.enqueue_many("k", [{"i": i, "nested": [i]} if i % 2 else {"i": i} for i in range(50)])
+    assert [job.id for job in jobs] == sorted(job.id for job in jobs)
+    for job in jobs:
+        stored = mf.jobs.get(job.id)
+        assert dataclasses.asdict(stored) == {
+            name: value for name, value in dataclasses.asdict(job).items() if name != "created"
+        }
+
+
+def test_the_returned_payload_is_not_the_callers_object(mf: MailFathom) -> None:
+    """A returned job is a snapshot: changing the dict passed in afterwards (flat or
+    nested) changes neither it nor the stored job."""
+    flat: dict[str, Any] = {"a": 1, "b": "x"}
+    nested: dict[str, Any] = {"a": [1, {"b": 2}]}
+    jobs = mf.enqueue_many("k", [flat, nested])
+    flat["a"] = 2
+    nested["a"][1]["b"] = 3
+    assert [job.payload for job in jobs] == [{"a": 1, "b": "x"}, {"a": [1, {"b": 2}]}]
+    assert jobs[0].payload is not flat and jobs[1].payload is not nested
+    assert [mf.jobs.get(job.id).payload for job in jobs] == [job.payload for job in jobs]
