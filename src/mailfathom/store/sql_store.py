@@ -89,7 +89,8 @@ class SqlStore(WorkerStore, ControlStore):
         """Insert each job unless its key exists; one transaction for the whole batch.
 
         A dialect that defines ``insert_jobs`` inserts the batch in one statement
-        (``insert_keyless_jobs`` when no job has a key); otherwise each job is one
+        (``insert_keyless_jobs`` when no job has a key: then, outside a caller's
+        transaction, a statement that commits itself); otherwise each job is one
         ``insert_job``. Either way the jobs whose key already existed are then read in
         one ``jobs_by_keys`` statement. Each result is the new job's id, or the row of
         the job holding its key, in the order of the batch.
@@ -101,8 +102,14 @@ class SqlStore(WorkerStore, ControlStore):
         limits = batch.limit_keys
         if limits is not None and all(key is None for key in limits):
             limits = None
-        if connection is None and len(payloads) == 1 and limits is None:
-            return [self._enqueue_one(batch.job(0), stamp)]
+        if connection is None and limits is None:
+            if len(payloads) == 1:
+                return [self._enqueue_one(batch.job(0), stamp)]
+            if batch.idempotency_keys is None and "insert_keyless_jobs" in self._q:
+                # One statement that commits itself (atomic all the same): one round trip
+                # instead of three with BEGIN and COMMIT, and nothing else to read.
+                with self.db.single_write() as cur:
+                    return self._insert_batch(cur, batch, stamp)  # type: ignore[return-value]
         with self.db.transaction(connection) as cur:
             if "insert_jobs" in self._q:  # ids only: the rows are the batch's values
                 ids = self._insert_batch(cur, batch, stamp)
