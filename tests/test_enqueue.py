@@ -261,3 +261,25 @@ def test_the_returned_payload_is_not_the_callers_object(mf: MailFathom) -> None:
     assert [job.payload for job in jobs] == [{"a": 1, "b": "x"}, {"a": [1, {"b": 2}]}]
     assert jobs[0].payload is not flat and jobs[1].payload is not nested
     assert [mf.jobs.get(job.id).payload for job in jobs] == [job.payload for job in jobs]
+
+
+@pytest.mark.parametrize("when", ["due", "delayed", "held"])
+def test_a_lone_enqueue_returns_exactly_the_row_stored(
+    mf: MailFathom, clock: FakeClock, when: str
+) -> None:
+    """A lone job is inserted by one self-committing statement and, like a batch, built
+    from what was sent: every field must still be what a later read finds."""
+    options: dict[str, dict[str, Any]] = {
+        "due": {},
+        "delayed": {"delay": timedelta(seconds=90)},
+        "held": {"hold": True},
+    }
+    timing = options[when]
+    for key in (None, "lone"):
+        job = mf.enqueue(
+            "k", {"i": 1, "n": {"x": [1.5]}}, idempotency_key=key, queue="q", priority=4, **timing
+        )
+        assert job.created
+        assert dataclasses.asdict(mf.jobs.get(job.id)) == {
+            name: value for name, value in dataclasses.asdict(job).items() if name != "created"
+        }
