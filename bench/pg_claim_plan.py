@@ -36,7 +36,7 @@ from psycopg.rows import dict_row
 
 from bench.pg_common import conditions, quantile_ms, schema_url, scratch_schema
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
-from mailfathom.store.base import NewJob
+from mailfathom.store.base import NewJobs
 from mailfathom.store.queries import load_queries
 from mailfathom.store.sql_store import batch_params as insert_params
 
@@ -96,11 +96,16 @@ def fill(conn: Conn, *, finished: int, pending: int, claimed: int) -> float:
 def batch_params(size: int) -> dict[str, Any]:
     """``insert_jobs`` parameters for ``size`` new keyed jobs, as the store builds them."""
     tag = uuid.uuid4().hex[:8]
-    jobs = [
-        NewJob("bench.noop", "default", json.dumps({"n": n}), 0, f"new:{tag}:{n}", NOW, 5)
-        for n in range(size)
-    ]
-    return insert_params(jobs, NOW)
+    batch = NewJobs(
+        "bench.noop",
+        "default",
+        [json.dumps({"n": n}) for n in range(size)],
+        0,
+        NOW,
+        5,
+        idempotency_keys=[f"new:{tag}:{n}" for n in range(size)],
+    )
+    return insert_params(batch, NOW)
 
 
 def held(conn: Conn, n: int) -> str:

@@ -49,7 +49,7 @@ def app_for(setup: str) -> Iterator[MailFathom]:
     with scratch_schema("enqueue") as schema, MailFathom(schema_url(schema)) as app:
         if setup == "postgresql loop":
             queries = dict(app.store._q)
-            del queries["insert_jobs"]
+            del queries["insert_jobs"], queries["insert_keyless_jobs"]
             app.store._q = queries
         yield app
 

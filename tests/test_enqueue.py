@@ -236,3 +236,50 @@ def test_enqueue_many_returns_exactly_the_rows_stored(
         assert dataclasses.asdict(stored) == {
             name: value for name, value in dataclasses.asdict(job).items() if name != "created"
         }
+
+
+def test_a_keyless_batch_returns_each_job_under_its_own_id(mf: MailFathom) -> None:
+    """Keyless batches get their ids back as one array: each returned job must be the
+    row stored under its id, and the ids must follow the input (FIFO)."""
+    jobs = mf.enqueue_many("k", [{"i": i, "nested": [i]} if i % 2 else {"i": i} for i in range(50)])
+    assert [job.id for job in jobs] == sorted(job.id for job in jobs)
+    for job in jobs:
+        stored = mf.jobs.get(job.id)
+        assert dataclasses.asdict(stored) == {
+            name: value for name, value in dataclasses.asdict(job).items() if name != "created"
+        }
+
+
+def test_the_returned_payload_is_not_the_callers_object(mf: MailFathom) -> None:
+    """A returned job is a snapshot: changing the dict passed in afterwards (flat or
+    nested) changes neither it nor the stored job."""
+    flat: dict[str, Any] = {"a": 1, "b": "x"}
+    nested: dict[str, Any] = {"a": [1, {"b": 2}]}
+    jobs = mf.enqueue_many("k", [flat, nested])
+    flat["a"] = 2
+    nested["a"][1]["b"] = 3
+    assert [job.payload for job in jobs] == [{"a": 1, "b": "x"}, {"a": [1, {"b": 2}]}]
+    assert jobs[0].payload is not flat and jobs[1].payload is not nested
+    assert [mf.jobs.get(job.id).payload for job in jobs] == [job.payload for job in jobs]
+
+
+@pytest.mark.parametrize("when", ["due", "delayed", "held"])
+def test_a_lone_enqueue_returns_exactly_the_row_stored(
+    mf: MailFathom, clock: FakeClock, when: str
+) -> None:
+    """A lone job is inserted by one self-committing statement and, like a batch, built
+    from what was sent: every field must still be what a later read finds."""
+    options: dict[str, dict[str, Any]] = {
+        "due": {},
+        "delayed": {"delay": timedelta(seconds=90)},
+        "held": {"hold": True},
+    }
+    timing = options[when]
+    for key in (None, "lone"):
+        job = mf.enqueue(
+            "k", {"i": 1, "n": {"x": [1.5]}}, idempotency_key=key, queue="q", priority=4, **timing
+        )
+        assert job.created
+        assert dataclasses.asdict(mf.jobs.get(job.id)) == {
+            name: value for name, value in dataclasses.asdict(job).items() if name != "created"
+        }

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from mailfathom import FakeClock, JobState, MailFathom, StoreError
-from mailfathom.store.base import NewJob
+from mailfathom.store.base import NewJobs
 from mailfathom.store.postgres import PostgresDatabase
 from mailfathom.store.sql_store import SqlStore
 
@@ -143,9 +143,9 @@ def test_postgres_prepares_the_hot_statements(postgres_schema_url: str) -> None:
     try:
         store.migrate()
         now = FakeClock().now()
-        job = NewJob("k", "default", "{}", 0, None, now, 5)
+        batch = NewJobs("k", "default", ["{}", "{}"], 0, now, 5)
         for _ in range(6):
-            store.enqueue([job, job], now=now)
+            store.enqueue(batch, now=now)
             store.claim(owner="w", limit=2, now=now, lease_until=now + timedelta(seconds=30))
         with store.db.reading() as cur:
             cur.execute("SELECT statement FROM pg_prepared_statements")
@@ -161,21 +161,22 @@ def test_a_migration_under_prepared_statements_costs_one_retry(postgres_schema_u
     try:
         store.migrate()
         now = FakeClock().now()
-        ((job, _),) = store.enqueue([NewJob("k", "default", "{}", 0, None, now, 5)], now=now)
+        (job_id,) = store.enqueue(NewJobs("k", "default", ["{}"], 0, now, 5), now=now)
+        assert isinstance(job_id, int)
         for _ in range(6):  # prepared from the fifth use on
-            assert store.get_job(job["id"]) is not None
+            assert store.get_job(job_id) is not None
         with psycopg.connect(postgres_schema_url, autocommit=True) as other:
             other.execute("ALTER TABLE mf_jobs ADD COLUMN added_later integer")
         with pytest.raises(StoreError, match="schema changed under a prepared statement"):
-            store.get_job(job["id"])
-        found = store.get_job(job["id"])
-        assert found is not None and found["id"] == job["id"]
+            store.get_job(job_id)
+        found = store.get_job(job_id)
+        assert found is not None and found["id"] == job_id
         lease_until = now + timedelta(seconds=30)
         for _ in range(6):
             store.claim(owner="w", limit=1, now=now, lease_until=lease_until)
         with psycopg.connect(postgres_schema_url, autocommit=True) as other:
             other.execute("ALTER TABLE mf_jobs ADD COLUMN added_even_later integer")
-        store.enqueue([NewJob("k", "default", "{}", 0, None, now, 5)], now=now)
+        store.enqueue(NewJobs("k", "default", ["{}"], 0, now, 5), now=now)
         with pytest.raises(StoreError, match="schema changed under a prepared statement"):
             store.claim(owner="w", limit=1, now=now, lease_until=lease_until)
         assert len(store.claim(owner="w", limit=1, now=now, lease_until=lease_until)) == 1

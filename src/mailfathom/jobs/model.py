@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from mailfathom.jobs.slots import row_builder
+from mailfathom.jobs.slots import positional_builder, row_builder
 from mailfathom.jobs.state import AttemptOutcome, FailureClass, JobState
-from mailfathom.store.base import AttemptRow, EventRow, JobRow
+from mailfathom.store.base import AttemptRow, EventRow, JobRow, NewJobs
 
-__all__ = ["Attempt", "EnqueuedJob", "Job", "JobEvent"]
+__all__ = ["Attempt", "EnqueuedJob", "Job", "JobEvent", "enqueued_jobs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,52 @@ _STATES = {state.value: state for state in JobState}
 _FAILURES = {failure.value: failure for failure in FailureClass}
 _FIELD_COUNT = len(Job.__dataclass_fields__)
 _job_from_row = row_builder(Job, {"state": _state, "failure_class": _failure})
+
+
+_new_enqueued = positional_builder(EnqueuedJob, defaults=False)
+_decode = json.JSONDecoder().decode  # json.loads without its per-call argument checks
+
+
+def enqueued_jobs(
+    batch: NewJobs,
+    results: Sequence[int | JobRow],
+    now: datetime,
+    payloads: Sequence[dict[str, Any] | None] | None = None,
+) -> list[EnqueuedJob]:
+    """What ``enqueue_many`` returns: for each id in ``results`` the job it created, built
+    from the batch's values and a new job's defaults (the schema's; ``tests/test_enqueue.py``
+    checks it equals the row read back), and for each row the existing job (not created).
+
+    Nothing is read back from the store for a new job. Its payload is ``payloads[i]`` when
+    given (a copy equal to what decoding gives: :func:`~mailfathom.jobs.payload.encode_and_copy`),
+    else decoded from the text sent: exactly what a later read returns either way, and
+    never the caller's own object, which the caller may go on changing."""
+    kind, queue, priority = batch.kind, batch.queue, batch.priority
+    attempts, trace = batch.max_attempts, batch.trace_context
+    created_at = now.astimezone(UTC)
+    due = batch.available_at
+    due = None if due is None else due.astimezone(UTC)
+    nothing: list[None] = [None] * len(results)
+    keys = batch.idempotency_keys or nothing
+    limits = batch.limit_keys or nothing
+    pending, build, decode = JobState.PENDING, _new_enqueued, _decode
+    jobs: list[EnqueuedJob] = []
+    copies = payloads or nothing
+    for result, text, copy, key, limit in zip(
+        results, batch.payloads, copies, keys, limits, strict=True
+    ):
+        if type(result) is int:
+            jobs.append(
+                build(
+                    result, kind, queue, decode(text) if copy is None else copy, priority,
+                    pending, key, due, 0, 0,
+                    attempts, None, None, None, None, None, None, created_at, None,
+                    None, 0, trace, None, limit, True,
+                )
+            )  # fmt: skip
+        else:
+            jobs.append(EnqueuedJob.from_enqueue(result, False))  # type: ignore[arg-type]
+    return jobs
 
 
 def _public(row: JobRow) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from mailfathom.errors import PayloadError
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "encode"]
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "encode", "encode_and_copy"]
 
 #: Deepest nesting accepted, counting the payload object itself as level 1. Deeper
 #: JSON breaks recursive readers (the console's renderer, other languages' parsers).
@@ -41,6 +41,34 @@ MAX_DEPTH = 64
 MAX_INT_DIGITS = 4300
 
 _INT_BOUND = 10**MAX_INT_DIGITS
+
+
+def _make_dumps() -> Callable[[dict[str, Any]], str]:
+    """``json.dumps`` with the options below, without making an encoder per call: the C
+    encoder made once (a quarter of ``json.dumps``'s cost for a small payload)."""
+    encoder = json.JSONEncoder(
+        separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
+    )
+    make: Any = getattr(json.encoder, "c_make_encoder", None)
+    try:
+        # What json.JSONEncoder.iterencode makes for every call: (markers, default,
+        # string encoder, indent, key and item separators, sort_keys, skipkeys, allow_nan).
+        string = json.encoder.encode_basestring
+        chunks = make(None, encoder.default, string, None, ":", ",", False, False, False)
+        join = "".join
+        sample = {"a": [1, -0.0, 1e16, None, True, {"é": '\n"\\'}], "": 10**30}
+
+        def dumps(payload: dict[str, Any]) -> str:
+            return join(chunks(payload, 0))
+
+        if dumps(sample) == encoder.encode(sample):
+            return dumps
+    except TypeError:  # pragma: no cover - no C encoder, or another signature
+        pass
+    return encoder.encode  # pragma: no cover
+
+
+_dumps = _make_dumps()
 _FLAT = frozenset((str, bool, type(None)))  # always fine as values (text checked later)
 _BASES = (("a dict", dict), ("a list", list), ("a str", str), ("an int", int), ("a float", float))
 
@@ -60,8 +88,17 @@ def encode(payload: Mapping[str, Any] | None, *, max_bytes: int) -> str:
     ``None`` means no arguments (``{}``). Nothing is written anywhere: callers
     encode every payload before they touch the store, so a refusal changes nothing.
     """
+    return encode_and_copy(payload, max_bytes=max_bytes)[0]
+
+
+def encode_and_copy(
+    payload: Mapping[str, Any] | None, *, max_bytes: int
+) -> tuple[str, dict[str, Any] | None]:
+    """:func:`encode`, and for a flat payload (every value a ``str``, ``int``, ``float``,
+    ``bool`` or ``None``) a new dict equal to it: exactly what decoding the text gives,
+    for a tenth of the cost. None in its place when the payload nests."""
     if payload is None:
-        return "{}"
+        return "{}", {}
     if type(payload) is not dict:
         if not isinstance(payload, Mapping):
             raise PayloadError(
@@ -69,13 +106,11 @@ def encode(payload: Mapping[str, Any] | None, *, max_bytes: int) -> str:
             )
         payload = dict(payload)
     try:
-        _check_object(payload, 1)
+        flat = _check_object(payload, 1)
     except _Refused as refused:
         where = _where(refused.path[::-1])
         raise PayloadError(refused.problem.replace("{where}", where, 1)) from None
-    text = json.dumps(
-        payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
-    )
+    text = _dumps(payload)
     if "\\u0000" in text:  # json.dumps escapes NUL; the text may also hold a literal "\u0000"
         _refuse_text(payload, lambda s: "\x00" in s, _NUL)
     try:
@@ -88,15 +123,17 @@ def encode(payload: Mapping[str, Any] | None, *, max_bytes: int) -> str:
             f"payload is {size} bytes, over the {max_bytes}-byte limit: store "
             "large data elsewhere and pass its id, or raise max_payload_bytes"
         )
-    return text
+    return text, dict(payload) if flat else None
 
 
 # -- the walk: types, keys, numbers and depth ------------------------------------------
 
 
-def _check_object(value: dict[Any, Any], depth: int) -> None:
+def _check_object(value: dict[Any, Any], depth: int) -> bool:
+    """Check ``value``; True when it holds no dict or list."""
     if depth > MAX_DEPTH:
         raise _Refused(_TOO_DEEP)
+    flat = True
     for key, item in value.items():
         if type(key) is not str:
             refused = _Refused(_bad_key(key))
@@ -110,6 +147,9 @@ def _check_object(value: dict[Any, Any], depth: int) -> None:
         except _Refused as refused:
             refused.path.append(key)
             raise
+        if kind is dict or kind is list:
+            flat = False
+    return flat
 
 
 def _check_array(value: list[Any], depth: int) -> None:

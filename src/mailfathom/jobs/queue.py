@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,8 +16,9 @@ from mailfathom.clock import Clock
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.failures import JobAborted, PermanentFailure, Snooze, TransientFailure
 from mailfathom.jobs.limits import check_key_value, compute_key
-from mailfathom.jobs.model import EnqueuedJob, Job
+from mailfathom.jobs.model import EnqueuedJob, Job, enqueued_jobs
 from mailfathom.jobs.payload import encode as payload_text
+from mailfathom.jobs.payload import encode_and_copy
 from mailfathom.jobs.reasons import (
     TRACEBACK_LIMIT,
     describe_error,
@@ -39,7 +40,7 @@ from mailfathom.jobs.retry import RETRY_AFTER_LIMIT, Backoff, retry_delay
 from mailfathom.jobs.signals import HardStop
 from mailfathom.jobs.state import AttemptOutcome, FailureClass
 from mailfathom.observability import tracing
-from mailfathom.store.base import FailedAttempt, NewJob, Store
+from mailfathom.store.base import FailedAttempt, NewJobs, Store
 from mailfathom.validate import available_at, check_key, check_max_attempts, check_priority
 
 __all__ = ["Finished", "JobQueue", "describe_error", "transient_attempt"]
@@ -120,37 +121,39 @@ class JobQueue:
         attempts = check_max_attempts(max_attempts)
         due = available_at(now, delay=delay, run_at=run_at, hold=hold)
         priority = check_priority(priority)
-        keys = list(idempotency_keys) if idempotency_keys is not None else [None] * len(payloads)
+        keys = self._idempotency_keys(idempotency_keys)
+        limit = self.max_payload_bytes
+        encoded = [encode_and_copy(payload, max_bytes=limit) for payload in payloads]
+        texts = [text for text, _ in encoded]
+        flow_keys = self._limit_keys(kind, registered, payloads, limit_keys)
+        with tracing.enqueue_span(kind, queue, len(texts)):
+            batch = NewJobs(
+                kind=kind,
+                queue=queue,
+                payloads=texts,
+                priority=priority,
+                available_at=due,
+                max_attempts=attempts,
+                idempotency_keys=keys,
+                trace_context=tracing.current_traceparent(),  # None unless tracing is on
+                limit_keys=flow_keys,
+            )
+            results = self.store.enqueue(batch, now=now, connection=connection)
+        return enqueued_jobs(batch, results, now, [copy for _, copy in encoded])
+
+    @staticmethod
+    def _idempotency_keys(given: Sequence[str | None] | None) -> list[str | None] | None:
+        """Each job's checked key, or None when no job has one."""
+        if given is None:
+            return None
+        keys = [check_key(key) for key in given]
         seen: set[str] = set()
-        new_jobs = []
-        for payload, given_key in zip(payloads, keys, strict=True):
-            key = check_key(given_key)
+        for key in keys:
             if key is not None:
                 if key in seen:
                     raise InvalidInput(f"idempotency key {key!r} appears twice in one batch")
                 seen.add(key)
-            new_jobs.append(
-                NewJob(
-                    kind=kind,
-                    queue=queue,
-                    payload=self.encode_payload(payload),
-                    priority=priority,
-                    idempotency_key=key,
-                    available_at=due,
-                    max_attempts=attempts,
-                )
-            )
-        flow_keys = self._limit_keys(kind, registered, payloads, limit_keys)
-        if any(key is not None for key in flow_keys):
-            new_jobs = [
-                replace(job, limit_key=key) for job, key in zip(new_jobs, flow_keys, strict=True)
-            ]
-        with tracing.enqueue_span(kind, queue, len(new_jobs)):
-            traceparent = tracing.current_traceparent()  # None unless tracing is on
-            if traceparent is not None:
-                new_jobs = [replace(job, trace_context=traceparent) for job in new_jobs]
-            rows = self.store.enqueue(new_jobs, now=now, connection=connection)
-        return [EnqueuedJob.from_enqueue(row, created) for row, created in rows]
+        return keys if seen else None
 
     @staticmethod
     def _limit_keys(
@@ -158,15 +161,16 @@ class JobQueue:
         registered: JobKind | None,
         payloads: Sequence[Mapping[str, Any] | None],
         given: Sequence[str | None] | None,
-    ) -> list[str | None]:
-        """Each job's limit key: ``given``, else the kind's function of the payload."""
+    ) -> list[str | None] | None:
+        """Each job's limit key: ``given``, else the kind's function of the payload (None
+        when neither applies)."""
         if given is not None:
             if len(given) != len(payloads):
                 raise InvalidInput("limit_keys must have one entry (or None) per payload")
             return [None if key is None else check_key_value(key) for key in given]
         function = registered.limit_key if registered is not None else None
         if function is None:
-            return [None] * len(payloads)
+            return None
         return [
             compute_key(kind, function, payload or {}, index)
             for index, payload in enumerate(payloads)

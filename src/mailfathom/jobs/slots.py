@@ -35,13 +35,14 @@ def _slot(cls: type[Any], name: str) -> Any:
     raise TypeError(f"{cls.__name__} has no slot {name!r}")  # pragma: no cover
 
 
-def positional_builder(cls: type[T]) -> Callable[..., T]:
+def positional_builder(cls: type[T], *, defaults: bool = True) -> Callable[..., T]:
     """``build(field1, field2, …)``: every field of ``cls`` in order, positionally
-    (fields with a plain default may be left out; ``default_factory`` ones may not)."""
+    (fields with a plain default may be left out, unless ``defaults`` is False;
+    ``default_factory`` ones may not)."""
     names, namespace = _setters(cls)
     params: list[str] = []
     for index, field in enumerate(dataclasses.fields(cast(Any, cls))):
-        if field.default is not dataclasses.MISSING:
+        if defaults and field.default is not dataclasses.MISSING:
             namespace[f"_default{index}"] = field.default
             params.append(f"v{index}=_default{index}")
         else:

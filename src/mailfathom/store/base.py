@@ -20,6 +20,7 @@ __all__ = [
     "JobFilter",
     "JobRow",
     "NewJob",
+    "NewJobs",
     "OperatorAction",
     "PausedQueueRow",
     "QueueEventRow",
@@ -189,6 +190,47 @@ class NewJob:
 
 
 @dataclass(frozen=True, slots=True)
+class NewJobs:
+    """One ``enqueue_many`` batch: jobs that share everything but payload and keys.
+
+    ``payloads`` are already-validated compact JSON texts (so none holds a newline:
+    JSON escapes every control character). ``idempotency_keys`` and ``limit_keys``
+    are None when no job has one, else one entry (or None) per payload.
+    """
+
+    kind: str
+    queue: str
+    payloads: Sequence[str]
+    priority: int
+    available_at: datetime | None
+    max_attempts: int
+    idempotency_keys: Sequence[str | None] | None = None
+    #: The W3C traceparent of the span that enqueued them (OpenTelemetry), if any.
+    trace_context: str | None = None
+    #: Their flow-control limit keys (a customer, a recipient domain), if any.
+    limit_keys: Sequence[str | None] | None = None
+
+    def job(self, index: int) -> NewJob:
+        """The ``index``-th job on its own."""
+        keys, limits = self.idempotency_keys, self.limit_keys
+        return NewJob(
+            kind=self.kind,
+            queue=self.queue,
+            payload=self.payloads[index],
+            priority=self.priority,
+            idempotency_key=None if keys is None else keys[index],
+            available_at=self.available_at,
+            max_attempts=self.max_attempts,
+            trace_context=self.trace_context,
+            limit_key=None if limits is None else limits[index],
+        )
+
+    def jobs(self) -> list[NewJob]:
+        """Every job on its own, in order (for inserting row by row)."""
+        return [self.job(index) for index in range(len(self.payloads))]
+
+
+@dataclass(frozen=True, slots=True)
 class FailedAttempt:
     """The end of an attempt that did not succeed, and what happens next.
 
@@ -270,9 +312,11 @@ class Store(Protocol):
         ...
 
     def enqueue(
-        self, jobs: Sequence[NewJob], *, now: datetime, connection: object | None = None
-    ) -> list[tuple[JobRow, bool]]:
-        """Insert jobs in one transaction; an existing key returns its job with ``False``."""
+        self, batch: NewJobs, *, now: datetime, connection: object | None = None
+    ) -> list[int | JobRow]:
+        """Insert a batch in one transaction; one entry per job, in order: the new job's
+        id (its row is the batch's values and a new job's defaults, created at ``now``),
+        or, where the idempotency key existed, the stored row of that job."""
         ...
 
     def claim(

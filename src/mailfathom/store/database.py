@@ -6,10 +6,11 @@ text and lists as JSON arrays; PostgreSQL has native types). All queue logic
 lives once, in ``SqlStore``; only this seam differs per database.
 
 ``queries`` holds the dialect's named SQL blocks. Every dialect defines the same
-names, with one optional extra: ``insert_jobs``, a whole enqueue batch in one
-statement (the jobs as one JSON array of objects). PostgreSQL defines it because a
-round trip per job is what costs there; SQLite runs in-process, so it inserts
-row by row with ``insert_job`` and pays nothing for it.
+names, with two optional extras: ``insert_jobs`` and ``insert_keyless_jobs``, a
+whole enqueue batch in one statement (the payloads as one newline-joined text, the
+keys one array). PostgreSQL defines them because a round trip per job is what costs
+there; SQLite runs in-process, so it inserts row by row with ``insert_job`` and pays
+nothing for it.
 """
 
 from __future__ import annotations

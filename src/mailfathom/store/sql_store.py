@@ -7,9 +7,8 @@ queries. Only connection handling and value conversion differ per database.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
@@ -21,6 +20,7 @@ from mailfathom.store.base import (
     JobFilter,
     JobRow,
     NewJob,
+    NewJobs,
     OperatorAction,
     ThroughputRow,
 )
@@ -31,8 +31,6 @@ from mailfathom.store.migrate import load_migrations
 from mailfathom.store.worker_store import WorkerStore
 
 __all__ = ["SqlStore"]
-
-_decode = json.JSONDecoder().decode  # json.loads without its per-call argument checks
 
 _JOB_TIMES = (
     "available_at",
@@ -86,87 +84,88 @@ class SqlStore(WorkerStore, ControlStore):
     # -- enqueue -----------------------------------------------------------------------
 
     def enqueue(
-        self, jobs: Sequence[NewJob], *, now: datetime, connection: object | None = None
-    ) -> list[tuple[JobRow, bool]]:
+        self, batch: NewJobs, *, now: datetime, connection: object | None = None
+    ) -> list[int | JobRow]:
         """Insert each job unless its key exists; one transaction for the whole batch.
 
-        A dialect that defines ``insert_jobs`` inserts the batch in one statement;
-        otherwise each job is one ``insert_job``. Either way the jobs whose key
-        already existed are then read in one ``jobs_by_keys`` statement, and the
-        results come back in the order of ``jobs``.
+        A dialect that defines ``insert_jobs`` inserts the batch in one statement
+        (``insert_keyless_jobs`` when no job has a key: then, outside a caller's
+        transaction, a statement that commits itself); otherwise each job is one
+        ``insert_job``. Either way the jobs whose key already existed are then read in
+        one ``jobs_by_keys`` statement. Each result is the new job's id, or the row of
+        the job holding its key, in the order of the batch.
         """
-        if not jobs:
+        payloads = batch.payloads
+        if not payloads:
             return []
         stamp = self.db.time_param(now)
-        keyed = any(job.limit_key is not None for job in jobs)
-        if connection is None and len(jobs) == 1 and not keyed:
-            return [self._enqueue_one(jobs[0], stamp)]
+        limits = batch.limit_keys
+        if limits is not None and all(key is None for key in limits):
+            limits = None
+        if connection is None and limits is None:
+            if len(payloads) == 1:
+                return [self._enqueue_one(batch.job(0), stamp)]
+            if batch.idempotency_keys is None and "insert_keyless_jobs" in self._q:
+                # One statement that commits itself (atomic all the same): one round trip
+                # instead of three with BEGIN and COMMIT, and nothing else to read.
+                with self.db.single_write() as cur:
+                    return self._insert_batch(cur, batch, stamp)  # type: ignore[return-value]
         with self.db.transaction(connection) as cur:
-            built = "insert_jobs" in self._q  # the batch insert returns finished rows
-            if built:
-                inserted = self._insert_batch(cur, jobs, now)
+            if "insert_jobs" in self._q:  # ids only: the rows are the batch's values
+                ids = self._insert_batch(cur, batch, stamp)
             else:
-                inserted = [
-                    self._job(row) if row else None for row in self._insert_each(cur, jobs, stamp)
-                ]
-            if keyed:
-                inserted = self._set_limit_keys(cur, jobs, inserted)
-            taken = [
-                job.idempotency_key for job, row in zip(jobs, inserted, strict=True) if row is None
-            ]
-            existing: dict[str, Any] = {}
-            if taken:
-                cur.execute(self._q["jobs_by_keys"], {"keys": self.db.list_param(taken)})
-                existing = {row["idempotency_key"]: row for row in cur.fetchall()}
-            results: list[tuple[JobRow, bool]] = []
-            for job, row in zip(jobs, inserted, strict=True):
-                if row is not None:
-                    results.append((row, True))
-                elif job.idempotency_key in existing:
-                    results.append((self._job(existing[job.idempotency_key]), False))
+                ids = [row["id"] if row else None for row in self._insert_each(cur, batch, stamp)]
+            if limits is not None:
+                self.flow.set_keys(
+                    cur,
+                    [
+                        (job_id, key)
+                        for job_id, key in zip(ids, limits, strict=True)
+                        if job_id is not None and key is not None
+                    ],
+                )
+            keys = batch.idempotency_keys
+            if keys is None:  # nothing can have conflicted
+                return ids  # type: ignore[return-value]
+            taken = [key for job_id, key in zip(ids, keys, strict=True) if job_id is None]
+            if not taken:
+                return ids  # type: ignore[return-value]
+            cur.execute(self._q["jobs_by_keys"], {"keys": self.db.list_param(taken)})
+            existing = {row["idempotency_key"]: row for row in cur.fetchall()}
+            results: list[int | JobRow] = []
+            for job_id, key in zip(ids, keys, strict=True):
+                if job_id is not None:
+                    results.append(job_id)
+                elif key in existing:
+                    results.append(self._job(existing[key]))
                 else:
                     raise StoreError(
-                        f"idempotency key {job.idempotency_key!r} conflicted but its job is not "
-                        "visible (a REPEATABLE READ transaction?): enqueue in READ COMMITTED"
+                        f"idempotency key {key!r} conflicted but its job is not visible (a "
+                        "REPEATABLE READ transaction?): enqueue in READ COMMITTED"
                     )
         return results
 
-    def _set_limit_keys(
-        self, cur: Cursor, jobs: Sequence[NewJob], inserted: list[Any]
-    ) -> list[Any]:
-        """Store the limit keys of the jobs just inserted (a job whose idempotency key
-        existed keeps its own); the returned rows carry them."""
-        pairs: list[tuple[int, str]] = []
-        rows: list[Any] = []
-        for job, found in zip(jobs, inserted, strict=True):
-            row = found
-            if found is not None and job.limit_key is not None:
-                row = {**dict(found), "limit_key": job.limit_key}
-                pairs.append((row["id"], job.limit_key))
-            rows.append(row)
-        self.flow.set_keys(cur, pairs)
-        return rows
-
-    def _enqueue_one(self, job: NewJob, now: Any) -> tuple[JobRow, bool]:
+    def _enqueue_one(self, job: NewJob, now: Any) -> int | JobRow:
         """One job on its own: a single INSERT that commits itself (the common case, and
         the one whose cost is round trips). Only a taken key costs a second statement."""
         with self.db.single_write() as cur:
             (row,) = self._insert_each(cur, [job], now)
             if row is not None:
-                return self._job(row), True
+                job_id: int = row["id"]
+                return job_id
             cur.execute(self._q["job_by_key"], {"idempotency_key": job.idempotency_key})
             existing = cur.fetchone()
         if existing is None:  # pragma: no cover - the key's job was deleted in between
             raise StoreError(
                 f"idempotency key {job.idempotency_key!r} conflicted but its job is gone: retry"
             )
-        return self._job(existing), False
+        return self._job(existing)
 
-    def _insert_each(self, cur: Cursor, jobs: Sequence[NewJob], now: Any) -> list[Any]:
-        """One ``insert_job`` per job; None where the key already existed."""
+    def _insert_each(self, cur: Cursor, jobs: NewJobs | Sequence[NewJob], now: Any) -> list[Any]:
+        """One ``insert_job`` per job; each its row, or None where the key already existed."""
         insert = self._q["insert_job"]
         inserted = []
-        for job in jobs:
+        for job in jobs.jobs() if isinstance(jobs, NewJobs) else jobs:
             cur.execute(
                 insert,
                 {
@@ -184,24 +183,22 @@ class SqlStore(WorkerStore, ControlStore):
             inserted.append(cur.fetchone())
         return inserted
 
-    def _insert_batch(self, cur: Cursor, jobs: Sequence[NewJob], now: datetime) -> list[Any]:
-        """One ``insert_jobs`` statement for every job; None where the key already existed.
-
-        Only each inserted row's id comes back: the rest of the row is what was sent
-        plus the defaults of a new job (:func:`new_job_row`), so nothing is read back,
-        parsed or converted per row.
-        """
-        cur.execute(self._q["insert_jobs"], batch_params(jobs, self.db.time_param(now)))
-        inserted: list[Any] = [None] * len(jobs)
-        created = now.astimezone(UTC)
-        in_utc: dict[datetime, datetime] = {}  # a batch mostly shares one due time
-        for row in cur.fetchall():
-            position = row["position"] - 1
-            job = jobs[position]
-            when = job.available_at
-            if when is not None:
-                when = in_utc.get(when) or in_utc.setdefault(when, when.astimezone(UTC))
-            inserted[position] = new_job_row(row["id"], job, created, when)
+    def _insert_batch(self, cur: Cursor, batch: NewJobs, now: Any) -> list[int | None]:
+        """One statement for the whole batch: each new job's id, None where its key
+        already existed. Nothing else is read back, parsed or converted per row."""
+        params = batch_params(batch, now)
+        params["available_at"] = self.db.time_param(batch.available_at)
+        if batch.idempotency_keys is None:
+            cur.execute(self._q["insert_keyless_jobs"], params)
+            ids: list[int | None] = cur.fetchone()["ids"]
+            if len(ids) != len(batch.payloads):  # pragma: no cover - a keyless row always goes in
+                raise StoreError(f"{len(ids)} of {len(batch.payloads)} jobs were inserted")
+            return ids
+        cur.execute(self._q["insert_jobs"], params)
+        row = cur.fetchone()
+        inserted: list[int | None] = [None] * len(batch.payloads)
+        for position, job_id in zip(row["positions"] or (), row["ids"] or (), strict=True):
+            inserted[position - 1] = job_id
         return inserted
 
     # -- claims and leases -------------------------------------------------------------
@@ -689,53 +686,22 @@ class SqlStore(WorkerStore, ControlStore):
             return self._job(after), None
 
 
-def batch_params(jobs: Sequence[NewJob], now: Any) -> dict[str, Any]:
-    """The ``insert_jobs`` parameters: one list per column (arrays on the wire)."""
-    return {
-        "kinds": [job.kind for job in jobs],
-        "queues": [job.queue for job in jobs],
-        "payloads": [job.payload for job in jobs],
-        "priorities": [job.priority for job in jobs],
-        "keys": [job.idempotency_key for job in jobs],
-        "available": [job.available_at for job in jobs],
-        "max_attempts": [job.max_attempts for job in jobs],
-        "traces": [job.trace_context for job in jobs],
+def batch_params(batch: NewJobs, now: Any) -> dict[str, Any]:
+    """The ``insert_jobs`` / ``insert_keyless_jobs`` parameters: what the jobs share once,
+    the payloads as one newline-joined text, the keys (if any) one array."""
+    params: dict[str, Any] = {
+        "kind": batch.kind,
+        "queue": batch.queue,
+        "payloads": "\n".join(batch.payloads),
+        "priority": batch.priority,
+        "available_at": batch.available_at,
+        "max_attempts": batch.max_attempts,
+        "trace_context": batch.trace_context,
         "now": now,
     }
-
-
-def new_job_row(
-    job_id: int, job: NewJob, created_at: datetime, available_at: datetime | None
-) -> JobRow:
-    """The row ``insert_jobs`` wrote for ``job`` (times already in UTC): what was sent and
-    a new job's defaults (the schema's; ``tests/test_enqueue.py`` checks that it equals
-    the row read back)."""
-    return {
-        "id": job_id,
-        "kind": job.kind,
-        "queue": job.queue,
-        "payload": _decode(job.payload),
-        "priority": job.priority,
-        "state": "Pending",
-        "idempotency_key": job.idempotency_key,
-        "available_at": available_at,
-        "attempts": 0,
-        "attempt_base": 0,
-        "max_attempts": job.max_attempts,
-        "lease_owner": None,
-        "lease_expires_at": None,
-        "claimed_by": None,
-        "claimed_at": None,
-        "failure_class": None,
-        "failure_reason": None,
-        "created_at": created_at,
-        "finished_at": None,
-        "compacted_at": None,
-        "abort_reason": None,
-        "snoozes": 0,
-        "trace_context": job.trace_context,
-        "limit_key": None,  # set by _set_limit_keys in the same transaction
-    }
+    if batch.idempotency_keys is not None:
+        params["keys"] = list(batch.idempotency_keys)
+    return params
 
 
 def _like_pattern(text: str) -> str:

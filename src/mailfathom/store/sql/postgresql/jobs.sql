@@ -10,29 +10,46 @@ VALUES (%(kind)s, %(queue)s, %(payload)s::json, %(priority)s, 'Pending', %(idemp
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING *;
 
--- name: insert_jobs
--- A whole batch in one statement, one array per column, sent in binary (%(…)b): no JSON
--- is built or parsed for the batch. Ids are drawn in input order (so FIFO holds
--- within a batch). Keyless jobs are plain inserts (they cannot conflict: no speculative
--- insertion, one WAL record each instead of two); keyed ones are inserted in key order
--- (so concurrent batches sharing keys wait for each other instead of deadlocking), and an
--- existing key inserts nothing. Returns the id and 1-based input position of each row
--- inserted: the rest of each row is what was sent (the store builds it), not read back.
+-- name: insert_keyless_jobs
+-- A batch with no idempotency keys, in one plain insert (nothing can conflict: no
+-- speculative insertion, one heap WAL record per row). The payloads come as one text,
+-- joined by newlines (compact JSON holds none: it escapes every control character), so
+-- the client builds no array; what every job shares is one parameter each. Ids are drawn
+-- in input order (volatile defaults are evaluated after the sort), so FIFO holds within
+-- the batch and the ids, sorted, are the jobs' in input order: they come back as one
+-- array in one row (a fifth of the client's cost of a row per id).
 -- payload::json takes each payload as the exact text written (jsonb would rewrite it).
+WITH inserted AS (
+    INSERT INTO mf_jobs (kind, queue, payload, priority, state, available_at, max_attempts,
+                         created_at, trace_context)
+    SELECT %(kind)s, %(queue)s, t.payload::json, %(priority)s, 'Pending', %(available_at)s,
+           %(max_attempts)s, %(now)s, %(trace_context)s
+    FROM unnest(string_to_array(%(payloads)s::text, E'\n')) WITH ORDINALITY
+        AS t (payload, position)
+    ORDER BY t.position
+    RETURNING id
+)
+SELECT array_agg(id ORDER BY id) AS ids FROM inserted;
+
+-- name: insert_jobs
+-- A batch with idempotency keys in one statement: the payloads as one newline-joined
+-- text (as above), the keys one array sent in binary (%(…)b), what the jobs share one
+-- parameter each. Ids are drawn in input order (so FIFO holds within a batch). Keyless
+-- jobs are plain inserts; keyed ones are inserted in key order (so concurrent batches
+-- sharing keys wait for each other instead of deadlocking), and an existing key inserts
+-- nothing. Returns the ids and 1-based input positions of the rows inserted, as two
+-- arrays in one row: the rest of each row is what was sent (the caller builds it).
 WITH input AS MATERIALIZED (
     SELECT nextval('mf_jobs_id_seq') AS id, t.*
-    FROM unnest(%(kinds)b::text[], %(queues)b::text[], %(payloads)b::text[],
-                %(priorities)b::integer[], %(keys)b::text[], %(available)b::timestamptz[],
-                %(max_attempts)b::integer[], %(traces)b::text[]) WITH ORDINALITY
-        AS t (kind, queue, payload, priority, idempotency_key, available_at, max_attempts,
-              trace_context, position)
+    FROM unnest(string_to_array(%(payloads)s::text, E'\n'), %(keys)b::text[]) WITH ORDINALITY
+        AS t (payload, idempotency_key, position)
     ORDER BY t.position
 ), keyless AS (
     INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, idempotency_key,
                          available_at, max_attempts, created_at, trace_context)
     OVERRIDING SYSTEM VALUE
-    SELECT id, kind, queue, payload::json, priority, 'Pending', NULL, available_at,
-           max_attempts, %(now)s, trace_context
+    SELECT id, %(kind)s, %(queue)s, payload::json, %(priority)s, 'Pending', NULL,
+           %(available_at)s, %(max_attempts)s, %(now)s, %(trace_context)s
     FROM input
     WHERE idempotency_key IS NULL
     RETURNING id
@@ -40,15 +57,15 @@ WITH input AS MATERIALIZED (
     INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, idempotency_key,
                          available_at, max_attempts, created_at, trace_context)
     OVERRIDING SYSTEM VALUE
-    SELECT id, kind, queue, payload::json, priority, 'Pending', idempotency_key, available_at,
-           max_attempts, %(now)s, trace_context
+    SELECT id, %(kind)s, %(queue)s, payload::json, %(priority)s, 'Pending', idempotency_key,
+           %(available_at)s, %(max_attempts)s, %(now)s, %(trace_context)s
     FROM input
     WHERE idempotency_key IS NOT NULL
     ORDER BY idempotency_key, position
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id
 )
-SELECT input.position, input.id FROM input
+SELECT array_agg(input.position) AS positions, array_agg(input.id) AS ids FROM input
 WHERE input.id IN (SELECT id FROM keyless UNION ALL SELECT id FROM keyed);
 
 -- name: job_by_key
