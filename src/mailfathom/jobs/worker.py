@@ -268,6 +268,7 @@ class Worker:
             size=self.concurrency,
             worker_id=self.id,
             on_done=self._finished,
+            on_done_next=self._finished_next,
         )
         if self._store.parallel_writes:
             self._completer = Completer(
@@ -448,23 +449,27 @@ class Worker:
             taken.extend(job.queue for job in self._ready)
         return free_slots(self.slots, taken)
 
-    def _start_ready(self) -> None:
+    def _start_ready(self, *, keep: bool = False) -> Running | None:
         """Start jobs claimed ahead while slots are free, oldest claim first.
 
         Called by the loop and by the thread whose attempt just ended (so a freed slot
         is filled at once, even while the loop waits for a claim); one caller at a
         time — another finds the work being done and leaves it (the loop is woken and
-        looks again).
+        looks again). ``keep``: the caller is a pool thread free to run the first plain
+        attempt itself, which is returned (filed as running) instead of started.
         """
         if not self._starting.acquire(blocking=False):
-            return
+            return None
+        kept: Running | None = None
         try:
             while True:
                 with self._lock:
                     if not self._ready or len(self._running) >= self.concurrency:
-                        return
+                        return kept
                     job = self._ready.next()
-                self._begin(job)
+                running = self._begin(job, keep=keep and kept is None)
+                if running is not None:
+                    kept = running
         finally:
             self._starting.release()
 
@@ -556,17 +561,21 @@ class Worker:
 
     # -- attempts ----------------------------------------------------------------------
 
-    def _begin(self, job: Job) -> None:
+    def _begin(self, job: Job, *, keep: bool = False) -> Running | None:
+        """File ``job``'s attempt as running and start it. ``keep``: a plain attempt is
+        returned instead, for the calling pool thread to run itself (None otherwise)."""
         assert self._runner is not None
         try:
             running = self._runner.prepare(job)
         except Exception as exc:  # a bug of ours: the job fails, the loop goes on
             self._done.add(_not_started(job, exc, self._clock.now()))
-            return
+            return None
         with self._lock:
             self._running[job.id] = running
         attempt_started(running)
         self.signals.started.signal(job)
+        if keep and running.mode == "thread" and running.span is None:
+            return running
         try:
             self._runner.start(running)
         except Exception as exc:
@@ -574,9 +583,31 @@ class Worker:
                 started = self._running.pop(job.id, None) is running
             if started:  # not ended meanwhile: its outcome is this failure
                 self._done.add(_not_started(job, exc, running.started_at))
+        return None
 
     def _finished(self, running: Running, result: Finished | None) -> None:
         """Called by the runner, on any thread, when an attempt ends (None: it was stopped)."""
+        self._ended(running, result)
+        if self._ready and not self._stopping:
+            self._start_ready()  # the freed slot takes the next job claimed ahead at once
+        if not self._wake.is_set():  # setting it takes a lock: skip it when already set
+            self._wake.set()
+
+    def _finished_next(self, running: Running, result: Finished) -> Running | None:
+        """Called by a pool thread whose plain attempt ended: as :meth:`_finished`, and
+        the next plain attempt claimed ahead, if any, is returned for this thread to run
+        (filed as running already) rather than handed to another thread."""
+        self._ended(running, result)
+        kept = None
+        if self._ready and not self._stopping:
+            kept = self._start_ready(keep=True)
+        if not self._wake.is_set():
+            self._wake.set()
+        return kept
+
+    def _ended(self, running: Running, result: Finished | None) -> None:
+        """An attempt ended: its outcome kept for recording (unless the job was given up),
+        logged and observed."""
         if running.abort.reason is not None and not running.abandoned:
             result = aborted(running.job, running.abort.reason, running.started_at, result)
         with self._lock:
@@ -639,10 +670,6 @@ class Worker:
                         error=type(exc).__name__,
                     ),
                 )
-        if self._ready and not self._stopping:
-            self._start_ready()  # the freed slot takes the next job claimed ahead at once
-        if not self._wake.is_set():  # setting it takes a lock: skip it when already set
-            self._wake.set()
 
     def _held(self) -> list[Job]:
         """Every job whose lease the heartbeat must renew."""
