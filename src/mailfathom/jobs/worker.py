@@ -449,27 +449,23 @@ class Worker:
             taken.extend(job.queue for job in self._ready)
         return free_slots(self.slots, taken)
 
-    def _start_ready(self, *, keep: bool = False) -> Running | None:
+    def _start_ready(self) -> None:
         """Start jobs claimed ahead while slots are free, oldest claim first.
 
         Called by the loop and by the thread whose attempt just ended (so a freed slot
         is filled at once, even while the loop waits for a claim); one caller at a
         time — another finds the work being done and leaves it (the loop is woken and
-        looks again). ``keep``: the caller is a pool thread free to run the first plain
-        attempt itself, which is returned (filed as running) instead of started.
+        looks again).
         """
         if not self._starting.acquire(blocking=False):
-            return None
-        kept: Running | None = None
+            return
         try:
             while True:
                 with self._lock:
                     if not self._ready or len(self._running) >= self.concurrency:
-                        return kept
+                        return
                     job = self._ready.next()
-                running = self._begin(job, keep=keep and kept is None)
-                if running is not None:
-                    kept = running
+                self._begin(job)
         finally:
             self._starting.release()
 
@@ -561,21 +557,27 @@ class Worker:
 
     # -- attempts ----------------------------------------------------------------------
 
-    def _begin(self, job: Job, *, keep: bool = False) -> Running | None:
-        """File ``job``'s attempt as running and start it. ``keep``: a plain attempt is
-        returned instead, for the calling pool thread to run itself (None otherwise)."""
+    def _begin(self, job: Job) -> None:
         assert self._runner is not None
         try:
             running = self._runner.prepare(job)
         except Exception as exc:  # a bug of ours: the job fails, the loop goes on
             self._done.add(_not_started(job, exc, self._clock.now()))
-            return None
+            return
         with self._lock:
             self._running[job.id] = running
+        self._launch(running)
+
+    def _launch(self, running: Running) -> None:
+        """Start an attempt already filed as running."""
         attempt_started(running)
-        self.signals.started.signal(job)
-        if keep and running.mode == "thread" and running.span is None:
-            return running
+        self.signals.started.signal(running.job)
+        self._start_filed(running)
+
+    def _start_filed(self, running: Running) -> None:
+        """Hand an attempt filed as running (and announced) to the runner."""
+        assert self._runner is not None
+        job = running.job
         try:
             self._runner.start(running)
         except Exception as exc:
@@ -583,7 +585,6 @@ class Worker:
                 started = self._running.pop(job.id, None) is running
             if started:  # not ended meanwhile: its outcome is this failure
                 self._done.add(_not_started(job, exc, running.started_at))
-        return None
 
     def _finished(self, running: Running, result: Finished | None) -> None:
         """Called by the runner, on any thread, when an attempt ends (None: it was stopped)."""
@@ -595,19 +596,31 @@ class Worker:
 
     def _finished_next(self, running: Running, result: Finished) -> Running | None:
         """Called by a pool thread whose plain attempt ended: as :meth:`_finished`, and
-        the next plain attempt claimed ahead, if any, is returned for this thread to run
-        (filed as running already) rather than handed to another thread."""
-        self._ended(running, result)
-        kept = None
-        if self._ready and not self._stopping:
-            kept = self._start_ready(keep=True)
+        the next job claimed ahead takes the freed slot in the same step (under the one
+        lock: a slot for a slot, so the count never exceeds ``concurrency``, whatever
+        else starts jobs meanwhile). A plain attempt is returned, filed as running, for
+        this thread to run itself — no queue, no other thread woken; others start as
+        usual."""
+        following = self._ended(running, result, take=True)
+        if following is not None:
+            attempt_started(following)
+            self.signals.started.signal(following.job)
+            if following.mode != "thread" or following.span is not None:
+                self._start_filed(following)
+                following = None
+        if self._ready and not self._stopping and len(self._running) < self.concurrency:
+            self._start_ready()  # more slots free than this one (the loop re-checks too)
         if not self._wake.is_set():
             self._wake.set()
-        return kept
+        return following
 
-    def _ended(self, running: Running, result: Finished | None) -> None:
+    def _ended(
+        self, running: Running, result: Finished | None, *, take: bool = False
+    ) -> Running | None:
         """An attempt ended: its outcome kept for recording (unless the job was given up),
-        logged and observed."""
+        logged and observed. ``take``: the next job claimed ahead, if one may start, is
+        filed as running in its place and returned (not started)."""
+        following: Running | None = None
         if running.abort.reason is not None and not running.abandoned:
             result = aborted(running.job, running.abort.reason, running.started_at, result)
         with self._lock:
@@ -620,6 +633,8 @@ class Worker:
             if result is not None:
                 self._ran += 1
                 self._ready.ran(time.monotonic() - running.began)
+            if take and self._ready and not self._stopping:
+                following = self._take_next()
         job = running.job
         if result is None:
             attempt_stopped(running)
@@ -670,6 +685,22 @@ class Worker:
                         error=type(exc).__name__,
                     ),
                 )
+        return following
+
+    def _take_next(self) -> Running | None:
+        """Under ``_lock``: the oldest job claimed ahead, filed as running, when a slot is
+        free (a job that cannot even be prepared gets that failure as its outcome)."""
+        if len(self._running) >= self.concurrency:
+            return None
+        assert self._runner is not None
+        job = self._ready.next()
+        try:
+            running = self._runner.prepare(job)
+        except Exception as exc:  # a bug of ours: the job fails, the loop goes on
+            self._done.add(_not_started(job, exc, self._clock.now()))
+            return None
+        self._running[job.id] = running
+        return running
 
     def _held(self) -> list[Job]:
         """Every job whose lease the heartbeat must renew."""
