@@ -5,7 +5,9 @@ handler runs on a pool thread (plain functions), on the runner's own event loop
 (``async def``), or in a child process (``isolation="process"``, waited on by a
 pool thread). When it ends, the runner calls the worker back with the
 :class:`~mailfathom.jobs.queue.Finished` result, or None when the attempt was
-stopped because the worker gave the job up.
+stopped because the worker gave the job up. A pool thread whose plain attempt
+ended asks the worker for the next one (``on_done_next``) and runs it itself, so
+that back-to-back short jobs pass through no queue and wake no other thread.
 
 Pool threads are daemon threads: a handler that never returns cannot keep the
 process alive after the worker has given its job up.
