@@ -122,6 +122,9 @@ def test_jobs_claimed_ahead_go_back_unspent_when_a_worker_stops(mf: MailFathom) 
     assert counts[JobState.SUCCEEDED] == len(ran) == result
     assert counts[JobState.PENDING] == 300 - len(ran)
     assert all(job.attempts == 0 for job in mf.jobs.list(JobState.PENDING, limit=500))
+    # Once stopping, nothing more starts: the 30th's sibling in the other slot may end,
+    # and a pass of the loop already past its check may fill the two slots, no more.
+    assert len(ran) <= 30 + 1 + 2
 
 
 def test_sync_handlers_run_at_once_on_pool_threads(mf: MailFathom) -> None:
@@ -137,6 +140,46 @@ def test_sync_handlers_run_at_once_on_pool_threads(mf: MailFathom) -> None:
     assert mf.worker(concurrency=4).run(burst=True) == 4
     assert mf.jobs.counts()[JobState.SUCCEEDED] == 4
     assert len(threads) == 4 and threading.main_thread().name not in threads
+
+
+def test_a_pool_thread_runs_the_next_job_itself_never_beyond_the_slots(mf: MailFathom) -> None:
+    # A plain attempt's thread takes the next job claimed ahead in its place: plain ones
+    # it runs itself, others (async here) start as usual; never more than the slots.
+    lock = threading.Lock()
+    now = [0]
+    most = [0]
+    threads: dict[str, int] = {}
+
+    def enter() -> None:
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+
+    def leave() -> None:
+        with lock:
+            now[0] -= 1
+
+    @mf.job("plain")
+    def plain(ctx: JobContext) -> None:
+        enter()
+        name = threading.current_thread().name
+        threads[name] = threads.get(name, 0) + 1
+        time.sleep(0.0005)
+        leave()
+
+    @mf.job("coroutine")
+    async def coroutine(ctx: JobContext) -> None:
+        enter()
+        await asyncio.sleep(0.0005)
+        leave()
+
+    mf.enqueue_many("plain", [{} for _ in range(200)])
+    mf.enqueue_many("coroutine", [{} for _ in range(100)])
+    assert mf.worker(concurrency=3).run(burst=True) == 300
+    assert mf.jobs.counts()[JobState.SUCCEEDED] == 300
+    assert most[0] <= 3
+    assert len(threads) <= 3 and threading.main_thread().name not in threads
+    assert max(threads.values()) > 1
 
 
 def test_async_handlers_share_the_workers_event_loop(mf: MailFathom) -> None:

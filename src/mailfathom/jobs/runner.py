@@ -5,7 +5,9 @@ handler runs on a pool thread (plain functions), on the runner's own event loop
 (``async def``), or in a child process (``isolation="process"``, waited on by a
 pool thread). When it ends, the runner calls the worker back with the
 :class:`~mailfathom.jobs.queue.Finished` result, or None when the attempt was
-stopped because the worker gave the job up.
+stopped because the worker gave the job up. A pool thread whose plain attempt
+ended asks the worker for the next one (``on_done_next``) and runs it itself, so
+that back-to-back short jobs pass through no queue and wake no other thread.
 
 Pool threads are daemon threads: a handler that never returns cannot keep the
 process alive after the worker has given its job up.
@@ -97,11 +99,13 @@ class Runner:
         size: int,
         worker_id: str,
         on_done: Callable[[Running, Finished | None], None],
+        on_done_next: Callable[[Running, Finished], Running | None] | None = None,
     ) -> None:
         self._registry = registry
         self._clock = clock
         self._worker_id = worker_id
         self._on_done = on_done
+        self._on_done_next = on_done_next
         self._pool = _DaemonPool(size, name=f"mailfathom-{worker_id}")
         self._children = ChildProcesses()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -150,16 +154,26 @@ class Runner:
             self._pool.submit(task if running.span is None else tracing.within(running.span, task))
 
     def _threaded(self, running: Running, kind: JobKind) -> None:
-        try:
-            result = run_sync(kind, running.job, self._clock, running.abort)
-        except BaseException as exc:  # a bug of ours: still an outcome, so the job ends
-            logger.exception(
-                "job_id=%d: internal error running its handler",
-                running.job.id,
-                extra=log_fields("internal_error", job_id=running.job.id),
-            )
-            result = failed(running.job, exc, running.started_at)
-        self._done(running, result)
+        """Run a plain attempt on this pool thread; then, while ``on_done_next`` hands
+        this thread the next plain attempt (one claimed ahead, already filed as running),
+        run that one here too: no queue, no other thread woken, per attempt."""
+        while True:
+            try:
+                result = run_sync(kind, running.job, self._clock, running.abort)
+            except BaseException as exc:  # a bug of ours: still an outcome, so the job ends
+                logger.exception(
+                    "job_id=%d: internal error running its handler",
+                    running.job.id,
+                    extra=log_fields("internal_error", job_id=running.job.id),
+                )
+                result = failed(running.job, exc, running.started_at)
+            if self._on_done_next is None:
+                self._done(running, result)
+                return
+            following = self._on_done_next(running, result)
+            if following is None or following.kind is None:
+                return
+            running, kind = following, following.kind
 
     def _isolated(self, running: Running, kind: JobKind) -> None:
         try:

@@ -268,6 +268,7 @@ class Worker:
             size=self.concurrency,
             worker_id=self.id,
             on_done=self._finished,
+            on_done_next=self._finished_next,
         )
         if self._store.parallel_writes:
             self._completer = Completer(
@@ -565,8 +566,18 @@ class Worker:
             return
         with self._lock:
             self._running[job.id] = running
+        self._launch(running)
+
+    def _launch(self, running: Running) -> None:
+        """Start an attempt already filed as running."""
         attempt_started(running)
-        self.signals.started.signal(job)
+        self.signals.started.signal(running.job)
+        self._start_filed(running)
+
+    def _start_filed(self, running: Running) -> None:
+        """Hand an attempt filed as running (and announced) to the runner."""
+        assert self._runner is not None
+        job = running.job
         try:
             self._runner.start(running)
         except Exception as exc:
@@ -577,6 +588,39 @@ class Worker:
 
     def _finished(self, running: Running, result: Finished | None) -> None:
         """Called by the runner, on any thread, when an attempt ends (None: it was stopped)."""
+        self._ended(running, result)
+        if self._ready and not self._stopping:
+            self._start_ready()  # the freed slot takes the next job claimed ahead at once
+        if not self._wake.is_set():  # setting it takes a lock: skip it when already set
+            self._wake.set()
+
+    def _finished_next(self, running: Running, result: Finished) -> Running | None:
+        """Called by a pool thread whose plain attempt ended: as :meth:`_finished`, and
+        the next job claimed ahead takes the freed slot in the same step (under the one
+        lock: a slot for a slot, so the count never exceeds ``concurrency``, whatever
+        else starts jobs meanwhile). A plain attempt is returned, filed as running, for
+        this thread to run itself — no queue, no other thread woken; others start as
+        usual."""
+        following = self._ended(running, result, take=True)
+        if following is not None:
+            attempt_started(following)
+            self.signals.started.signal(following.job)
+            if following.mode != "thread" or following.span is not None:
+                self._start_filed(following)
+                following = None
+        if self._ready and not self._stopping and len(self._running) < self.concurrency:
+            self._start_ready()  # more slots free than this one (the loop re-checks too)
+        if not self._wake.is_set():
+            self._wake.set()
+        return following
+
+    def _ended(
+        self, running: Running, result: Finished | None, *, take: bool = False
+    ) -> Running | None:
+        """An attempt ended: its outcome kept for recording (unless the job was given up),
+        logged and observed. ``take``: the next job claimed ahead, if one may start, is
+        filed as running in its place and returned (not started)."""
+        following: Running | None = None
         if running.abort.reason is not None and not running.abandoned:
             result = aborted(running.job, running.abort.reason, running.started_at, result)
         with self._lock:
@@ -589,6 +633,8 @@ class Worker:
             if result is not None:
                 self._ran += 1
                 self._ready.ran(time.monotonic() - running.began)
+            if take and self._ready and not self._stopping:
+                following = self._take_next()
         job = running.job
         if result is None:
             attempt_stopped(running)
@@ -639,10 +685,22 @@ class Worker:
                         error=type(exc).__name__,
                     ),
                 )
-        if self._ready and not self._stopping:
-            self._start_ready()  # the freed slot takes the next job claimed ahead at once
-        if not self._wake.is_set():  # setting it takes a lock: skip it when already set
-            self._wake.set()
+        return following
+
+    def _take_next(self) -> Running | None:
+        """Under ``_lock``: the oldest job claimed ahead, filed as running, when a slot is
+        free (a job that cannot even be prepared gets that failure as its outcome)."""
+        if len(self._running) >= self.concurrency:
+            return None
+        assert self._runner is not None
+        job = self._ready.next()
+        try:
+            running = self._runner.prepare(job)
+        except Exception as exc:  # a bug of ours: the job fails, the loop goes on
+            self._done.add(_not_started(job, exc, self._clock.now()))
+            return None
+        self._running[job.id] = running
+        return running
 
     def _held(self) -> list[Job]:
         """Every job whose lease the heartbeat must renew."""
