@@ -9,6 +9,7 @@ one transaction (the caller's, when ``connection=`` is given).
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
 from mailfathom.delivery.domains import delivery_key
+from mailfathom.store.base import JobRow
 from mailfathom.store.database import Cursor, Database
 from mailfathom.store.flow_store import FlowClaims
 from mailfathom.store.group_commit import GroupCommit
@@ -34,6 +36,10 @@ from mailfathom.store.outbox_base import (
 __all__ = ["SqlOutboxStore"]
 
 T = TypeVar("T")
+
+#: Claimed attempts kept for their handlers at most (a job released unstarted never
+#: takes its own; the oldest are forgotten first, and their handlers would count anew).
+_CLAIMED_KEPT = 10_000
 
 _EMAIL_TIMES = (
     "last_attempt_at",
@@ -60,6 +66,10 @@ class SqlOutboxStore:
         # statements side by side, so there each write keeps its own transaction
         # (measured: funnelling them through one connection lost a quarter of the rate).
         self._grouped = GroupCommit(database.transaction) if database.dialect == "sqlite" else None
+        # Attempts counted by a claim (start_claimed), by (job id, job attempt), until the
+        # job's handler takes its own.
+        self._claimed: dict[tuple[int, int], AttemptStart] = {}
+        self._claimed_lock = threading.Lock()
 
     # -- conversion --------------------------------------------------------------------
 
@@ -373,6 +383,54 @@ class SqlOutboxStore:
             return AttemptStart(email=email, message=message, recipients=owed), None
 
         return self._write(write)
+
+    # -- attempts counted by the claim (PostgreSQL) -------------------------------------
+
+    def counts_at_claim(self) -> bool:
+        """Whether this dialect counts delivery attempts in the claim (``start_claimed``)."""
+        return "start_attempts" in self._q
+
+    def start_claimed(
+        self, cur: Cursor, jobs: Sequence[JobRow], now: datetime
+    ) -> Callable[[], None] | None:
+        """The claim hook of the delivery kind: count the attempt of every delivery job the
+        claim on ``cur`` just leased, in that claim's transaction (``start_attempts``: one
+        statement and no commit of its own for the whole batch), and keep what each
+        attempt sends for :meth:`claimed_start` — once the claim has committed (the
+        returned callable). A record that is not Recorded (or is past its expiry) is not
+        touched: its handler finds it with :meth:`begin_attempt`, as before.
+        """
+        jobs_of: dict[int, tuple[int, int]] = {}
+        for job in jobs:
+            email_id = job["payload"].get("email_id")
+            if type(email_id) is int and email_id not in jobs_of:  # one attempt per record
+                jobs_of[email_id] = (job["id"], job["attempts"])
+        starts: dict[tuple[int, int], AttemptStart] = {}
+        if jobs_of:
+            params = {"ids": list(jobs_of), "now": self.db.time_param(now)}
+            cur.execute(self._q["start_attempts"], params)
+            for row in cur.fetchall():
+                start = self._started(dict(row))
+                starts[jobs_of[start.email["id"]]] = start
+        leased = [(job["id"], job["attempts"]) for job in jobs]
+
+        def committed() -> None:
+            with self._claimed_lock:
+                for key in leased:  # a start left from an earlier lease must not linger
+                    if key in starts:
+                        self._claimed[key] = starts[key]
+                    else:
+                        self._claimed.pop(key, None)
+                while len(self._claimed) > _CLAIMED_KEPT:  # never run: forget the oldest
+                    del self._claimed[next(iter(self._claimed))]
+
+        return committed
+
+    def claimed_start(self, job_id: int, job_attempt: int) -> AttemptStart | None:
+        """What attempt ``job_attempt`` of delivery job ``job_id`` sends, if its claim
+        counted it (:meth:`start_claimed`); taken once. None: call :meth:`begin_attempt`."""
+        with self._claimed_lock:
+            return self._claimed.pop((job_id, job_attempt), None)
 
     def _started(self, row: dict[str, Any]) -> AttemptStart:
         """An :class:`AttemptStart` from ``start_attempt``'s row (recipients as arrays)."""
