@@ -130,6 +130,14 @@ class SqlOutboxStore:
         params = [self._record_params(email, job, now) for email in emails]
         split = [()] * len(emails) if parts is None else parts
         with self.db.transaction(connection) as cur:
+            each = getattr(cur, "execute_each", None)
+            if each is not None and "record_email" in self._q and not any(split):
+                # one record_email per message, pipelined: no round trip each
+                rows: list[list[Any]] = each(self._q["record_email"], params)
+                return [
+                    self._recorded(cur, found[0] if found else None, one)
+                    for one, found in zip(params, rows, strict=True)
+                ]
             return [
                 self._insert_one(cur, one, job, its_parts)
                 for one, its_parts in zip(params, split, strict=True)
@@ -175,14 +183,7 @@ class SqlOutboxStore:
         each of ``parts`` as a linked record with its own delivery job)."""
         if "record_email" in self._q and not parts:
             cur.execute(self._q["record_email"], params)
-            row = cur.fetchone()
-            if row is None:
-                return self._existing(cur, params["idempotency_key"])
-            created = dict(row)
-            recipients = created.pop("recipients")
-            if created.pop("jobs") != 1:  # pragma: no cover - the statement inserts one job
-                raise RuntimeError("recorded an email without its delivery job")
-            return self._email(created), [self._recipient(r) for r in recipients], True
+            return self._recorded(cur, cur.fetchone(), params)
         cur.execute(self._q["insert_email"], params)
         row = cur.fetchone()
         if row is None:
@@ -218,6 +219,18 @@ class SqlOutboxStore:
                 priority=params["priority"],
             )
         return created_row, self._recipients_of(cur, email_id), True
+
+    def _recorded(
+        self, cur: Cursor, row: Any, params: dict[str, Any]
+    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+        """What ``record_email`` returned: the new record, or (no row) the existing one."""
+        if row is None:
+            return self._existing(cur, params["idempotency_key"])
+        created = dict(row)
+        recipients = created.pop("recipients")
+        if created.pop("jobs") != 1:  # pragma: no cover - the statement inserts one job
+            raise RuntimeError("recorded an email without its delivery job")
+        return self._email(created), [self._recipient(r) for r in recipients], True
 
     def _existing(self, cur: Cursor, key: str | None) -> tuple[EmailRow, list[RecipientRow], bool]:
         """The record that holds idempotency ``key`` (whose insert just did nothing)."""
