@@ -397,7 +397,7 @@ class SqlOutboxStore:
 
         return self._write(write)
 
-    # -- attempts counted by the claim (PostgreSQL) -------------------------------------
+    # -- attempts counted by the claim -------------------------------------------------
 
     def counts_at_claim(self) -> bool:
         """Whether this dialect counts delivery attempts in the claim (``start_claimed``)."""
@@ -420,10 +420,7 @@ class SqlOutboxStore:
                 jobs_of[email_id] = (job["id"], job["attempts"])
         starts: dict[tuple[int, int], AttemptStart] = {}
         if jobs_of:
-            params = {"ids": list(jobs_of), "now": self.db.time_param(now)}
-            cur.execute(self._q["start_attempts"], params)
-            for row in cur.fetchall():
-                start = self._started(dict(row))
+            for start in self._start_attempts(cur, list(jobs_of), now):
                 starts[jobs_of[start.email["id"]]] = start
         leased = [(job["id"], job["attempts"]) for job in jobs]
 
@@ -438,6 +435,31 @@ class SqlOutboxStore:
                     del self._claimed[next(iter(self._claimed))]
 
         return committed
+
+    def _start_attempts(
+        self, cur: Cursor, email_ids: list[int], now: datetime
+    ) -> list[AttemptStart]:
+        """``start_attempts`` on ``cur``: the records it started, each with what it sends
+        (PostgreSQL returns the owed recipients as arrays on each row, SQLite in a second
+        statement, ``owed_recipients_of``)."""
+        ids = email_ids if self.db.dialect == "postgresql" else self.db.list_param(email_ids)
+        cur.execute(self._q["start_attempts"], {"ids": ids, "now": self.db.time_param(now)})
+        rows = [dict(row) for row in cur.fetchall()]
+        if "owed_recipients_of" not in self._q:
+            return [self._started(row) for row in rows]
+        owed: dict[int, list[RecipientRow]] = {row["id"]: [] for row in rows}
+        if rows:
+            cur.execute(self._q["owed_recipients_of"], {"ids": self.db.list_param(list(owed))})
+            for found in cur.fetchall():
+                owed[found["email_id"]].append(self._recipient(found))
+        return [
+            AttemptStart(
+                message=bytes(row.pop("message")),
+                email=self._email(row),
+                recipients=owed[row["id"]],
+            )
+            for row in rows
+        ]
 
     def claimed_start(self, job_id: int, job_attempt: int) -> AttemptStart | None:
         """What attempt ``job_attempt`` of delivery job ``job_id`` sends, if its claim
