@@ -126,6 +126,8 @@ class MailFathom:
             data_timeout=settings.smtp_data_timeout,
             sessions=settings.smtp_sessions,
         )
+        if outbox_store.counts_at_claim():  # a delivery's attempt counted by its claim
+            self.store.add_claim_hook(DELIVER_KIND, outbox_store.start_claimed)
         self.registry.add(
             build_kind(
                 DELIVER_KIND,

@@ -4,7 +4,9 @@ Internal. Every step is written before the next one is taken:
 
 1. ``begin_attempt`` — only a Recorded record is attempted (counted); a record
    found in TransmissionBegun is an **unknown outcome**: the job dead-letters
-   with that reason and never sends.
+   with that reason and never sends. On PostgreSQL the claim that leased the job
+   has usually counted the attempt already, in its own transaction
+   (``claimed_start``), under the same condition.
 2. the staged submission (:mod:`mailfathom.delivery.smtp`), which calls back
    between the 354 and the body to commit TransmissionBegun — conditional on the
    record still being Recorded at this attempt, so a cancel that won is obeyed.
@@ -110,7 +112,10 @@ class Deliverer:
 
     def handle(self, ctx: JobContext, email_id: int) -> None:
         """The job handler: one attempt at delivering record ``email_id``."""
-        start, current = self._store.begin_attempt(email_id, now=self._clock.now())
+        start = self._store.claimed_start(ctx.job.id, ctx.job.attempts)
+        current = None
+        if start is None or start.email["id"] != email_id:
+            start, current = self._store.begin_attempt(email_id, now=self._clock.now())
         if start is None:
             if current is None:
                 raise PermanentFailure(f"no outgoing email has id {email_id}: nothing to send")

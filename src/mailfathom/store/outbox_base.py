@@ -271,6 +271,12 @@ class OutboxStore(Protocol):
         """
         ...
 
+    def claimed_start(self, job_id: int, job_attempt: int) -> AttemptStart | None:
+        """The attempt that the claim of delivery job ``job_id`` (its attempt
+        ``job_attempt``) already counted, with what it sends; taken once. None when the
+        claim counted none (then :meth:`begin_attempt` counts it)."""
+        ...
+
     def mark_transmission_begun(self, email_id: int, attempt: int, *, now: datetime) -> bool:
         """Recorded → TransmissionBegun, only if still Recorded at ``attempt``; committed."""
         ...

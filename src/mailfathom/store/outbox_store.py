@@ -9,6 +9,7 @@ one transaction (the caller's, when ``connection=`` is given).
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
 from mailfathom.delivery.domains import delivery_key
+from mailfathom.store.base import JobRow
 from mailfathom.store.database import Cursor, Database
 from mailfathom.store.flow_store import FlowClaims
 from mailfathom.store.group_commit import GroupCommit
@@ -34,6 +36,10 @@ from mailfathom.store.outbox_base import (
 __all__ = ["SqlOutboxStore"]
 
 T = TypeVar("T")
+
+#: Claimed attempts kept for their handlers at most (a job released unstarted never
+#: takes its own; the oldest are forgotten first, and their handlers would count anew).
+_CLAIMED_KEPT = 10_000
 
 _EMAIL_TIMES = (
     "last_attempt_at",
@@ -60,6 +66,10 @@ class SqlOutboxStore:
         # statements side by side, so there each write keeps its own transaction
         # (measured: funnelling them through one connection lost a quarter of the rate).
         self._grouped = GroupCommit(database.transaction) if database.dialect == "sqlite" else None
+        # Attempts counted by a claim (start_claimed), by (job id, job attempt), until the
+        # job's handler takes its own.
+        self._claimed: dict[tuple[int, int], AttemptStart] = {}
+        self._claimed_lock = threading.Lock()
 
     # -- conversion --------------------------------------------------------------------
 
@@ -120,6 +130,14 @@ class SqlOutboxStore:
         params = [self._record_params(email, job, now) for email in emails]
         split = [()] * len(emails) if parts is None else parts
         with self.db.transaction(connection) as cur:
+            each = getattr(cur, "execute_each", None)
+            if each is not None and "record_email" in self._q and not any(split):
+                # one record_email per message, pipelined: no round trip each
+                rows: list[list[Any]] = each(self._q["record_email"], params)
+                return [
+                    self._recorded(cur, found[0] if found else None, one)
+                    for one, found in zip(params, rows, strict=True)
+                ]
             return [
                 self._insert_one(cur, one, job, its_parts)
                 for one, its_parts in zip(params, split, strict=True)
@@ -165,14 +183,7 @@ class SqlOutboxStore:
         each of ``parts`` as a linked record with its own delivery job)."""
         if "record_email" in self._q and not parts:
             cur.execute(self._q["record_email"], params)
-            row = cur.fetchone()
-            if row is None:
-                return self._existing(cur, params["idempotency_key"])
-            created = dict(row)
-            recipients = created.pop("recipients")
-            if created.pop("jobs") != 1:  # pragma: no cover - the statement inserts one job
-                raise RuntimeError("recorded an email without its delivery job")
-            return self._email(created), [self._recipient(r) for r in recipients], True
+            return self._recorded(cur, cur.fetchone(), params)
         cur.execute(self._q["insert_email"], params)
         row = cur.fetchone()
         if row is None:
@@ -208,6 +219,18 @@ class SqlOutboxStore:
                 priority=params["priority"],
             )
         return created_row, self._recipients_of(cur, email_id), True
+
+    def _recorded(
+        self, cur: Cursor, row: Any, params: dict[str, Any]
+    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+        """What ``record_email`` returned: the new record, or (no row) the existing one."""
+        if row is None:
+            return self._existing(cur, params["idempotency_key"])
+        created = dict(row)
+        recipients = created.pop("recipients")
+        if created.pop("jobs") != 1:  # pragma: no cover - the statement inserts one job
+            raise RuntimeError("recorded an email without its delivery job")
+        return self._email(created), [self._recipient(r) for r in recipients], True
 
     def _existing(self, cur: Cursor, key: str | None) -> tuple[EmailRow, list[RecipientRow], bool]:
         """The record that holds idempotency ``key`` (whose insert just did nothing)."""
@@ -373,6 +396,76 @@ class SqlOutboxStore:
             return AttemptStart(email=email, message=message, recipients=owed), None
 
         return self._write(write)
+
+    # -- attempts counted by the claim -------------------------------------------------
+
+    def counts_at_claim(self) -> bool:
+        """Whether this dialect counts delivery attempts in the claim (``start_claimed``)."""
+        return "start_attempts" in self._q
+
+    def start_claimed(
+        self, cur: Cursor, jobs: Sequence[JobRow], now: datetime
+    ) -> Callable[[], None] | None:
+        """The claim hook of the delivery kind: count the attempt of every delivery job the
+        claim on ``cur`` just leased, in that claim's transaction (``start_attempts``: one
+        statement and no commit of its own for the whole batch), and keep what each
+        attempt sends for :meth:`claimed_start` — once the claim has committed (the
+        returned callable). A record that is not Recorded (or is past its expiry) is not
+        touched: its handler finds it with :meth:`begin_attempt`, as before.
+        """
+        jobs_of: dict[int, tuple[int, int]] = {}
+        for job in jobs:
+            email_id = job["payload"].get("email_id")
+            if type(email_id) is int and email_id not in jobs_of:  # one attempt per record
+                jobs_of[email_id] = (job["id"], job["attempts"])
+        starts: dict[tuple[int, int], AttemptStart] = {}
+        if jobs_of:
+            for start in self._start_attempts(cur, list(jobs_of), now):
+                starts[jobs_of[start.email["id"]]] = start
+        leased = [(job["id"], job["attempts"]) for job in jobs]
+
+        def committed() -> None:
+            with self._claimed_lock:
+                for key in leased:  # a start left from an earlier lease must not linger
+                    if key in starts:
+                        self._claimed[key] = starts[key]
+                    else:
+                        self._claimed.pop(key, None)
+                while len(self._claimed) > _CLAIMED_KEPT:  # never run: forget the oldest
+                    del self._claimed[next(iter(self._claimed))]
+
+        return committed
+
+    def _start_attempts(
+        self, cur: Cursor, email_ids: list[int], now: datetime
+    ) -> list[AttemptStart]:
+        """``start_attempts`` on ``cur``: the records it started, each with what it sends
+        (PostgreSQL returns the owed recipients as arrays on each row, SQLite in a second
+        statement, ``owed_recipients_of``)."""
+        ids = email_ids if self.db.dialect == "postgresql" else self.db.list_param(email_ids)
+        cur.execute(self._q["start_attempts"], {"ids": ids, "now": self.db.time_param(now)})
+        rows = [dict(row) for row in cur.fetchall()]
+        if "owed_recipients_of" not in self._q:
+            return [self._started(row) for row in rows]
+        owed: dict[int, list[RecipientRow]] = {row["id"]: [] for row in rows}
+        if rows:
+            cur.execute(self._q["owed_recipients_of"], {"ids": self.db.list_param(list(owed))})
+            for found in cur.fetchall():
+                owed[found["email_id"]].append(self._recipient(found))
+        return [
+            AttemptStart(
+                message=bytes(row.pop("message")),
+                email=self._email(row),
+                recipients=owed[row["id"]],
+            )
+            for row in rows
+        ]
+
+    def claimed_start(self, job_id: int, job_attempt: int) -> AttemptStart | None:
+        """What attempt ``job_attempt`` of delivery job ``job_id`` sends, if its claim
+        counted it (:meth:`start_claimed`); taken once. None: call :meth:`begin_attempt`."""
+        with self._claimed_lock:
+            return self._claimed.pop((job_id, job_attempt), None)
 
     def _started(self, row: dict[str, Any]) -> AttemptStart:
         """An :class:`AttemptStart` from ``start_attempt``'s row (recipients as arrays)."""

@@ -365,6 +365,21 @@ class _WrappedCursor:
         except psycopg.Error as exc:
             raise _store_error(exc) from exc
 
+    def execute_each(self, query: Any, params_seq: Sequence[Any]) -> list[list[Any]]:
+        """Run ``query`` once per parameter set, pipelined (psycopg's ``executemany``: the
+        statements go out without waiting for each other's results); the rows of each, in
+        order."""
+        if not params_seq:
+            return []
+        try:
+            self._cursor.executemany(query, params_seq, returning=True)
+            results = [self._cursor.fetchall()]
+            while self._cursor.nextset():
+                results.append(self._cursor.fetchall())
+        except psycopg.Error as exc:
+            raise _store_error(exc) from exc
+        return results
+
     def fetchone(self) -> Any:
         return self._cursor.fetchone()
 

@@ -7,7 +7,7 @@ queries. Only connection handling and value conversion differ per database.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,7 +30,10 @@ from mailfathom.store.flow_store import FlowClaims
 from mailfathom.store.migrate import load_migrations
 from mailfathom.store.worker_store import WorkerStore
 
-__all__ = ["SqlStore"]
+__all__ = ["ClaimHook", "SqlStore"]
+
+#: Work done in a claim's transaction on the jobs of one kind it leased (add_claim_hook).
+ClaimHook = Callable[[Cursor, list[JobRow], datetime], Callable[[], None] | None]
 
 _UNSEEN: Any = object()  # a stored instant not converted yet (see SqlStore._jobs)
 
@@ -59,6 +62,7 @@ class SqlStore(WorkerStore, ControlStore):
         self._queue_claims: dict[int, str] = {}  # claim_jobs_in_queues by queue count
         #: Flow control: limit definitions and the limited claim (flow_store.py).
         self.flow = FlowClaims(database)
+        self._claim_hooks: dict[str, ClaimHook] = {}
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -276,7 +280,7 @@ class SqlStore(WorkerStore, ControlStore):
         with self.db.transaction() as cur:
             lost = self._record(cur, owner, now, succeeded, failed)
             if queue_limits is not None:
-                return lost, self._claim_slots(
+                claimed = self._claim_slots(
                     cur,
                     owner=owner,
                     now=now,
@@ -284,16 +288,43 @@ class SqlStore(WorkerStore, ControlStore):
                     queue_limits=queue_limits,
                     reap=reap,
                 )
-            claimed = self._claim(
-                cur,
-                owner=owner,
-                limit=limit,
-                now=now,
-                lease_until=lease_until,
-                queues=queues,
-                reap=reap,
-            )
-            return lost, claimed
+            else:
+                claimed = self._claim(
+                    cur,
+                    owner=owner,
+                    limit=limit,
+                    now=now,
+                    lease_until=lease_until,
+                    queues=queues,
+                    reap=reap,
+                )
+            after = self._run_claim_hooks(cur, claimed, now) if self._claim_hooks else []
+        for committed in after:
+            committed()
+        return lost, claimed
+
+    def add_claim_hook(self, kind: str, hook: ClaimHook) -> None:
+        """Run ``hook(cursor, rows, now)`` inside every claim's transaction that leases jobs
+        of ``kind`` (``rows``: those jobs, in claim order), before it commits; what the hook
+        returns (if not None) is called once that transaction has committed.
+
+        The outbox counts its deliveries' attempts there: one commit for the whole claimed
+        batch instead of one per message. A hook that raises fails the claim (nothing is
+        leased).
+        """
+        self._claim_hooks[kind] = hook
+
+    def _run_claim_hooks(
+        self, cur: Cursor, claimed: list[JobRow], now: datetime
+    ) -> list[Callable[[], None]]:
+        after: list[Callable[[], None]] = []
+        for kind, hook in self._claim_hooks.items():
+            rows = [row for row in claimed if row["kind"] == kind]
+            if rows:
+                committed = hook(cur, rows, now)
+                if committed is not None:
+                    after.append(committed)
+        return after
 
     def _claim_slots(
         self,

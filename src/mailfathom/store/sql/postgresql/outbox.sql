@@ -159,6 +159,33 @@ FROM started CROSS JOIN LATERAL (
     WHERE r.email_id = started.id AND (r.reply_code IS NULL OR r.reply_code < 500)
 ) AS owed;
 
+-- name: start_attempts
+-- The delivery jobs a claim has just leased, in the claim's own transaction (one commit for
+-- the batch instead of one per message): each Recorded record in the array %(ids)s that is
+-- not past its expiry with no body out gets its attempt counted, as start_attempt does, and
+-- comes back with its bytes and the recipients a new attempt offers. A record in any other
+-- stage is left alone and not returned (its job's handler looks at it: a record found in
+-- TransmissionBegun is never attempted).
+WITH started AS (
+UPDATE mf_outbox SET attempts = attempts + 1, last_attempt_at = %(now)s
+WHERE id = ANY(%(ids)s::bigint[]) AND stage = 'Recorded'
+  AND (expires_at IS NULL OR expires_at > %(now)s OR body_transmissions > 0)
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at, message
+)
+SELECT started.*, owed.*
+FROM started CROSS JOIN LATERAL (
+    SELECT array_agg(r.position ORDER BY r.position) AS owed_positions,
+           array_agg(r.address ORDER BY r.position) AS owed_addresses,
+           array_agg(r.reply_code ORDER BY r.position) AS owed_codes,
+           array_agg(r.enhanced_status ORDER BY r.position) AS owed_statuses,
+           array_agg(r.reply_text ORDER BY r.position) AS owed_texts,
+           array_agg(r.replied_at ORDER BY r.position) AS owed_replied
+    FROM mf_outbox_recipients AS r
+    WHERE r.email_id = started.id AND (r.reply_code IS NULL OR r.reply_code < 500)
+) AS owed;
+
 -- name: mark_transmission_begun
 -- After the 354, before the body: only if nothing (cancel, newer attempt) moved it meanwhile.
 -- Counts one more body that may go out (never reset: Cancelled needs a count of 0).

@@ -102,6 +102,26 @@ RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, sub
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
           body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
 
+-- name: start_attempts
+-- The delivery jobs a claim has just leased, in the claim's own transaction (no write of
+-- their own while delivering): each Recorded record in the JSON array :ids that is not past
+-- its expiry with no body out gets its attempt counted, as begin_attempt does, and comes
+-- back with its bytes. A record in any other stage is left alone and not returned (its
+-- job's handler looks at it: a record found in TransmissionBegun is never attempted).
+UPDATE mf_outbox SET attempts = attempts + 1, last_attempt_at = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND stage = 'Recorded'
+  AND (expires_at IS NULL OR expires_at > :now OR body_transmissions > 0)
+RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at,
+          message;
+
+-- name: owed_recipients_of
+-- owed_recipients for every record in the JSON array :ids, in envelope order.
+SELECT * FROM mf_outbox_recipients
+WHERE email_id IN (SELECT value FROM json_each(:ids)) AND (reply_code IS NULL OR reply_code < 500)
+ORDER BY email_id, position;
+
 -- name: mark_transmission_begun
 -- After the 354, before the body: only if nothing (cancel, newer attempt) moved it meanwhile.
 -- Counts one more body that may go out (never reset: Cancelled needs a count of 0).
