@@ -154,6 +154,8 @@ def test_the_claim_counts_a_delivery_attempt_once_and_forgets_it_on_a_later_leas
     assert mf.outbox.get(recorded.id).attempts == 1
     # w1 gives the job back unstarted; the record is cancelled meanwhile
     assert mf.store.release_unstarted(owner="w1", held=[(job.id, job.attempts)]) == {job.id}
+    # given back unstarted, the job spent no attempt, and neither did its message
+    assert mf.outbox.get(recorded.id).attempts == 0
     mf.outbox.cancel(recorded.id, actor="ops", reason="not needed")
     # the next lease of the same job has the same attempt number, and its claim started
     # nothing: what the first claim kept must not be handed to its handler
@@ -161,4 +163,20 @@ def test_the_claim_counts_a_delivery_attempt_once_and_forgets_it_on_a_later_leas
     assert (again.id, again.attempts) == (job.id, job.attempts)
     assert mf.deliverer._store.claimed_start(again.id, again.attempts) is None
     email = mf.outbox.get(recorded.id)
-    assert (email.stage, email.attempts) == (OutgoingEmailStage.CANCELLED, 1)
+    assert (email.stage, email.attempts) == (OutgoingEmailStage.CANCELLED, 0)
+
+
+def test_a_delivery_given_back_unstarted_is_counted_once_when_it_runs(
+    mf: MailFathom, clock: FakeClock
+) -> None:
+    """A worker's shutdown gives back the deliveries it claimed ahead: the next claim
+    counts the message's attempt again, once, and hands its handler what to send."""
+    recorded = mf.outbox.record(message())
+    (job,) = mf.queue.claim("w1", 10, LEASE)
+    assert mf.store.release_unstarted(owner="w1", held=[(job.id, job.attempts)]) == {job.id}
+    assert mf.deliverer._store.claimed_start(job.id, job.attempts) is None  # dropped
+    (again,) = mf.queue.claim("w2", 10, LEASE)
+    assert mf.outbox.get(recorded.id).attempts == 1
+    start = mf.deliverer._store.claimed_start(again.id, again.attempts)
+    assert start is not None and start.email["id"] == recorded.id
+    assert start.email["attempts"] == 1

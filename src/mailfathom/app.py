@@ -128,6 +128,7 @@ class MailFathom:
         )
         if outbox_store.counts_at_claim():  # a delivery's attempt counted by its claim
             self.store.add_claim_hook(DELIVER_KIND, outbox_store.start_claimed)
+            self.store.add_release_hook(outbox_store.unstart_released)
         self.registry.add(
             build_kind(
                 DELIVER_KIND,

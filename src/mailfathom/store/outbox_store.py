@@ -436,6 +436,31 @@ class SqlOutboxStore:
 
         return committed
 
+    def unstart_released(
+        self, cur: Cursor, released: Sequence[tuple[int, int]]
+    ) -> Callable[[], None] | None:
+        """The release hook of the delivery kind: the jobs given back unstarted (their
+        (id, attempt) pairs) whose claim counted their record's attempt get that count
+        taken back, in the release's transaction (``unstart_attempts``), and what the claim
+        kept for their handlers is dropped once it commits. A job given back spent no
+        attempt, and neither did its message: a worker's shutdown never inflates a record's
+        count. (``last_attempt_at`` keeps the claim's instant: the time before is not kept.)
+        """
+        with self._claimed_lock:
+            kept = [(key, self._claimed[key]) for key in released if key in self._claimed]
+        if not kept:
+            return None
+        email_ids = [start.email["id"] for _, start in kept]
+        ids = email_ids if self.db.dialect == "postgresql" else self.db.list_param(email_ids)
+        cur.execute(self._q["unstart_attempts"], {"ids": ids})
+
+        def committed() -> None:
+            with self._claimed_lock:
+                for key, _ in kept:
+                    self._claimed.pop(key, None)
+
+        return committed
+
     def _start_attempts(
         self, cur: Cursor, email_ids: list[int], now: datetime
     ) -> list[AttemptStart]:

@@ -30,10 +30,13 @@ from mailfathom.store.flow_store import FlowClaims
 from mailfathom.store.migrate import load_migrations
 from mailfathom.store.worker_store import WorkerStore
 
-__all__ = ["ClaimHook", "SqlStore"]
+__all__ = ["ClaimHook", "ReleaseHook", "SqlStore"]
 
 #: Work done in a claim's transaction on the jobs of one kind it leased (add_claim_hook).
 ClaimHook = Callable[[Cursor, list[JobRow], datetime], Callable[[], None] | None]
+#: Work done in the transaction that gives claims back unstarted, on their (id, attempt)
+#: pairs (add_release_hook): what a claim hook did for them is undone there.
+ReleaseHook = Callable[[Cursor, list[tuple[int, int]]], Callable[[], None] | None]
 
 _UNSEEN: Any = object()  # a stored instant not converted yet (see SqlStore._jobs)
 
@@ -63,6 +66,7 @@ class SqlStore(WorkerStore, ControlStore):
         #: Flow control: limit definitions and the limited claim (flow_store.py).
         self.flow = FlowClaims(database)
         self._claim_hooks: dict[str, ClaimHook] = {}
+        self._release_hooks: list[ReleaseHook] = []
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -522,16 +526,36 @@ class SqlStore(WorkerStore, ControlStore):
         PostgreSQL; SQLite's watchers see the commit)."""
         if not held:
             return set()
+        after: list[Callable[[], None]] = []
         with self.db.transaction() as cur:
             cur.execute(
                 self._q["release_unstarted"],
                 {"owner": owner, "held": self.db.list_param([list(pair) for pair in held])},
             )
             released = {row["id"] for row in cur.fetchall()}
+            if released and self._release_hooks:
+                pairs = [(job_id, attempt) for job_id, attempt in held if job_id in released]
+                for hook in self._release_hooks:
+                    committed = hook(cur, pairs)
+                    if committed is not None:
+                        after.append(committed)
             notify = self._q.get("notify_jobs")
             if released and notify is not None:
                 cur.execute(notify)
-            return released
+        for committed in after:
+            committed()
+        return released
+
+    def add_release_hook(self, hook: ReleaseHook) -> None:
+        """Run ``hook(cursor, pairs)`` inside every transaction that gives claims back
+        unstarted (``release_unstarted``), on the (id, attempt) pairs released; what it
+        returns (if not None) is called once that transaction has committed.
+
+        The outbox takes back there the delivery attempts their claim counted
+        (:meth:`add_claim_hook`): a job given back unstarted spent no attempt, and neither
+        did its message.
+        """
+        self._release_hooks.append(hook)
 
     # -- outcomes ----------------------------------------------------------------------
 

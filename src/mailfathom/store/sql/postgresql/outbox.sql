@@ -186,6 +186,14 @@ FROM started CROSS JOIN LATERAL (
     WHERE r.email_id = started.id AND (r.reply_code IS NULL OR r.reply_code < 500)
 ) AS owed;
 
+-- name: unstart_attempts
+-- The records whose delivery jobs a worker gave back unstarted after their claim counted
+-- their attempt (start_attempts): that count is taken back, in the release's transaction.
+-- Only a record still Recorded (a claimed delivery cannot be cancelled or resolved while
+-- its lease is live, so it is), and never below zero.
+UPDATE mf_outbox SET attempts = attempts - 1
+WHERE id = ANY(%(ids)s::bigint[]) AND stage = 'Recorded' AND attempts > 0;
+
 -- name: mark_transmission_begun
 -- After the 354, before the body: only if nothing (cancel, newer attempt) moved it meanwhile.
 -- Counts one more body that may go out (never reset: Cancelled needs a count of 0).
