@@ -512,7 +512,7 @@ class SqlStore(WorkerStore, ControlStore):
                 self._q["extend_leases"],
                 {
                     "owner": owner,
-                    "held": self.db.list_param([list(pair) for pair in held]),
+                    **self._pairs(held),
                     "lease_until": self.db.time_param(lease_until),
                 },
             )
@@ -530,7 +530,7 @@ class SqlStore(WorkerStore, ControlStore):
         with self.db.transaction() as cur:
             cur.execute(
                 self._q["release_unstarted"],
-                {"owner": owner, "held": self.db.list_param([list(pair) for pair in held])},
+                {"owner": owner, **self._pairs(held)},
             )
             released = {row["id"] for row in cur.fetchall()}
             if released and self._release_hooks:
@@ -587,7 +587,7 @@ class SqlStore(WorkerStore, ControlStore):
                 {
                     "owner": owner,
                     "now": stamp,
-                    "held": self.db.list_param([list(pair) for pair in succeeded]),
+                    **self._pairs(succeeded),
                 },
             )
             done = {row["id"] for row in cur.fetchall()}
@@ -596,6 +596,14 @@ class SqlStore(WorkerStore, ControlStore):
             if not self._record_failure(cur, owner, stamp, failure):
                 lost.add(failure.job_id)
         return lost
+
+    def _pairs(self, pairs: Sequence[tuple[int, int]]) -> dict[str, Any]:
+        """(id, attempt) pairs as a statement takes them: PostgreSQL two arrays (``ids``,
+        ``attempts``: ``unnest`` sizes them, see complete_jobs), SQLite one JSON array
+        (``held``)."""
+        if self.db.dialect == "postgresql":
+            return {"ids": [pair[0] for pair in pairs], "attempts": [pair[1] for pair in pairs]}
+        return {"held": self.db.list_param([list(pair) for pair in pairs])}
 
     def _record_failure(self, cur: Cursor, owner: str, now: Any, failure: FailedAttempt) -> bool:
         params: dict[str, Any] = {
