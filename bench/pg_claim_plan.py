@@ -108,12 +108,18 @@ def batch_params(size: int) -> dict[str, Any]:
     return insert_params(batch, NOW)
 
 
-def held(conn: Conn, n: int) -> str:
-    """A JSON list of ``n`` (id, attempt) pairs of Claimed jobs, as a worker holds them."""
+def held(conn: Conn, n: int) -> dict[str, list[int]]:
+    """``n`` (id, attempt) pairs of Claimed jobs, as a worker holds them, in the two
+    arrays the statements take (``ids``, ``attempts``)."""
     rows = conn.execute(
         "SELECT id, attempts FROM mf_jobs WHERE state = 'Claimed' LIMIT %s", (n,)
     ).fetchall()
-    return json.dumps([[row["id"], row["attempts"]] for row in rows])
+    return pairs_of(rows)
+
+
+def pairs_of(rows: list[Any]) -> dict[str, list[int]]:
+    """Claimed rows as the ``ids`` and ``attempts`` arrays of their (id, attempt) pairs."""
+    return {"ids": [row["id"] for row in rows], "attempts": [row["attempts"] for row in rows]}
 
 
 def cases(conn: Conn) -> dict[str, tuple[str, Callable[[], dict[str, Any]]]]:
@@ -134,9 +140,9 @@ def cases(conn: Conn) -> dict[str, tuple[str, Callable[[], dict[str, Any]]]]:
         "enqueue 100 (insert_jobs)": (Q["insert_jobs"], lambda: batch_params(100)),
         "extend 10 leases": (
             Q["extend_leases"],
-            lambda: {"owner": "w", "held": pairs, "lease_until": NOW + timedelta(60)},
+            lambda: {"owner": "w", **pairs, "lease_until": NOW + timedelta(60)},
         ),
-        "complete 10": (Q["complete_jobs"], lambda: {"owner": "w", "now": NOW, "held": pairs}),
+        "complete 10": (Q["complete_jobs"], lambda: {"owner": "w", "now": NOW, **pairs}),
     }
 
 
@@ -220,9 +226,8 @@ def churn(conn: Conn, jobs: int) -> float:
             rows = conn.execute(Q["claim_jobs"], claim).fetchall()
         if not rows:
             break
-        pairs = json.dumps([[row["id"], row["attempts"]] for row in rows])
         with conn.transaction():
-            conn.execute(Q["complete_jobs"], {"owner": "churn", "now": NOW, "held": pairs})
+            conn.execute(Q["complete_jobs"], {"owner": "churn", "now": NOW, **pairs_of(rows)})
         done += len(rows)
     return done / (time.perf_counter() - started)
 
