@@ -32,7 +32,7 @@ HORIZON = 0.05
 #: (twice the horizon it was sized for, so that ordinary jitter does not trigger it).
 LATE_AFTER = 2 * HORIZON
 #: At most this many times ``concurrency`` are claimed ahead, whatever the run time.
-MOST = 30
+MOST = 10
 _WEIGHT = 0.1  # of the newest attempt in the run-time average
 
 
