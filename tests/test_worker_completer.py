@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from typing import Any
 
-from mailfathom import AttemptOutcome, JobState, MailFathom
+import pytest
+
+from mailfathom import AttemptOutcome, JobContext, JobState, MailFathom, Snooze
 from mailfathom.jobs.completer import Completer
 from mailfathom.jobs.outcomes import Outage
 from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.recorder import Claim, OutcomeRecorder
-from mailfathom.jobs.testsignal import WorkerSignals
+from mailfathom.jobs.testsignal import DEFAULT_WAIT, WorkerSignals
 
 LEASE = timedelta(seconds=30)
 OWNER = "completer-test"
@@ -77,4 +80,42 @@ def test_a_stopped_completer_records_nothing_more(mf: MailFathom) -> None:
     completer.notify()
     assert mf.jobs.get(job.id).state is JobState.CLAIMED  # what is left is the drain's
     recorder.drain(5.0, threading.Event())
+    assert mf.jobs.get(job.id).state is JobState.SUCCEEDED
+
+
+def test_a_burst_ends_only_after_the_outcomes_it_waited_for_are_recorded(
+    mf: MailFathom, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst stops at an empty claim only if nothing was running or unrecorded when it
+    claimed: an outcome the completer commits meanwhile can make a job due again (a
+    snooze, a retry due at once), and the burst must still run it. Forced here: the
+    completer holds the snooze until the loop's claim came back empty, and that claim
+    returns only once the snooze is committed."""
+
+    @mf.job("nap")
+    def nap(ctx: JobContext) -> None:
+        if ctx.job.snoozes == 0:
+            raise Snooze(0)
+
+    job = mf.enqueue("nap")
+    worker = mf.worker()
+    worker.signals.init()
+    store = mf.queue.store
+    claim, record = store.record_and_claim, store.record_outcomes
+    empty_claim = threading.Event()
+
+    def claim_then_let_the_completer_finish(**kwargs: Any) -> Any:
+        lost, rows = claim(**kwargs)
+        if not rows and not empty_claim.is_set():
+            empty_claim.set()  # the completer may write the snooze now ...
+            worker.signals.batch_recorded.wait()  # ... and has, before the loop goes on
+        return lost, rows
+
+    def record_after_an_empty_claim(**kwargs: Any) -> Any:
+        empty_claim.wait(DEFAULT_WAIT)
+        return record(**kwargs)
+
+    monkeypatch.setattr(store, "record_and_claim", claim_then_let_the_completer_finish)
+    monkeypatch.setattr(store, "record_outcomes", record_after_an_empty_claim)
+    assert worker.run(burst=True) == 2
     assert mf.jobs.get(job.id).state is JobState.SUCCEEDED

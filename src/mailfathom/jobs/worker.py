@@ -372,11 +372,17 @@ class Worker:
                 self._completer.notify()  # outcomes added off the hot path (aborts, stops)
             self._release_late(now)
             self._start_ready()
+            # A burst ends at an empty claim made while nothing ran or waited to be
+            # recorded: an outcome committed during the claim (by the completer) may make
+            # a job due again (a snooze, a retry due at once) that the claim did not see.
+            idle = burst and self._idle()
             claimed = self._schedule_and_claim(now, burst)
             if self._pacer.should_flush(time.monotonic(), self._load()):
                 self._recorder.flush()
             if burst and claimed == 0 and self._idle():
-                return
+                if idle:
+                    return
+                continue  # idle only since that claim began: one more claim decides
             load = self._load()
             wait = self._wait_time(time.monotonic(), load)
             self.signals.loop_waits.signal(load)
