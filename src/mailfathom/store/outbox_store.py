@@ -3,26 +3,28 @@
 Internal. ``OutboxStore`` runs the named queries of ``store/sql/<dialect>/outbox.sql``
 on the same :class:`~mailfathom.store.database.Database` as the job queue's
 ``SqlStore``, so that a record and its delivery job are written by one cursor in
-one transaction (the caller's, when ``connection=`` is given).
+one transaction (the caller's, when ``connection=`` is given). Here: recording,
+reads and operator moves; a delivery's attempts (counted by the claim or by its
+handler, begun, ended, split) are its base class's,
+:class:`~mailfathom.store.outbox_attempts.OutboxAttempts`.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
 from mailfathom.delivery.domains import delivery_key
-from mailfathom.store.base import JobRow
 from mailfathom.store.database import Cursor, Database
 from mailfathom.store.flow_store import FlowClaims
 from mailfathom.store.group_commit import GroupCommit
+from mailfathom.store.outbox_attempts import OutboxAttempts
 from mailfathom.store.outbox_base import (
-    AttemptEnd,
     AttemptStart,
     DeliveryJobSpec,
     DomainPart,
@@ -35,12 +37,6 @@ from mailfathom.store.outbox_base import (
 
 __all__ = ["SqlOutboxStore"]
 
-T = TypeVar("T")
-
-#: Claimed attempts kept for their handlers at most (a job released unstarted never
-#: takes its own; the oldest are forgotten first, and their handlers would count anew).
-_CLAIMED_KEPT = 10_000
-
 _EMAIL_TIMES = (
     "last_attempt_at",
     "created_at",
@@ -51,7 +47,7 @@ _EMAIL_TIMES = (
 )
 
 
-class SqlOutboxStore:
+class SqlOutboxStore(OutboxAttempts):
     """An :class:`~mailfathom.store.outbox_base.OutboxStore` over any :class:`Database`."""
 
     def __init__(self, database: Database, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> None:
@@ -361,271 +357,6 @@ class SqlOutboxStore:
                 event["at"] = self.db.time_value(event["at"])
                 found.append(event)
         return found  # type: ignore[return-value]
-
-    # -- delivery attempts -------------------------------------------------------------
-
-    def begin_attempt(
-        self, email_id: int, *, now: datetime
-    ) -> tuple[AttemptStart | None, EmailRow | None]:
-        """Count an attempt on a Recorded record; return its bytes and owed recipients.
-
-        A dialect that defines ``start_attempt`` does all of it in that one statement,
-        which commits on its own (one round trip instead of five).
-        """
-        stamp = self.db.time_param(now)
-        if "start_attempt" in self._q:
-            with self.db.single_write() as cur:
-                cur.execute(self._q["start_attempt"], {"id": email_id, "now": stamp})
-                row = cur.fetchone()
-            if row is None:
-                return None, self.get_email(email_id)
-            return self._started(dict(row)), None
-
-        def write(cur: Cursor) -> tuple[AttemptStart | None, EmailRow | None]:
-            cur.execute(self._q["begin_attempt"], {"id": email_id, "now": stamp})
-            row = cur.fetchone()
-            if row is None:
-                cur.execute(self._q["get_email"], {"id": email_id})
-                current = cur.fetchone()
-                return None, None if current is None else self._email(current)
-            email = self._email(row)
-            cur.execute(self._q["email_message"], {"id": email_id})
-            message = bytes(cur.fetchone()["message"])
-            cur.execute(self._q["owed_recipients"], {"id": email_id})
-            owed = [self._recipient(r) for r in cur.fetchall()]
-            return AttemptStart(email=email, message=message, recipients=owed), None
-
-        return self._write(write)
-
-    # -- attempts counted by the claim -------------------------------------------------
-
-    def counts_at_claim(self) -> bool:
-        """Whether this dialect counts delivery attempts in the claim (``start_claimed``)."""
-        return "start_attempts" in self._q
-
-    def start_claimed(
-        self, cur: Cursor, jobs: Sequence[JobRow], now: datetime
-    ) -> Callable[[], None] | None:
-        """The claim hook of the delivery kind: count the attempt of every delivery job the
-        claim on ``cur`` just leased, in that claim's transaction (``start_attempts``: one
-        statement and no commit of its own for the whole batch), and keep what each
-        attempt sends for :meth:`claimed_start` — once the claim has committed (the
-        returned callable). A record that is not Recorded (or is past its expiry) is not
-        touched: its handler finds it with :meth:`begin_attempt`, as before.
-        """
-        jobs_of: dict[int, tuple[int, int]] = {}
-        for job in jobs:
-            email_id = job["payload"].get("email_id")
-            if type(email_id) is int and email_id not in jobs_of:  # one attempt per record
-                jobs_of[email_id] = (job["id"], job["attempts"])
-        starts: dict[tuple[int, int], AttemptStart] = {}
-        if jobs_of:
-            for start in self._start_attempts(cur, list(jobs_of), now):
-                starts[jobs_of[start.email["id"]]] = start
-        leased = [(job["id"], job["attempts"]) for job in jobs]
-
-        def committed() -> None:
-            with self._claimed_lock:
-                for key in leased:  # a start left from an earlier lease must not linger
-                    if key in starts:
-                        self._claimed[key] = starts[key]
-                    else:
-                        self._claimed.pop(key, None)
-                while len(self._claimed) > _CLAIMED_KEPT:  # never run: forget the oldest
-                    del self._claimed[next(iter(self._claimed))]
-
-        return committed
-
-    def unstart_released(
-        self, cur: Cursor, released: Sequence[tuple[int, int]]
-    ) -> Callable[[], None] | None:
-        """The release hook of the delivery kind: the jobs given back unstarted (their
-        (id, attempt) pairs) whose claim counted their record's attempt get that count
-        taken back, in the release's transaction (``unstart_attempts``), and what the claim
-        kept for their handlers is dropped once it commits. A job given back spent no
-        attempt, and neither did its message: a worker's shutdown never inflates a record's
-        count. (``last_attempt_at`` keeps the claim's instant: the time before is not kept.)
-        """
-        with self._claimed_lock:
-            kept = [(key, self._claimed[key]) for key in released if key in self._claimed]
-        if not kept:
-            return None
-        email_ids = [start.email["id"] for _, start in kept]
-        ids = email_ids if self.db.dialect == "postgresql" else self.db.list_param(email_ids)
-        cur.execute(self._q["unstart_attempts"], {"ids": ids})
-
-        def committed() -> None:
-            with self._claimed_lock:
-                for key, _ in kept:
-                    self._claimed.pop(key, None)
-
-        return committed
-
-    def _start_attempts(
-        self, cur: Cursor, email_ids: list[int], now: datetime
-    ) -> list[AttemptStart]:
-        """``start_attempts`` on ``cur``: the records it started, each with what it sends
-        (PostgreSQL returns the owed recipients as arrays on each row, SQLite in a second
-        statement, ``owed_recipients_of``)."""
-        ids = email_ids if self.db.dialect == "postgresql" else self.db.list_param(email_ids)
-        cur.execute(self._q["start_attempts"], {"ids": ids, "now": self.db.time_param(now)})
-        rows = [dict(row) for row in cur.fetchall()]
-        if "owed_recipients_of" not in self._q:
-            return [self._started(row) for row in rows]
-        owed: dict[int, list[RecipientRow]] = {row["id"]: [] for row in rows}
-        if rows:
-            cur.execute(self._q["owed_recipients_of"], {"ids": self.db.list_param(list(owed))})
-            for found in cur.fetchall():
-                owed[found["email_id"]].append(self._recipient(found))
-        return [
-            AttemptStart(
-                message=bytes(row.pop("message")),
-                email=self._email(row),
-                recipients=owed[row["id"]],
-            )
-            for row in rows
-        ]
-
-    def claimed_start(self, job_id: int, job_attempt: int) -> AttemptStart | None:
-        """What attempt ``job_attempt`` of delivery job ``job_id`` sends, if its claim
-        counted it (:meth:`start_claimed`); taken once. None: call :meth:`begin_attempt`."""
-        with self._claimed_lock:
-            return self._claimed.pop((job_id, job_attempt), None)
-
-    def _started(self, row: dict[str, Any]) -> AttemptStart:
-        """An :class:`AttemptStart` from ``start_attempt``'s row (recipients as arrays)."""
-        message = bytes(row.pop("message"))
-        columns = [
-            row.pop(name) or []
-            for name in (
-                "owed_positions",
-                "owed_addresses",
-                "owed_codes",
-                "owed_statuses",
-                "owed_texts",
-                "owed_replied",
-            )
-        ]
-        email = self._email(row)
-        owed: list[RecipientRow] = [
-            {
-                "email_id": email["id"],
-                "position": position,
-                "address": address,
-                "reply_code": code,
-                "enhanced_status": status,
-                "reply_text": text,
-                "replied_at": self.db.time_value(replied),
-            }
-            for position, address, code, status, text, replied in zip(*columns, strict=True)
-        ]
-        return AttemptStart(email=email, message=message, recipients=owed)
-
-    def expire_email(self, email_id: int, *, now: datetime) -> EmailRow | None:
-        """Recorded → Refused ("expired") if ``email_id`` is past its ``expires_at`` and no
-        body ever went out for it; None (nothing changed) otherwise."""
-        params = {"id": email_id, "now": self.db.time_param(now)}
-
-        def write(cur: Cursor) -> EmailRow | None:
-            cur.execute(self._q["expire_email"], params)
-            row = cur.fetchone()
-            return None if row is None else self._email(row)
-
-        return self._write(write)
-
-    def mark_transmission_begun(self, email_id: int, attempt: int, *, now: datetime) -> bool:
-        """Recorded → TransmissionBegun if nothing moved the record since ``attempt`` began."""
-        params = {"id": email_id, "attempt": attempt, "now": self.db.time_param(now)}
-
-        def write(cur: Cursor) -> bool:
-            cur.execute(self._q["mark_transmission_begun"], params)
-            return cur.fetchone() is not None
-
-        return self._write(write, single=True)
-
-    def end_attempt(self, end: AttemptEnd) -> EmailRow | None:
-        """Write the end of an attempt (and a split) if the record is still where it was."""
-        if "end_attempt_whole" in self._q:
-            return self._write(lambda cur: self._end_attempt_whole(cur, end), single=not end.split)
-        return self._write(lambda cur: self._end_attempt(cur, end))
-
-    def _write(self, write: Callable[[Cursor], T], *, single: bool = False) -> T:
-        """A delivery write in a transaction: shared with others' where that pays.
-
-        ``single``: ``write`` is one statement, which on a database that does not share
-        the commit runs on its own (autocommit: one round trip, not BEGIN and COMMIT too).
-        """
-        if self._grouped is not None:
-            return self._grouped.run(write)
-        if single:
-            with self.db.single_write() as cur:
-                return write(cur)
-        with self.db.transaction() as cur:
-            return write(cur)
-
-    def _end_attempt_whole(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
-        """``end_attempt_whole``: the record's end and every recipient's reply in one
-        statement, then the split (if any) in the same transaction."""
-        replies = list(end.recipients)
-        cur.execute(
-            self._q["end_attempt_whole"],
-            {
-                **self._end_params(end),
-                "positions": [r.position for r in replies],
-                "codes": [r.code for r in replies],
-                "statuses": [r.enhanced_status for r in replies],
-                "texts": [r.text for r in replies],
-                "replied": [self.db.time_param(r.at) for r in replies],
-            },
-        )
-        row = cur.fetchone()
-        if row is None:
-            return None
-        if end.split:
-            self._split(cur, end, self.db.time_param(end.now))
-        return self._email(row)
-
-    def _end_params(self, end: AttemptEnd) -> dict[str, Any]:
-        return {
-            "id": end.email_id,
-            "attempt": end.attempt,
-            "from_stage": end.from_stage,
-            "to_stage": end.to_stage,
-            "now": self.db.time_param(end.now),
-            "reply_code": end.reply_code,
-            "reply_text": end.reply_text,
-            "reason": end.reason,
-        }
-
-    def _end_attempt(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
-        stamp = self.db.time_param(end.now)
-        cur.execute(self._q["end_attempt"], self._end_params(end))
-        row = cur.fetchone()
-        if row is None:
-            return None
-        updated = self._email(row)
-        for reply in end.recipients:
-            cur.execute(
-                self._q["set_recipient_reply"],
-                {
-                    "email_id": end.email_id,
-                    "position": reply.position,
-                    "reply_code": reply.code,
-                    "enhanced_status": reply.enhanced_status,
-                    "reply_text": reply.text,
-                    "replied_at": self.db.time_param(reply.at),
-                },
-            )
-        if end.split:
-            self._split(cur, end, stamp)
-        return updated
-
-    def _split(self, cur: Cursor, end: AttemptEnd, stamp: Any) -> None:
-        """A new linked Recorded record for the recipients the server deferred."""
-        if end.split_job is None:
-            raise ValueError("a split needs the delivery job spec of the new record")
-        due = self.db.time_param(end.split_due or end.now)
-        self._copy(cur, end.email_id, list(end.split), end.split_job, due=due, now=stamp)
 
     def _copy(
         self,
