@@ -9,8 +9,13 @@ Leases are renewed and outcomes recorded with the calls a worker makes: its
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from mailfathom import AttemptOutcome, FailureClass, FakeClock, JobState, MailFathom
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
@@ -248,3 +253,76 @@ def test_sqlite_queue_claims_walk_each_queues_index_instead_of_sorting_the_backl
     walks = [step for step in plan if "USING INDEX mf_jobs_queue_claimable (queue=?" in step]
     assert len(walks) == 2, plan
     assert not any("mf_jobs_state" in step for step in plan), plan
+
+
+def _subplan(plan: str, heading: str) -> str:
+    """The lines of ``plan`` from ``heading`` to the end of the node it heads."""
+    lines = plan.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.strip() == heading)
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = next(
+        (
+            n
+            for n in range(start + 1, len(lines))
+            if len(lines[n]) - len(lines[n].lstrip()) <= indent
+        ),
+        len(lines),
+    )
+    return "\n".join(lines[start:end])
+
+
+class _Explaining:
+    """A cursor that EXPLAINs each claim statement, in its own transaction with its own
+    parameters (so whatever the store set for the claim applies), before running it."""
+
+    def __init__(self, cursor: Any, plans: list[str]) -> None:
+        self._cursor = cursor
+        self._plans = plans
+
+    def execute(self, query: str, params: Any = None) -> Any:
+        if "SET state = 'Claimed'" in query:
+            self._cursor.execute(f"EXPLAIN {query}", params)
+            self._plans.append("\n".join(row["QUERY PLAN"] for row in self._cursor.fetchall()))
+        return self._cursor.execute(query, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+
+def test_postgresql_claims_walk_the_claim_index_even_when_statistics_are_stale(
+    postgres_schema_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Right after a burst of enqueues the statistics still say few jobs are due (a new
+    table was never analyzed; a big one is not analyzed again for a 10 % change). Left to
+    them, the planner read and sorted every due job on every claim: 170 ms instead of 8
+    to claim 100 of 200,000. A claim walks the claim-order index and stops at its limit,
+    whatever the statistics say."""
+    with MailFathom(postgres_schema_url) as app:
+        app.migrate()
+        store = app.store
+        assert isinstance(store, SqlStore)
+        with store.db.transaction() as cur:  # stale for sure: autovacuum may not analyze
+            cur.execute("ALTER TABLE mf_jobs SET (autovacuum_enabled = false)")
+        for queue in ("a", "b"):
+            app.enqueue_many("k", [{} for _ in range(10_000)], queue=queue)
+        plans: list[str] = []
+        transaction = store.db.transaction
+
+        @contextmanager
+        def explaining(connection: object | None = None) -> Iterator[Any]:
+            with transaction(connection) as cur:
+                yield _Explaining(cur, plans)
+
+        monkeypatch.setattr(store.db, "transaction", explaining)
+        assert len(app.queue.claim("w", 100, LEASE)) == 100
+        assert len(app.queue.claim("w", 100, LEASE, queues=["a", "b"])) == 100
+    everything, in_queues = plans
+    assert "Index Scan using mf_jobs_claimable" in everything, everything
+    assert "Index Scan using mf_jobs_queue_claimable" in in_queues, in_queues
+    for plan, final_sorts in ((everything, 0), (in_queues, 1)):
+        assert "Bitmap" not in plan, plan
+        assert "JIT" not in plan, plan  # never compiled: it took longer than the claim
+        due = _subplan(plan, "CTE due")
+        # Nothing sorted before the LIMIT of the due jobs, so nothing read past it (a
+        # queue claim sorts only the few rows its queues' index walks returned).
+        assert due.count("->  Sort  ") == final_sorts, plan

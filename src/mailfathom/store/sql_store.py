@@ -62,6 +62,9 @@ class SqlStore(WorkerStore, ControlStore):
         #: A lease is expired only once ``lease_expires_at + clock_skew <= now``.
         self.clock_skew = clock_skew
         self._q = database.queries
+        #: What makes a claim's plan walk the claim-order index whatever the statistics
+        #: say (PostgreSQL's ``plan_claims``; SQLite's claims name their index).
+        self._plan_claims = self._q.get("plan_claims")
         self._queue_claims: dict[int, str] = {}  # claim_jobs_in_queues by queue count
         #: Flow control: limit definitions and the limited claim (flow_store.py).
         self.flow = FlowClaims(database)
@@ -283,6 +286,8 @@ class SqlStore(WorkerStore, ControlStore):
         """:meth:`record_outcomes` then :meth:`claim`, in one transaction (one commit)."""
         with self.db.transaction() as cur:
             lost = self._record(cur, owner, now, succeeded, failed)
+            if self._plan_claims is not None:
+                cur.execute(self._plan_claims)
             if queue_limits is not None:
                 claimed = self._claim_slots(
                     cur,
