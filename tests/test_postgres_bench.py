@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
          "enqueue returned → handler started"),
         ("bench.pg_enqueue", ["--jobs", "20", "--sizes", "10", "--runs", "5"],
          "claim 10, prepared"),
+        ("bench.claim_costs", ["--part", "stale", "--backlog", "2000", "--runs", "2"],
+         "stale statistics, without plan_claims"),
     ],
 )  # fmt: skip
 def test_benchmark_runs(module: str, args: list[str], expect: str) -> None:
