@@ -234,7 +234,7 @@ def test_a_dry_run_counts_what_the_pass_then_does_with_deletion_on(
     _finish(mf, clock)
     mf.jobs.drop(dropped.id, actor="ops", reason="not needed")  # one audit event each
     mf.jobs.drop(kept.id, actor="ops", reason="not needed")
-    email = mf.outbox.record(_email(), run_at=clock.now() + timedelta(days=1))  # keyless
+    email = mf.outbox.record(invoice_email(), run_at=clock.now() + timedelta(days=1))  # keyless
     mf.outbox.cancel(email.id, actor="ops")
     clock.advance(400 * DAY)  # past Dropped's 30 days, Cancelled's 30 and the audit's 365
     with _app(mf, clock, retention_delete_keyless=True) as other:
@@ -255,7 +255,8 @@ def test_a_dry_run_counts_what_the_pass_then_does_with_deletion_on(
     assert {j.id for j in mf.jobs.list() if j.kind == "t.work"} == {kept.id}
 
 
-def _email() -> EmailMessage:
+def invoice_email() -> EmailMessage:
+    """The message the retention tests record (test_retention_interfaces.py too)."""
     msg = EmailMessage()
     msg["From"] = "alice@example.com"
     msg["To"] = "bob@example.com"

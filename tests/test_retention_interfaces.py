@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from email.message import EmailMessage
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from mailfathom import (
     PermanentFailure,
 )
 from mailfathom.cli import cli
+from test_retention import invoice_email
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
 
@@ -99,19 +99,10 @@ def test_a_bad_rule_is_refused_and_nothing_is_pruned(database_url: str) -> None:
         assert not any(mf.jobs.get(i).compacted for i in ids.values())
 
 
-def _email() -> EmailMessage:
-    msg = EmailMessage()
-    msg["From"] = "alice@example.com"
-    msg["To"] = "bob@example.com"
-    msg["Subject"] = "Invoice 9"
-    msg.set_content("Attached.\n")
-    return msg
-
-
 def test_the_api_shows_retention_and_compacted_rows(database_url: str) -> None:
     ids = _finished_long_ago(database_url)
     with MailFathom(database_url, clock=FakeClock(LONG_AGO)) as old:
-        email = old.outbox.record(_email(), run_at=LONG_AGO.replace(year=2021))
+        email = old.outbox.record(invoice_email(), run_at=LONG_AGO.replace(year=2021))
         old.outbox.cancel(email.id, actor="ops")
     with MailFathom(database_url) as mf:
         client = make_client(mf)
@@ -140,9 +131,9 @@ def test_the_api_shows_retention_and_compacted_rows(database_url: str) -> None:
 def test_the_email_rules_through_the_cli(database_url: str) -> None:
     with MailFathom(database_url, clock=FakeClock(LONG_AGO)) as old:
         old.migrate()
-        cancelled = old.outbox.record(_email(), run_at=LONG_AGO.replace(year=2021))
+        cancelled = old.outbox.record(invoice_email(), run_at=LONG_AGO.replace(year=2021))
         old.outbox.cancel(cancelled.id, actor="ops")
-        waiting = old.outbox.record(_email(), run_at=LONG_AGO.replace(year=2021))
+        waiting = old.outbox.record(invoice_email(), run_at=LONG_AGO.replace(year=2021))
     kept = _prune(database_url, {"MAILFATHOM_EMAIL_RETENTION": json.dumps({"Cancelled": "never"})})
     assert kept.exit_code == 0, kept.output
     assert "Cancelled" not in json.loads(kept.output)["rows"].get("emails", {})

@@ -283,7 +283,8 @@ class SqlStore(WorkerStore, ControlStore):
         reap: bool = True,
         queue_limits: Mapping[str, int] | None = None,
     ) -> tuple[set[int], list[JobRow]]:
-        """:meth:`record_outcomes` then :meth:`claim`, in one transaction (one commit)."""
+        """:meth:`record_outcomes` then :meth:`claim`, in one transaction (one commit);
+        the claim planned by the dialect's ``plan_claims`` when it has one."""
         with self.db.transaction() as cur:
             lost = self._record(cur, owner, now, succeeded, failed)
             if self._plan_claims is not None:
