@@ -376,7 +376,9 @@ class Worker(HandOver):
             self._start_ready()
             # A burst ends at an empty claim made while nothing ran or waited to be
             # recorded: an outcome committed during the claim (by the completer) may make
-            # a job due again (a snooze, a retry due at once) that the claim did not see.
+            # a job due again (a snooze, a retry due at once) that the claim did not see,
+            # and our own running jobs may hold a queue's slots or a flow-control limit
+            # that due jobs wait for.
             idle = burst and self._idle()
             claimed = self._schedule_and_claim(now, burst)
             if self._pacer.should_flush(time.monotonic(), self._load()):
@@ -426,9 +428,6 @@ class Worker(HandOver):
             wanted = sum(free.values())
             if wanted <= 0:
                 return None
-        # Outcomes the completer has not committed yet: their jobs still count as running
-        # under a limit (read before the claim, which may have seen them as Claimed).
-        outstanding = self._completer is not None and not self._recorder.unrecorded.empty()
         jobs = self._recorder.record_and_claim(
             Claim(limit=wanted, lease=self.lease, queues=self.queues, reap=reap, queue_limits=free),
             carry=self._completer is None,
@@ -441,11 +440,6 @@ class Worker(HandOver):
         with self._lock:
             self._ready.add(jobs, time.monotonic())
         self._start_ready()
-        if not jobs and (
-            (free is not None and len(free) < len(self.slots or {}))
-            or (held_back and (load.running + load.ready > 0 or outstanding))
-        ):
-            return None  # a full queue, or a limit our own jobs hold: due jobs may wait
         return len(jobs)
 
     def _free_slots(self) -> dict[str, int] | None:
