@@ -81,13 +81,14 @@ class OutboxAttempts:
     ) -> tuple[AttemptStart | None, EmailRow | None]:
         """Count an attempt on a Recorded record; return its bytes and owed recipients.
 
-        A dialect that defines ``start_attempt`` does all of it in that one statement,
-        which commits on its own (one round trip instead of five).
+        A dialect whose ``start_attempts`` returns the owed recipients on each row
+        (PostgreSQL) does all of it in that one statement for this one record, which
+        commits on its own (one round trip instead of five).
         """
         stamp = self.db.time_param(now)
-        if "start_attempt" in self._q:
+        if "owed_recipients_of" not in self._q:
             with self.db.single_write() as cur:
-                cur.execute(self._q["start_attempt"], {"id": email_id, "now": stamp})
+                cur.execute(self._q["start_attempts"], {"ids": [email_id], "now": stamp})
                 row = cur.fetchone()
             if row is None:
                 return None, self.get_email(email_id)
@@ -205,7 +206,7 @@ class OutboxAttempts:
             return self._claimed.pop((job_id, job_attempt), None)
 
     def _started(self, row: dict[str, Any]) -> AttemptStart:
-        """An :class:`AttemptStart` from ``start_attempt``'s row (recipients as arrays)."""
+        """An :class:`AttemptStart` from a ``start_attempts`` row (recipients as arrays)."""
         message = bytes(row.pop("message"))
         columns = [
             row.pop(name) or []

@@ -134,38 +134,14 @@ SELECT stage, count(*) AS n FROM mf_outbox GROUP BY stage;
 SELECT 1 AS live FROM mf_outbox AS o JOIN mf_jobs AS j ON j.id = o.job_id
 WHERE o.id = %(id)s AND j.state = 'Claimed' AND j.lease_expires_at > %(lease_cutoff)s;
 
--- name: start_attempt
--- A delivery attempt starts (before any SMTP command): only a Recorded record, counted,
--- and not one past its expiry whose body never went out (expire_email refuses that one).
--- One statement (one round trip, its own commit): the count, the bytes, and the
--- recipients a new attempt offers (all but those the server refused permanently).
-WITH started AS (
-UPDATE mf_outbox SET attempts = attempts + 1, last_attempt_at = %(now)s
-WHERE id = %(id)s AND stage = 'Recorded'
-  AND (expires_at IS NULL OR expires_at > %(now)s OR body_transmissions > 0)
-RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
-          smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at, message
-)
-SELECT started.*, owed.*
-FROM started CROSS JOIN LATERAL (
-    SELECT array_agg(r.position ORDER BY r.position) AS owed_positions,
-           array_agg(r.address ORDER BY r.position) AS owed_addresses,
-           array_agg(r.reply_code ORDER BY r.position) AS owed_codes,
-           array_agg(r.enhanced_status ORDER BY r.position) AS owed_statuses,
-           array_agg(r.reply_text ORDER BY r.position) AS owed_texts,
-           array_agg(r.replied_at ORDER BY r.position) AS owed_replied
-    FROM mf_outbox_recipients AS r
-    WHERE r.email_id = started.id AND (r.reply_code IS NULL OR r.reply_code < 500)
-) AS owed;
-
 -- name: start_attempts
--- The delivery jobs a claim has just leased, in the claim's own transaction (one commit for
--- the batch instead of one per message): each Recorded record in the array %(ids)s that is
--- not past its expiry with no body out gets its attempt counted, as start_attempt does, and
--- comes back with its bytes and the recipients a new attempt offers. A record in any other
--- stage is left alone and not returned (its job's handler looks at it: a record found in
--- TransmissionBegun is never attempted).
+-- Each Recorded record in the array %(ids)s that is not past its expiry with no body out
+-- gets its attempt counted and comes back with its bytes and the recipients a new attempt
+-- offers (all but those the server refused permanently). A record in any other stage is
+-- left alone and not returned: a record found in TransmissionBegun is never attempted
+-- again. Run in a claim's own transaction for the delivery jobs it just leased (one
+-- commit for the batch), and on its own, committing itself, for one record
+-- (begin_attempt: one round trip).
 WITH started AS (
 UPDATE mf_outbox SET attempts = attempts + 1, last_attempt_at = %(now)s
 WHERE id = ANY(%(ids)s::bigint[]) AND stage = 'Recorded'

@@ -1,0 +1,461 @@
+"""The worker's side of the job store: claims, leases and outcomes, written once for
+every SQL dialect.
+
+Internal. Mixed into :class:`~mailfathom.store.sql_store.SqlStore` (a base class, so a
+claim or a completion costs what it cost as the store's own method); like it, it runs
+the dialect's named queries (``jobs.sql``, ``flow.sql``) and converts values through
+the :class:`~mailfathom.store.database.Database`. A claim leases due jobs in claim
+order (per-queue slots and flow-control limits applied), runs the hooks other parts
+registered for the jobs it leased (the outbox counts delivery attempts there), and
+records the outcomes that waited, all in one transaction; leases are renewed, given
+back unstarted, or reaped once their worker is gone; outcomes are recorded only for
+the (id, attempt) its owner still holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from mailfathom.store.base import FailedAttempt, JobRow
+from mailfathom.store.database import Cursor, Database
+from mailfathom.store.flow_store import FlowClaims
+
+__all__ = ["ClaimHook", "JobClaims", "ReleaseHook"]
+
+#: Work done in a claim's transaction on the jobs of one kind it leased (add_claim_hook).
+ClaimHook = Callable[[Cursor, list[JobRow], datetime], Callable[[], None] | None]
+#: Work done in the transaction that gives claims back unstarted, on their (id, attempt)
+#: pairs (add_release_hook): what a claim hook did for them is undone there.
+ReleaseHook = Callable[[Cursor, list[tuple[int, int]]], Callable[[], None] | None]
+
+
+class JobClaims:
+    """The claims, leases and outcomes half of :class:`~mailfathom.store.base.Store`.
+
+    Holds no state of its own: every attribute below is the store's, set in its
+    ``__init__``.
+    """
+
+    db: Database
+    dialect: str
+    clock_skew: timedelta
+    flow: FlowClaims
+    _q: Mapping[str, str]
+    _plan_claims: str | None
+    _queue_claims: dict[int, str]
+    _claim_hooks: dict[str, ClaimHook]
+    _release_hooks: list[ReleaseHook]
+
+    def _jobs(self, rows: Iterable[Any]) -> list[JobRow]:  # provided by SqlStore
+        raise NotImplementedError
+
+    # -- claims and leases -------------------------------------------------------------
+
+    def claim(
+        self,
+        *,
+        owner: str,
+        limit: int,
+        now: datetime,
+        lease_until: datetime,
+        queues: Sequence[str] | None = None,
+        reap: bool = True,
+        queue_limits: Mapping[str, int] | None = None,
+    ) -> list[JobRow]:
+        """Return expired leases to the queue (when ``reap``), then lease up to ``limit``
+        due jobs (with ``queue_limits``, up to that many of each queue instead)."""
+        _, claimed = self.record_and_claim(
+            owner=owner,
+            now=now,
+            succeeded=(),
+            failed=(),
+            limit=limit,
+            lease_until=lease_until,
+            queues=queues,
+            reap=reap,
+            queue_limits=queue_limits,
+        )
+        return claimed
+
+    def record_and_claim(
+        self,
+        *,
+        owner: str,
+        now: datetime,
+        succeeded: Sequence[tuple[int, int]],
+        failed: Sequence[FailedAttempt],
+        limit: int,
+        lease_until: datetime,
+        queues: Sequence[str] | None = None,
+        reap: bool = True,
+        queue_limits: Mapping[str, int] | None = None,
+    ) -> tuple[set[int], list[JobRow]]:
+        """:meth:`record_outcomes` then :meth:`claim`, in one transaction (one commit);
+        the claim planned by the dialect's ``plan_claims`` when it has one."""
+        with self.db.transaction() as cur:
+            lost = self._record(cur, owner, now, succeeded, failed)
+            if self._plan_claims is not None:
+                cur.execute(self._plan_claims)
+            if queue_limits is not None:
+                claimed = self._claim_slots(
+                    cur,
+                    owner=owner,
+                    now=now,
+                    lease_until=lease_until,
+                    queue_limits=queue_limits,
+                    reap=reap,
+                )
+            else:
+                claimed = self._claim(
+                    cur,
+                    owner=owner,
+                    limit=limit,
+                    now=now,
+                    lease_until=lease_until,
+                    queues=queues,
+                    reap=reap,
+                )
+            after = self._run_claim_hooks(cur, claimed, now) if self._claim_hooks else []
+        for committed in after:
+            committed()
+        return lost, claimed
+
+    def add_claim_hook(self, kind: str, hook: ClaimHook) -> None:
+        """Run ``hook(cursor, rows, now)`` inside every claim's transaction that leases jobs
+        of ``kind`` (``rows``: those jobs, in claim order), before it commits; what the hook
+        returns (if not None) is called once that transaction has committed.
+
+        The outbox counts its deliveries' attempts there: one commit for the whole claimed
+        batch instead of one per message. A hook that raises fails the claim (nothing is
+        leased).
+        """
+        self._claim_hooks[kind] = hook
+
+    def _run_claim_hooks(
+        self, cur: Cursor, claimed: list[JobRow], now: datetime
+    ) -> list[Callable[[], None]]:
+        after: list[Callable[[], None]] = []
+        for kind, hook in self._claim_hooks.items():
+            rows = [row for row in claimed if row["kind"] == kind]
+            if rows:
+                committed = hook(cur, rows, now)
+                if committed is not None:
+                    after.append(committed)
+        return after
+
+    def _claim_slots(
+        self,
+        cur: Cursor,
+        *,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        queue_limits: Mapping[str, int],
+        reap: bool,
+    ) -> list[JobRow]:
+        """Per-queue slots: up to ``queue_limits[q]`` jobs of each queue ``q``."""
+        claimed: list[JobRow] = []
+        for queue, limit in queue_limits.items():
+            if limit > 0:
+                claimed += self._claim(
+                    cur,
+                    owner=owner,
+                    limit=limit,
+                    now=now,
+                    lease_until=lease_until,
+                    queues=[queue],
+                    reap=reap,
+                )
+                reap = False  # once per transaction
+        claimed.sort(key=_claim_order)
+        return claimed
+
+    def _claim(
+        self,
+        cur: Cursor,
+        *,
+        owner: str,
+        limit: int,
+        now: datetime,
+        lease_until: datetime,
+        queues: Sequence[str] | None,
+        reap: bool,
+    ) -> list[JobRow]:
+        limits = self.flow.active(cur)
+        if limits:
+            if reap:
+                self._reap(cur, now)
+            return self._flow_claim(
+                cur,
+                limits,
+                owner=owner,
+                limit=limit,
+                now=now,
+                lease_until=lease_until,
+                queues=queues,
+            )
+        params: dict[str, Any] = {
+            "owner": owner,
+            "limit": limit,
+            "now": self.db.time_param(now),
+            "lease_until": self.db.time_param(lease_until),
+        }
+        if queues is None:
+            query = self._q["claim_jobs"]
+        else:
+            named = list(dict.fromkeys(queues))  # each queue once
+            query = self._queue_claim(len(named))
+            params["queues"] = self.db.list_param(named)
+            params.update({f"queue_{n}": queue for n, queue in enumerate(named)})
+        if reap:
+            self._reap(cur, now)
+        cur.execute(query, params)
+        claimed = self._jobs(cur.fetchall())
+        claimed.sort(key=_claim_order)
+        return claimed
+
+    def _flow_claim(
+        self,
+        cur: Cursor,
+        limits: Any,
+        *,
+        owner: str,
+        limit: int,
+        now: datetime,
+        lease_until: datetime,
+        queues: Sequence[str] | None,
+    ) -> list[JobRow]:
+        """With limits defined: unlimited jobs by a variant of the plain claim, then the
+        limited ones through :meth:`FlowClaims.claim` (flow_store.py), one transaction."""
+        params: dict[str, Any] = {
+            "owner": owner,
+            "limit": limit,
+            "now": self.db.time_param(now),
+            "lease_until": self.db.time_param(lease_until),
+            **self.flow.unlimited_params(limits),
+        }
+        rows: list[Any] = []
+        open_queues = (
+            None
+            if queues is None
+            else [q for q in dict.fromkeys(queues) if f"queue:{q}" not in limits]
+        )
+        if open_queues is None:
+            cur.execute(self._q["claim_jobs_unlimited"], params)
+            rows = cur.fetchall()
+        elif open_queues:
+            params["queues"] = self.db.list_param(open_queues)
+            params.update({f"queue_{n}": queue for n, queue in enumerate(open_queues)})
+            cur.execute(self._unlimited_queue_claim(len(open_queues)), params)
+            rows = cur.fetchall()
+        rows += self.flow.claim(
+            cur,
+            limits,
+            owner=owner,
+            limit=limit - len(rows),
+            now=now,
+            lease_until=lease_until,
+            queues=queues,
+        )
+        claimed = self._jobs(rows)
+        claimed.sort(key=_claim_order)
+        return claimed
+
+    def _unlimited_queue_claim(self, count: int) -> str:
+        """``claim_jobs_in_queues`` leaving out limited kinds, for ``count`` queues."""
+        query = self._q.get("claim_jobs_in_queues_unlimited")
+        if query is not None:
+            return query
+        block = self._q["claim_jobs_in_one_queue_unlimited"]
+        each = " UNION ALL ".join(block.replace("{n}", str(n)) for n in range(count))
+        return self._q["claim_jobs_in_queues"].replace("{each_queue}", each)
+
+    def _queue_claim(self, count: int) -> str:
+        """The claim restricted to ``count`` queues. A dialect that defines
+        ``claim_jobs_in_one_queue`` gets one block per queue (built once per count)."""
+        query = self._q["claim_jobs_in_queues"]
+        block = self._q.get("claim_jobs_in_one_queue")
+        if block is None:
+            return query
+        built = self._queue_claims.get(count)
+        if built is None:
+            each = " UNION ALL ".join(block.replace("{n}", str(n)) for n in range(count))
+            built = self._queue_claims[count] = query.replace("{each_queue}", each)
+        return built
+
+    def reap_expired(self, *, now: datetime) -> int:
+        """Return expired leases to the queue or the dead letters; how many there were."""
+        with self.db.transaction() as cur:
+            return self._reap(cur, now)
+
+    def _reap(self, cur: Cursor, moment: datetime) -> int:
+        """Reap leases that ended at least ``clock_skew`` before ``moment``: a reaper whose
+        clock runs ahead of the claimer's (by up to the margin) takes no healthy job."""
+        now = self.db.time_param(moment)
+        cutoff = self.db.time_param(moment - self.clock_skew)
+        cur.execute(self._q["reap_expired_leases"], {"now": now, "lease_cutoff": cutoff})
+        expired = cur.fetchall()
+        for row in expired:
+            cur.execute(
+                self._q["insert_attempt"],
+                {
+                    "job_id": row["id"],
+                    "attempt": row["attempts"],
+                    "outcome": "LeaseExpired" if row["abort_reason"] is None else "Aborted",
+                    "failure_class": row["failure_class"],
+                    "error_type": None,
+                    "message": row["failure_reason"],
+                    "traceback": None,
+                    "worker": row["claimed_by"],
+                    "started_at": row["claimed_at"],
+                    "finished_at": now,
+                },
+            )
+        return len(expired)
+
+    def renew_leases(
+        self, *, owner: str, held: Sequence[tuple[int, int]], lease_until: datetime
+    ) -> tuple[set[int], dict[int, str]]:
+        """Renew leases still held by ``owner``: their ids, and those an operator asked to
+        abort with the request's text (one statement)."""
+        if not held:
+            return set(), {}
+        with self.db.transaction() as cur:
+            cur.execute(
+                self._q["extend_leases"],
+                {
+                    "owner": owner,
+                    **self._pairs(held),
+                    "lease_until": self.db.time_param(lease_until),
+                },
+            )
+            rows = cur.fetchall()
+        aborts = {row["id"]: row["abort_reason"] for row in rows if row["abort_reason"]}
+        return {row["id"] for row in rows}, aborts
+
+    def release_unstarted(self, *, owner: str, held: Sequence[tuple[int, int]]) -> set[int]:
+        """Jobs claimed by ``owner`` that never started go back to Pending, their attempt
+        uncounted; returns the ids released. Idle workers are woken (``NOTIFY`` on
+        PostgreSQL; SQLite's watchers see the commit)."""
+        if not held:
+            return set()
+        after: list[Callable[[], None]] = []
+        with self.db.transaction() as cur:
+            cur.execute(
+                self._q["release_unstarted"],
+                {"owner": owner, **self._pairs(held)},
+            )
+            released = {row["id"] for row in cur.fetchall()}
+            if released and self._release_hooks:
+                pairs = [(job_id, attempt) for job_id, attempt in held if job_id in released]
+                for hook in self._release_hooks:
+                    committed = hook(cur, pairs)
+                    if committed is not None:
+                        after.append(committed)
+            notify = self._q.get("notify_jobs")
+            if released and notify is not None:
+                cur.execute(notify)
+        for committed in after:
+            committed()
+        return released
+
+    def add_release_hook(self, hook: ReleaseHook) -> None:
+        """Run ``hook(cursor, pairs)`` inside every transaction that gives claims back
+        unstarted (``release_unstarted``), on the (id, attempt) pairs released; what it
+        returns (if not None) is called once that transaction has committed.
+
+        The outbox takes back there the delivery attempts their claim counted
+        (:meth:`add_claim_hook`): a job given back unstarted spent no attempt, and neither
+        did its message.
+        """
+        self._release_hooks.append(hook)
+
+    # -- outcomes ----------------------------------------------------------------------
+
+    def record_outcomes(
+        self,
+        *,
+        owner: str,
+        now: datetime,
+        succeeded: Sequence[tuple[int, int]] = (),
+        failed: Sequence[FailedAttempt] = (),
+    ) -> set[int]:
+        """Record a batch of finished attempts; returns the ids whose lease was lost."""
+        with self.db.transaction() as cur:
+            return self._record(cur, owner, now, succeeded, failed)
+
+    def _record(
+        self,
+        cur: Cursor,
+        owner: str,
+        now: datetime,
+        succeeded: Sequence[tuple[int, int]],
+        failed: Sequence[FailedAttempt],
+    ) -> set[int]:
+        lost: set[int] = set()
+        stamp = self.db.time_param(now)
+        if succeeded:
+            cur.execute(
+                self._q["complete_jobs"],
+                {
+                    "owner": owner,
+                    "now": stamp,
+                    **self._pairs(succeeded),
+                },
+            )
+            done = {row["id"] for row in cur.fetchall()}
+            lost.update(job_id for job_id, _ in succeeded if job_id not in done)
+        for failure in failed:
+            if not self._record_failure(cur, owner, stamp, failure):
+                lost.add(failure.job_id)
+        return lost
+
+    def _pairs(self, pairs: Sequence[tuple[int, int]]) -> dict[str, Any]:
+        """(id, attempt) pairs as a statement takes them: PostgreSQL two arrays (``ids``,
+        ``attempts``: ``unnest`` sizes them, see complete_jobs), SQLite one JSON array
+        (``held``)."""
+        if self.db.dialect == "postgresql":
+            return {"ids": [pair[0] for pair in pairs], "attempts": [pair[1] for pair in pairs]}
+        return {"held": self.db.list_param([list(pair) for pair in pairs])}
+
+    def _record_failure(self, cur: Cursor, owner: str, now: Any, failure: FailedAttempt) -> bool:
+        params: dict[str, Any] = {
+            "id": failure.job_id,
+            "attempt": failure.attempt,
+            "owner": owner,
+            "now": now,
+            "failure_class": failure.failure_class,
+            "failure_reason": failure.message,
+        }
+        if failure.snoozed:
+            params["retry_at"] = self.db.time_param(failure.retry_at)
+            cur.execute(self._q["snooze_job"], params)
+        elif failure.retry_at is None:
+            cur.execute(self._q["dead_letter_job"], params)
+        else:
+            params["retry_at"] = self.db.time_param(failure.retry_at)
+            cur.execute(self._q["retry_job"], params)
+        if cur.fetchone() is None:
+            return False
+        cur.execute(
+            self._q["insert_attempt"],
+            {
+                "job_id": failure.job_id,
+                "attempt": failure.attempt,
+                "outcome": failure.outcome,
+                "failure_class": failure.failure_class,
+                "error_type": failure.error_type,
+                "message": failure.message,
+                "traceback": failure.traceback,
+                "worker": owner,
+                "started_at": self.db.time_param(failure.started_at),
+                "finished_at": now,
+            },
+        )
+        return True
+
+
+def _claim_order(job: JobRow) -> tuple[int, datetime | None, int]:
+    return (-job["priority"], job["available_at"], job["id"])
