@@ -21,7 +21,7 @@ from mailfathom.console import Console
 from mailfathom.observability import metrics
 from mailfathom.observability.gauges import DatabaseGauges
 from mailfathom.observability.health import check_store
-from mailfathom.observability.server import MetricsServer
+from mailfathom.observability.server import MetricsServer, serve_worker_metrics
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.web.app import create_app
 from mailfathom.web.security import Access
@@ -368,3 +368,44 @@ def test_a_failing_metrics_backend_never_hurts_the_worker(
     assert mf.jobs.get(job.id).state is JobState.SUCCEEDED
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert "observing an attempt's end failed" in caplog.text
+
+
+def test_label_values_stay_bounded_whatever_kinds_and_queues_jobs_invent(
+    mf: MailFathom,
+) -> None:
+    """Jobs of invented kinds in invented queues add no series past the caps: unknown
+    kinds count as ``(other)``, and so do the queues past the first ``MAX_QUEUES``."""
+
+    @mf.job("known")
+    def known(ctx: JobContext) -> None:
+        pass
+
+    queues = metrics.MAX_QUEUES + 20
+    mf.enqueue_many("known", [{} for _ in range(5)])
+    for number in range(queues):
+        mf.enqueue(f"invented.{number}", {}, queue=f"invented-{number}")
+    worker = mf.worker()
+    server = serve_worker_metrics(mf, worker, host="127.0.0.1", port=0)
+    try:
+        assert worker.run(burst=True) == 5 + queues
+        samples = scrape(f"http://127.0.0.1:{server.port}/metrics")
+    finally:
+        server.stop()
+        metrics.uninstall()
+
+    attempts: dict[tuple[str, str, str], float] = {}
+    for (name, frozen), count in samples.items():
+        if name == "mailfathom_job_attempts_total":
+            labels = dict(frozen)
+            attempts[labels["kind"], labels["queue"], labels["outcome"]] = count
+    assert {kind for kind, _, _ in attempts} == {"known", metrics.OTHER}
+    labelled = {queue for _, queue, _ in attempts}
+    assert len(labelled) == metrics.MAX_QUEUES + 1 and metrics.OTHER in labelled
+    assert sum(attempts.values()) == 5 + queues  # every attempt counted, under some label
+    assert sum(n for (kind, _, _), n in attempts.items() if kind == "known") == 5
+    series = {
+        frozenset(labels)
+        for name, labels in samples
+        if name == "mailfathom_job_attempt_duration_seconds_count"
+    }
+    assert len(series) == metrics.MAX_QUEUES + 1

@@ -19,6 +19,7 @@ from mailfathom.cli.schedules_command import schedules, workers
 from mailfathom.cli.web_command import web
 from mailfathom.cli.worker_command import worker
 from mailfathom.errors import MailFathomError
+from mailfathom.jobs import signals
 
 __all__ = ["cli", "main", "run"]
 
@@ -34,6 +35,8 @@ __all__ = ["cli", "main", "run"]
 def cli(ctx: click.Context, database: str | None) -> None:
     """mailfathom: durable jobs and crash-safe outgoing email."""
     ctx.ensure_object(dict)["database"] = database  # obj may carry a preset app (preset_app)
+    if ctx.invoked_subcommand != "worker":
+        signals.release()  # only a worker stops gracefully on SIGTERM/SIGINT
 
 
 @cli.command()
@@ -85,5 +88,10 @@ def run(
 
 
 def main() -> None:
-    """Entry point: run the command, turning our errors into a message and exit status 2."""
+    """Entry point: run the command, turning our errors into a message and exit status 2.
+
+    SIGTERM and SIGINT are held from here on (:func:`mailfathom.jobs.signals.hold`): a
+    worker stopped while it starts exits cleanly; any other command gets them back
+    as soon as its name is read."""
+    signals.hold()
     sys.exit(run())

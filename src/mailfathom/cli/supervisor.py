@@ -21,6 +21,12 @@ database, exactly as N workers started by hand would, and supervises them:
 
 The supervisor exits 0 when every worker did; otherwise with the first non-zero
 status a worker reported while it was stopping (or while draining, in a burst).
+
+Secrets never reach a worker's command line (``/proc/<pid>/cmdline`` is readable by
+every local user): the database URL travels in the workers' environment
+(``MAILFATHOM_DATABASE_URL``), readable by their owner alone. Each worker starts with
+SIGTERM and SIGINT blocked until it has installed its own handlers, so a stop that
+comes while it is still starting is honoured rather than killing it.
 """
 
 from __future__ import annotations
@@ -34,10 +40,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
+from mailfathom.jobs import readiness, signals
 from mailfathom.observability.logs import log_fields
 
 __all__ = ["Supervisor"]
@@ -64,9 +71,23 @@ class _Slot:
 
 class Supervisor:
     """Runs ``count`` copies of the worker command ``args`` (``mailfathom worker`` options,
-    without ``--processes``) until stopped; see the module docstring."""
+    without ``--processes``) until stopped; see the module docstring.
 
-    def __init__(self, args: Sequence[str], count: int, *, burst: bool) -> None:
+    ``environ`` is the workers' environment: where secrets such as the database URL go,
+    since ``args`` are visible to every local user. An ``args`` that carries
+    ``--database`` is refused."""
+
+    def __init__(
+        self,
+        args: Sequence[str],
+        count: int,
+        *,
+        burst: bool,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        if any(arg == "--database" or arg.startswith("--database=") for arg in args):
+            raise ValueError("the database URL goes in environ, never on a command line")
+        self._environ = dict(os.environ if environ is None else environ)
         self._command = [
             sys.executable,
             "-c",
@@ -88,9 +109,12 @@ class Supervisor:
             for signum in (signal.SIGTERM, signal.SIGINT)
         }
         previous_child = signal.signal(signal.SIGCHLD, lambda *_: self._wake.set())
+        for signum in signals.take_held():  # a stop that came while the command started
+            self._signalled(signum, None)
         try:
-            for slot in self._slots:
+            for slot in self._slots if not self._stopping else ():
                 self._start(slot)
+            readiness.notify("READY=1")
             logger.info(
                 "supervisor pid=%d started %d worker processes: %s",
                 os.getpid(),
@@ -142,8 +166,9 @@ class Supervisor:
         slot.started = time.monotonic()
         slot.process = subprocess.Popen(
             self._command,
+            env=self._environ,
             start_new_session=True,  # a terminal's Ctrl-C reaches them only through us
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 (the supervisor runs no threads)
+            preexec_fn=_prepare_child,  # noqa: PLW1509 (the supervisor runs no threads)
         )
 
     def _ended(self, slot: _Slot, now: float) -> None:
@@ -196,6 +221,7 @@ class Supervisor:
             self._passed_on += 1
             name = signal.Signals(self._last_signal).name
             if self._passed_on == 1:
+                readiness.notify("STOPPING=1")
                 logger.warning(
                     "supervisor %s received: stopping %d worker process(es) gracefully; send "
                     "it again to make them exit at once",
@@ -215,8 +241,11 @@ class Supervisor:
                     slot.process.send_signal(signal.SIGTERM)
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM this worker when its supervisor dies (Linux)."""
+def _prepare_child() -> None:
+    """In the child, before exec: block SIGTERM/SIGINT (the worker unblocks them once its
+    handlers are in place: a stop sent while it starts waits for them), and SIGTERM the
+    worker when its supervisor dies (Linux)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals.STOP_SIGNALS)
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

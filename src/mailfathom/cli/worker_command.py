@@ -140,9 +140,11 @@ def worker(
 ) -> None:
     """Run a worker until SIGTERM/SIGINT (a second one exits at once), or with --burst
     until nothing is due."""
+    from mailfathom.jobs import readiness
     from mailfathom.observability import logs
 
     logs.configure(log_level, log_format)
+    readiness.enable()  # READY=1 / STOPPING=1 to a service manager's NOTIFY_SOCKET
     preset = preset_app(ctx)
     if preset is not None:
         refuse_with_preset(ctx)
@@ -218,11 +220,14 @@ def _supervise(
         "--log-format",
         str(ctx.params["log_format"]),
     ]
-    if database is not None:
-        args += ["--database", database]
     if burst:
         args.append("--burst")
-    status = Supervisor(args, processes, burst=burst).run()
+    # The URL may hold a password: the workers read it from their environment (private
+    # to their owner), never from their command line (readable by every local user).
+    environ = dict(os.environ)
+    if database is not None:
+        environ["MAILFATHOM_DATABASE_URL"] = database
+    status = Supervisor(args, processes, burst=burst, environ=environ).run()
     if status:
         raise SystemExit(status)
 

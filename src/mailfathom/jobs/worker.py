@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from mailfathom.errors import InvalidInput, StoreError
+from mailfathom.jobs import readiness
 from mailfathom.jobs.aborts import flag_aborted, stop_aborted
 from mailfathom.jobs.claim_ahead import ReadyJobs
 from mailfathom.jobs.completer import Completer
@@ -172,8 +173,8 @@ class Worker(HandOver):
         if self._used:
             raise InvalidInput("a Worker runs once: create another with mf.worker()")
         self._used = True
-        self._signals.install()
         try:
+            self._signals.install()  # acts on a signal held while the process started
             graceful = False
             try:
                 if self._start(burst):
@@ -224,6 +225,8 @@ class Worker(HandOver):
     # -- start and stop ----------------------------------------------------------------
 
     def _start(self, burst: bool) -> bool:
+        if self._stopping:  # stopped before it started: register nothing, claim nothing
+            return False
         registration = WorkerRegistration(
             id=self.id,
             host=socket.gethostname(),
@@ -260,6 +263,8 @@ class Worker(HandOver):
                 self._wake.clear()
             if self._stopping:
                 return False
+        if self._stopping:  # stopped while registering: leave before the first claim
+            return False
         self._outage.ok()
         self._heartbeat.start()
         if self.pruner is not None and not burst:
@@ -304,6 +309,7 @@ class Worker(HandOver):
                 kinds=list(registration.kinds),
             ),
         )
+        readiness.notify("READY=1")
         return True
 
     def _stop_completer(self) -> None:
@@ -346,6 +352,7 @@ class Worker(HandOver):
             if self._stopping:
                 if shutdown_at is None:
                     shutdown_at = now + self.shutdown_timeout
+                    readiness.notify("STOPPING=1")
                     logger.info(
                         "worker=%s stopping: no new claims; waiting up to %gs for %d running "
                         "job(s) (signal again to exit at once)",

@@ -16,6 +16,15 @@ metric                                      type       labels
 The start lag is the time from the instant an attempt became due (the enqueue, or
 the end of a delay or backoff) to its start, on the injected clock.
 
+Label values are bounded, so that jobs of invented kinds in invented queues cannot
+grow a scrape (or the process's memory) without end: an attempt of a kind that is
+not one of ``kinds`` (the kinds registered on this worker, which the worker's
+``--metrics-port`` passes) is counted under ``kind="(other)"``, and once
+``max_queues`` queues have a label of their own, the attempts of any further queue
+are counted under ``queue="(other)"`` (names never contain parentheses, so
+``(other)`` is no real kind or queue). Without ``kinds``, the first ``max_kinds``
+kinds seen get a label of their own, like queues.
+
 Nothing is counted until a :class:`Metrics` is installed (:func:`install`): the
 worker and delivery paths call :func:`current` and stop at ``None``, so a process
 without metrics pays one global read per attempt.
@@ -25,25 +34,47 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["Metrics", "current", "install", "uninstall"]
+__all__ = ["MAX_KINDS", "MAX_QUEUES", "OTHER", "Metrics", "current", "install", "uninstall"]
 
 #: Attempt durations and start lags: from a millisecond to ten minutes.
 TIME_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0)
+#: The label value of the kinds not registered here and of the queues past the cap.
+OTHER = "(other)"
+#: Queues with a label of their own, at most, per process (the first ones seen).
+MAX_QUEUES = 50
+#: Kinds with a label of their own when the registered kinds are not given.
+MAX_KINDS = 100
 
 
 class Metrics:
     """The process's metrics, in a registry of their own (``registry``) so that two
-    instances never collide; :func:`install` makes one the process's current one."""
+    instances never collide; :func:`install` makes one the process's current one.
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    ``kinds``: the kinds registered on this worker; any other kind is counted as
+    ``(other)`` (None: the first ``max_kinds`` kinds seen). ``max_queues``: how many
+    queues get a label of their own (the first ones seen; module docstring)."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        kinds: Iterable[str] | None = None,
+        max_kinds: int = MAX_KINDS,
+        max_queues: int = MAX_QUEUES,
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        # the kinds and queues with a label of their own, and how many more may have one
+        self._kinds: set[str] = set(kinds) if kinds is not None else set()
+        self._more_kinds = 0 if kinds is not None else max_kinds
+        self._queues: set[str] = set()
+        self._more_queues = max_queues
         self._attempts = _AttemptStats()
         self.registry.register(self._attempts)
         # the collector's own lock and table, for attempt_ended to update inline
@@ -80,8 +111,20 @@ class Metrics:
             lag = 0.0
         if duration < 0.0:  # noqa: PLR1730
             duration = 0.0
-        key = (kind, queue)
         with self._lock:
+            if kind not in self._kinds:
+                if self._more_kinds > 0:
+                    self._more_kinds -= 1
+                    self._kinds.add(kind)
+                else:
+                    kind = OTHER
+            if queue not in self._queues:
+                if self._more_queues > 0:
+                    self._more_queues -= 1
+                    self._queues.add(queue)
+                else:
+                    queue = OTHER
+            key = (kind, queue)
             series = self._series.get(key)
             if series is None:
                 series = self._series[key] = _Series()
@@ -183,11 +226,12 @@ def current() -> Metrics | None:
     return _current
 
 
-def install(metrics: Metrics | None = None) -> Metrics:
-    """Make ``metrics`` (a new one when None) the process's current metrics; returns it."""
+def install(metrics: Metrics | None = None, *, kinds: Iterable[str] | None = None) -> Metrics:
+    """Make ``metrics`` (a new one, labelling the registered ``kinds``, when None) the
+    process's current metrics; returns it."""
     global _current  # noqa: PLW0603 - the one process-wide switch
     with _lock:
-        _current = metrics if metrics is not None else Metrics()
+        _current = metrics if metrics is not None else Metrics(kinds=kinds)
         return _current
 
 

@@ -117,7 +117,7 @@ def serve_worker_metrics(app: MailFathom, worker: Worker, *, host: str, port: in
     from mailfathom.observability.gauges import DatabaseGauges
     from mailfathom.observability.health import check_store
 
-    installed = metrics.install()
+    installed = metrics.install(kinds=app.registry.names())
     installed.registry.register(DatabaseGauges(app.store, app.clock))
     return MetricsServer(
         installed.registry,
