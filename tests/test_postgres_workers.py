@@ -29,7 +29,7 @@ import pytest
 from mailfathom import MailFathom
 from pg_worker_app import RUN_LOG
 from private_cluster import PrivateCluster, fresh_database, private_cluster
-from worker_processes import start_worker, stop, wait_for
+from worker_processes import Readiness, start_worker, stop, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +38,7 @@ JOBS_UNDER_FIRE = 5_000
 Worker = subprocess.Popen[bytes]
 
 
-def _start(url: str, tmp_path: Path, *options: str) -> Worker:
+def _start(url: str, tmp_path: Path, *options: str, readiness: Readiness | None = None) -> Worker:
     runs = tmp_path / "runs"
     runs.mkdir(exist_ok=True)
     return start_worker(
@@ -48,8 +48,21 @@ def _start(url: str, tmp_path: Path, *options: str) -> Worker:
         "warning",
         *options,
         app="pg_worker_app:mf",
-        env={RUN_LOG: str(runs), "MAILFATHOM_CLOCK_SKEW": "0"},  # one machine, one clock
+        # one machine, one clock
+        env={
+            RUN_LOG: str(runs),
+            "MAILFATHOM_CLOCK_SKEW": "0",
+            **(readiness.env() if readiness is not None else {}),
+        },
     )
+
+
+@pytest.fixture
+def readiness() -> Iterator[Readiness]:
+    """A notify socket the workers report READY=1 to."""
+    made = Readiness()
+    yield made
+    made.close()
 
 
 def _enqueue(url: str, jobs: int) -> None:
@@ -157,12 +170,12 @@ def test_four_workers_run_twenty_thousand_jobs_exactly_once(url: str, tmp_path: 
 
 
 def test_twenty_sigkills_lose_nothing(
-    url: str, tmp_path: Path, progress: Callable[[str], _Progress]
+    url: str, tmp_path: Path, progress: Callable[[str], _Progress], readiness: Readiness
 ) -> None:
     _enqueue(url, JOBS_UNDER_FIRE)
     done = progress(url).done
     rng = random.Random()
-    live = [_start(url, tmp_path, "--lease", "3") for _ in range(4)]
+    live = [_start(url, tmp_path, "--lease", "3", readiness=readiness) for _ in range(4)]
     killed: list[int] = []
     try:
         deadline = time.monotonic() + 180
@@ -179,11 +192,13 @@ def test_twenty_sigkills_lose_nothing(
             assert victim.wait(10) == -9
             killed.append(victim.pid)
             live.remove(victim)
-            live.append(_start(url, tmp_path, "--lease", "3"))
+            live.append(_start(url, tmp_path, "--lease", "3", readiness=readiness))
         assert done() < JOBS_UNDER_FIRE, "the run ended before the last kill"
         wait_for(
             lambda: done() == JOBS_UNDER_FIRE, 180, "every job to end", tmp_path / "workers.log"
         )
+        for worker in live:  # stopped below once started (one stopped sooner also exits 0)
+            readiness.wait(worker, timeout=120, log=tmp_path / "workers.log")
     finally:
         codes = [stop(worker) for worker in live]
     assert codes == [0] * len(live)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from mailfathom import JobState, MailFathom
-from worker_processes import alive, run_cli, start_worker, stop, wait_for
+from worker_processes import TESTS, Readiness, alive, run_cli, start_worker, stop, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -131,3 +133,52 @@ def test_bad_process_counts_are_clear_errors(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "with --processes, run one worker command per process" in result.stderr
     assert not (tmp_path / "db.sqlite").exists()  # nothing was started or created
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started that still run."""
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(child) for child in text.split()]
+
+
+def test_worker_processes_never_carry_the_database_password_on_their_command_line(
+    postgres_schema_url: str, tmp_path: Path
+) -> None:
+    # trust authentication accepts any password: the URL carries one, as in production
+    secret = "s3cret-pass"
+    database_url = postgres_schema_url.replace("://postgres@", f"://postgres:{secret}@", 1)
+    assert secret in database_url
+    log = tmp_path / "worker.log"
+    marker = tmp_path / "ran"
+    readiness = Readiness()
+    with MailFathom(database_url) as app:
+        app.migrate()
+        environ = {**os.environ, **readiness.env(), "MAILFATHOM_DATABASE_URL": database_url}
+        environ["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(TESTS), environ.get("PYTHONPATH")])
+        )
+        with log.open("ab") as out:
+            supervisor = subprocess.Popen(
+                [sys.executable, "-c", "from mailfathom.cli import main; main()", "worker",
+                 "--app", "worker_app:mf", "--processes", "2"],
+                env=environ, cwd=TESTS, stdout=out, stderr=out,
+            )  # fmt: skip
+        try:
+            readiness.wait(supervisor, log=log)
+            wait_for(lambda: len(_worker_pids(app)) == 2, 60, "two workers", log, supervisor)
+            children = _children(supervisor.pid)
+            assert set(children) == _worker_pids(app)
+            for pid in [supervisor.pid, *children]:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                assert b"worker_app:mf" in cmdline  # the right processes were read
+                assert secret.encode() not in cmdline, cmdline
+            job = app.enqueue("test.sleep", {"marker": str(marker), "seconds": 0})
+            wait_for(marker.exists, 60, "the job to run", log, supervisor)
+            status = stop(supervisor)
+        finally:
+            stop(supervisor)
+            readiness.close()
+        assert status == 0, log.read_text()
+        assert int(marker.read_text()) in children
+        assert app.jobs.get(job.id).state is JobState.SUCCEEDED
+    assert secret not in log.read_text()

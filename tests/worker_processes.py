@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -98,3 +100,63 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+class Readiness:
+    """A service manager's notify socket (``NOTIFY_SOCKET``) that workers report to:
+    ``READY=1`` once a worker works, ``STOPPING=1`` when it begins to stop."""
+
+    def __init__(self) -> None:
+        self.name = f"@mailfathom-test-{uuid.uuid4().hex}"  # abstract: no file, no length limit
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._socket.bind("\0" + self.name[1:])
+        self._seen: dict[int, set[str]] = {}
+
+    def env(self) -> dict[str, str]:
+        """The environment entry that points a worker at this socket."""
+        return {"NOTIFY_SOCKET": self.name}
+
+    def states(self, pid: int) -> set[str]:
+        """What process ``pid`` has reported so far (``READY=1``, ``STOPPING=1``)."""
+        self._read(0.0)
+        return set(self._seen.get(pid, set()))
+
+    def wait(
+        self,
+        process: subprocess.Popen[bytes],
+        state: str = "READY=1",
+        timeout: float = 60,
+        log: Path | None = None,
+    ) -> None:
+        """Wait until ``process`` reports ``state``; fail if it exits or never does."""
+        deadline = time.monotonic() + timeout
+        while state not in self._seen.get(process.pid, set()):
+            if process.poll() is not None:
+                self._read(0.0)
+                if state in self._seen.get(process.pid, set()):
+                    return
+                raise AssertionError(
+                    f"the worker exited with {process.returncode} before {state}\n"
+                    f"--- worker log ---\n{_read(log)}"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {state}\n--- log ---\n{_read(log)}")
+            self._read(0.2)
+
+    def close(self) -> None:
+        """Close the socket."""
+        self._socket.close()
+
+    def _read(self, timeout: float) -> None:
+        self._socket.settimeout(timeout)
+        while True:
+            try:
+                message = self._socket.recv(4096).decode()
+            except (TimeoutError, BlockingIOError):
+                return
+            fields = dict(line.partition("=")[::2] for line in message.splitlines())
+            pid = int(fields.get("MAINPID", "0"))
+            self._seen.setdefault(pid, set()).update(
+                f"{key}={value}" for key, value in fields.items() if key != "MAINPID"
+            )
+            self._socket.settimeout(0.0)

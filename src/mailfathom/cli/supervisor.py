@@ -43,11 +43,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 
 from mailfathom.jobs import readiness, signals
 from mailfathom.observability.logs import log_fields
 
-__all__ = ["Supervisor"]
+__all__ = ["Supervisor", "spawn"]
 
 logger = logging.getLogger(__name__)
 
@@ -164,12 +165,7 @@ class Supervisor:
     def _start(self, slot: _Slot) -> None:
         slot.restart_at = None
         slot.started = time.monotonic()
-        slot.process = subprocess.Popen(
-            self._command,
-            env=self._environ,
-            start_new_session=True,  # a terminal's Ctrl-C reaches them only through us
-            preexec_fn=_prepare_child,  # noqa: PLW1509 (the supervisor runs no threads)
-        )
+        slot.process = spawn(self._command, self._environ)
 
     def _ended(self, slot: _Slot, now: float) -> None:
         assert slot.process is not None
@@ -239,6 +235,21 @@ class Supervisor:
                 slot.restart_at = None
                 if slot.process is not None and slot.process.poll() is None:
                     slot.process.send_signal(signal.SIGTERM)
+
+
+def spawn(
+    command: Sequence[str], environ: Mapping[str, str], **popen: Any
+) -> subprocess.Popen[bytes]:
+    """Start one worker process as the supervisor does (``popen``: more ``Popen`` options,
+    such as where its output goes): in a session of its own, stopped by a SIGTERM when
+    the supervisor dies, and with SIGTERM/SIGINT blocked until its handlers are in."""
+    return subprocess.Popen(
+        command,
+        env=dict(environ),
+        start_new_session=True,  # a terminal's Ctrl-C reaches them only through us
+        preexec_fn=_prepare_child,  # noqa: PLW1509 (the supervisor runs no threads)
+        **popen,
+    )
 
 
 def _prepare_child() -> None:

@@ -1,0 +1,187 @@
+"""A worker stopped at any point of its start exits 0 and leaves nothing Claimed.
+
+Real ``mailfathom worker`` processes on SQLite (signals concern the process, not the
+store), each sent SIGTERM at a known point of its start:
+
+* before the interpreter ran any code, started as the supervisor starts its worker
+  processes (SIGTERM/SIGINT blocked until the worker's handlers are in): at once, and
+  after delays that spread over the whole start;
+* while the app is imported (``startup_app`` pauses there until told to go on);
+* while it registers (the test holds SQLite's write lock, so registering waits);
+* the supervisor, while it imports the app: it starts no worker process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mailfathom import JobState, MailFathom
+from mailfathom.cli.supervisor import spawn
+from startup_app import PAUSE_DIR
+from worker_processes import TESTS, Readiness, stop, wait_for
+
+pytestmark = pytest.mark.slow
+
+CLI = [sys.executable, "-c", "from mailfathom.cli import main; main()"]
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[MailFathom]:
+    """A migrated SQLite database with three jobs due."""
+    with MailFathom(f"sqlite:///{tmp_path / 'db.sqlite'}") as made:
+        made.migrate()
+        yield made
+
+
+def _environ(app: MailFathom, pause: Path | None = None) -> dict[str, str]:
+    environ = {**os.environ, "MAILFATHOM_DATABASE_URL": app.settings.database_url}
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), environ.get("PYTHONPATH")]))
+    environ.pop(PAUSE_DIR, None)
+    if pause is not None:
+        environ[PAUSE_DIR] = str(pause)
+    return environ
+
+
+def _worker(*options: str) -> list[str]:
+    return [*CLI, "worker", "--app", "startup_app:mf", "--log-level", "info", *options]
+
+
+def _enqueue(app: MailFathom, tmp_path: Path) -> list[int]:
+    return [
+        app.enqueue("startup.mark", {"marker": str(tmp_path / f"ran-{n}")}).id for n in range(3)
+    ]
+
+
+def _check_clean(app: MailFathom, jobs: list[int], status: int, log: Path) -> None:
+    """Exit 0; no job Claimed (each untouched or done); no worker left registered."""
+    assert status == 0, log.read_text()
+    for job_id in jobs:
+        job = app.jobs.get(job_id)
+        assert job.state is not JobState.CLAIMED, log.read_text()
+        assert (job.state, job.attempts) in {(JobState.PENDING, 0), (JobState.SUCCEEDED, 1)}
+    assert app.workers.list() == []
+
+
+def _has_open(pid: int, name: str) -> bool:
+    """Whether process ``pid`` has a file called ``name`` open."""
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            if os.readlink(fd).endswith("/" + name):
+                return True
+    return False
+
+
+def test_a_supervised_worker_signalled_at_any_moment_of_its_start_exits_cleanly(
+    app: MailFathom, tmp_path: Path
+) -> None:
+    jobs = _enqueue(app, tmp_path)
+    log = tmp_path / "worker.log"
+    readiness = Readiness()
+    try:
+        # at once (before Python ran a line), then later and later, up to a ready worker
+        for delay in (0.0, 0.05, 0.15, 0.3, 0.6, 1.0, 1.5, None):
+            with log.open("ab") as out:
+                worker = spawn(
+                    _worker(), {**_environ(app), **readiness.env()}, stdout=out, stderr=out
+                )
+            try:
+                if delay is None:
+                    readiness.wait(worker, log=log)
+                elif delay:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        worker.wait(delay)  # the delay under test; it never exits by itself
+                worker.send_signal(signal.SIGTERM)
+                status = worker.wait(60)
+            finally:
+                stop(worker)
+            _check_clean(app, jobs, status, log)
+    finally:
+        readiness.close()
+    assert "SIGTERM received: stopping gracefully" in log.read_text()
+
+
+def test_a_worker_signalled_while_it_imports_the_app_exits_without_registering(
+    app: MailFathom, tmp_path: Path
+) -> None:
+    jobs = _enqueue(app, tmp_path)
+    log = tmp_path / "worker.log"
+    with log.open("ab") as out:
+        worker = subprocess.Popen(
+            _worker(), env=_environ(app, tmp_path), cwd=TESTS, stdout=out, stderr=out
+        )
+    try:
+        wait_for((tmp_path / f"importing-{worker.pid}").exists, 60, "the import", log, worker)
+        worker.send_signal(signal.SIGTERM)
+        (tmp_path / "go").write_text("")
+        status = worker.wait(60)
+    finally:
+        stop(worker)
+    _check_clean(app, jobs, status, log)
+    assert [app.jobs.get(job_id).state for job_id in jobs] == [JobState.PENDING] * 3
+    assert not list(tmp_path.glob("ran-*"))
+    assert "SIGTERM received: stopping gracefully" in log.read_text()
+
+
+def test_a_worker_signalled_while_it_registers_exits_before_its_first_claim(
+    app: MailFathom, tmp_path: Path
+) -> None:
+    jobs = _enqueue(app, tmp_path)
+    log = tmp_path / "worker.log"
+    with log.open("ab") as out:
+        worker = subprocess.Popen(
+            _worker(), env=_environ(app, tmp_path), cwd=TESTS, stdout=out, stderr=out
+        )
+    lock = sqlite3.connect(tmp_path / "db.sqlite", isolation_level=None)
+    try:
+        wait_for((tmp_path / f"importing-{worker.pid}").exists, 60, "the import", log, worker)
+        lock.execute("BEGIN IMMEDIATE")  # registering writes: it waits for this lock
+        (tmp_path / "go").write_text("")
+        # it opens the database to register, then waits for the lock
+        wait_for(lambda: _has_open(worker.pid, "db.sqlite"), 60, "registering", log, worker)
+        worker.send_signal(signal.SIGTERM)
+        lock.execute("ROLLBACK")
+        status = worker.wait(60)
+    finally:
+        lock.close()
+        stop(worker)
+    _check_clean(app, jobs, status, log)
+    assert [app.jobs.get(job_id).state for job_id in jobs] == [JobState.PENDING] * 3
+
+
+def test_a_supervisor_signalled_while_it_starts_starts_no_worker(
+    app: MailFathom, tmp_path: Path
+) -> None:
+    jobs = _enqueue(app, tmp_path)
+    log = tmp_path / "worker.log"
+    with log.open("ab") as out:
+        supervisor = subprocess.Popen(
+            _worker("--processes", "2"),
+            env=_environ(app, tmp_path),
+            cwd=TESTS,
+            stdout=out,
+            stderr=out,
+        )
+    try:
+        wait_for(
+            (tmp_path / f"importing-{supervisor.pid}").exists,
+            60,
+            "the import",
+            log,
+            supervisor,
+        )
+        supervisor.send_signal(signal.SIGTERM)
+        (tmp_path / "go").write_text("")
+        status = supervisor.wait(60)
+    finally:
+        stop(supervisor)
+    _check_clean(app, jobs, status, log)
+    assert len(list(tmp_path.glob("importing-*"))) == 1  # no worker process was started
