@@ -44,6 +44,7 @@ from mailfathom.jobs.retry import Backoff
 from mailfathom.jobs.schedule_admin import Schedules
 from mailfathom.jobs.worker import Worker
 from mailfathom.jobs.workers import Workers
+from mailfathom.redact import guard_logs
 from mailfathom.store import open_store
 from mailfathom.store.outbox_base import DeliveryJobSpec
 from mailfathom.store.outbox_store import SqlOutboxStore
@@ -71,6 +72,7 @@ class MailFathom:
         settings: Settings | None = None,
         **options: Any,
     ) -> None:
+        guard_logs()  # connection warnings (the driver's included) never show a password
         if settings is None:
             settings = Settings.load(
                 {"database_url": database_url, "smtp_url": smtp_url, **options}

@@ -18,6 +18,8 @@ default message, and every message says what to do next.
 
 from __future__ import annotations
 
+from mailfathom.redact import redact
+
 __all__ = [
     "ConfigurationError",
     "IllegalTransition",
@@ -32,10 +34,14 @@ __all__ = [
 
 
 class MailFathomError(Exception):
-    """mailfathom failed; the message says why and what to do."""
+    """mailfathom failed; the message says why and what to do.
+
+    A message never shows a password: any connection string in it (a URL, a libpq
+    keyword string, a driver's text quoting one) is masked here, once for every error
+    (:func:`mailfathom.redact.redact`)."""
 
     def __init__(self, message: str | None = None) -> None:
-        super().__init__(message or (type(self).__doc__ or type(self).__name__).strip())
+        super().__init__(redact(message or (type(self).__doc__ or type(self).__name__).strip()))
 
 
 class ConfigurationError(MailFathomError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 from typing import Any
 
@@ -20,6 +21,7 @@ from mailfathom.cli.web_command import web
 from mailfathom.cli.worker_command import worker
 from mailfathom.errors import MailFathomError
 from mailfathom.jobs import signals
+from mailfathom.redact import redact
 
 __all__ = ["cli", "main", "run"]
 
@@ -79,7 +81,9 @@ def run(
         click.echo("aborted: nothing changed", err=True)
         return 1
     except click.ClickException as exc:
-        exc.show()
+        shown = io.StringIO()
+        exc.show(file=shown)
+        click.echo(redact(shown.getvalue()), err=True, nl=False)  # it may quote a database URL
         return exc.exit_code
     except MailFathomError as exc:
         click.echo(f"error: {exc}", err=True)

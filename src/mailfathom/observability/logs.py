@@ -21,6 +21,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from mailfathom.redact import guard_logs
+
 __all__ = ["LOG_FORMATS", "JsonFormatter", "configure", "log_fields"]
 
 #: The ``--log-format`` choices.
@@ -60,13 +62,15 @@ class JsonFormatter(logging.Formatter):
             else:
                 line[key] = value
         if record.exc_info:
-            line["exc_info"] = self.formatException(record.exc_info)
+            line["exc_info"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(line, default=repr, ensure_ascii=False)
 
 
 def configure(level: str = "info", log_format: str = "text") -> None:
     """Send log records at ``level`` and above to stderr in ``log_format``, replacing
-    whatever handlers the root logger had (so a command can be configured once)."""
+    whatever handlers the root logger had (so a command can be configured once);
+    passwords in records are masked (:func:`mailfathom.redact.guard_logs`)."""
+    guard_logs()
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
