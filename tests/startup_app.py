@@ -35,3 +35,6 @@ def _pause() -> None:
 _pause()
 mf = MailFathom()
 mf.job("startup.mark")(mark)
+
+#: An app on a database of its own, with a password (never connected to by the tests).
+elsewhere = MailFathom("postgresql://postgres:app-s3cret@127.0.0.1:5432/postgres")

@@ -34,12 +34,10 @@ __all__ = [
 
 
 class MailFathomError(Exception):
-    """mailfathom failed; the message says why and what to do.
+    """mailfathom failed; the message says why and what to do."""
 
-    A message never shows a password: any connection string in it (a URL, a libpq
-    keyword string, a driver's text quoting one) is masked here, once for every error
-    (:func:`mailfathom.redact.redact`)."""
-
+    # A message never shows a password: any connection string in it (a URL, a libpq
+    # keyword string, a driver's text quoting one) is masked here, once for every error.
     def __init__(self, message: str | None = None) -> None:
         super().__init__(redact(message or (type(self).__doc__ or type(self).__name__).strip()))
 

@@ -14,7 +14,8 @@ It is applied where such text leaves mailfathom: the message of every
 :class:`~mailfathom.errors.MailFathomError` (so every error wrapped at the store
 boundary, every configuration error, and the CLI's reports of them), the CLI's other
 error output, and the log records of the ``mailfathom`` and ``psycopg`` loggers
-(:func:`guard_logs`: message, traceback and the fields of the JSON format).
+(:func:`guard_logs`: message and traceback; the JSON format masks the fields it
+writes too).
 """
 
 from __future__ import annotations
@@ -104,11 +105,6 @@ def _redact_record(record: logging.LogRecord) -> None:
         clean = redact(shown)
         if clean != shown:  # formatters use exc_text when it is set
             record.exc_text = clean
-    fields = getattr(record, "mailfathom", None)
-    if isinstance(fields, dict):
-        for key, value in fields.items():
-            if isinstance(value, str):
-                fields[key] = redact(value)
 
 
 _lock = threading.Lock()

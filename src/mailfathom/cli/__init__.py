@@ -21,7 +21,7 @@ from mailfathom.cli.web_command import web
 from mailfathom.cli.worker_command import worker
 from mailfathom.errors import MailFathomError
 from mailfathom.jobs import signals
-from mailfathom.redact import redact
+from mailfathom.redact import guard_logs, redact
 
 __all__ = ["cli", "main", "run"]
 
@@ -75,6 +75,7 @@ def run(
 ) -> int:
     """Run the command line ``args`` and return the exit status; our errors print one line
     and give status 2. ``obj={"app": mf}`` presets the app (framework integrations)."""
+    guard_logs()  # a driver's connection warnings may quote a password
     try:
         code = cli.main(args=args, prog_name=prog_name, obj=obj, standalone_mode=False)
     except click.exceptions.Abort:

@@ -21,7 +21,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from mailfathom.redact import guard_logs
+from mailfathom.redact import guard_logs, redact
 
 __all__ = ["LOG_FORMATS", "JsonFormatter", "configure", "log_fields"]
 
@@ -61,6 +61,9 @@ class JsonFormatter(logging.Formatter):
                 line.update(value)
             else:
                 line[key] = value
+        for key, value in line.items():  # a field may quote a connection string
+            if isinstance(value, str):
+                line[key] = redact(value)
         if record.exc_info:
             line["exc_info"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(line, default=repr, ensure_ascii=False)
