@@ -101,6 +101,8 @@ def test_a_supervised_worker_signalled_at_any_moment_of_its_start_exits_cleanly(
                         worker.wait(delay)  # the delay under test; it never exits by itself
                 worker.send_signal(signal.SIGTERM)
                 status = worker.wait(60)
+                if delay is None:  # a ready worker says when it begins to stop
+                    readiness.wait(worker, "STOPPING=1", log=log)
             finally:
                 stop(worker)
             _check_clean(app, jobs, status, log)

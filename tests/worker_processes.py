@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -104,13 +105,19 @@ def alive(pid: int) -> bool:
 
 class Readiness:
     """A service manager's notify socket (``NOTIFY_SOCKET``) that workers report to:
-    ``READY=1`` once a worker works, ``STOPPING=1`` when it begins to stop."""
+    ``READY=1`` once a worker works, ``STOPPING=1`` when it begins to stop. A thread
+    reads it all the time, as a service manager does (a worker never waits to send)."""
 
     def __init__(self) -> None:
         self.name = f"@mailfathom-test-{uuid.uuid4().hex}"  # abstract: no file, no length limit
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._socket.bind("\0" + self.name[1:])
+        self._socket.settimeout(0.2)
         self._seen: dict[int, set[str]] = {}
+        self._changed = threading.Condition()
+        self._closed = False
+        self._reader = threading.Thread(target=self._read, name="notify-socket", daemon=True)
+        self._reader.start()
 
     def env(self) -> dict[str, str]:
         """The environment entry that points a worker at this socket."""
@@ -118,8 +125,8 @@ class Readiness:
 
     def states(self, pid: int) -> set[str]:
         """What process ``pid`` has reported so far (``READY=1``, ``STOPPING=1``)."""
-        self._read(0.0)
-        return set(self._seen.get(pid, set()))
+        with self._changed:
+            return set(self._seen.get(pid, set()))
 
     def wait(
         self,
@@ -130,33 +137,38 @@ class Readiness:
     ) -> None:
         """Wait until ``process`` reports ``state``; fail if it exits or never does."""
         deadline = time.monotonic() + timeout
-        while state not in self._seen.get(process.pid, set()):
-            if process.poll() is not None:
-                self._read(0.0)
-                if state in self._seen.get(process.pid, set()):
-                    return
-                raise AssertionError(
-                    f"the worker exited with {process.returncode} before {state}\n"
-                    f"--- worker log ---\n{_read(log)}"
-                )
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {state}\n--- log ---\n{_read(log)}")
-            self._read(0.2)
+        exited_at: float | None = None
+        with self._changed:
+            while state not in self._seen.get(process.pid, set()):
+                if exited_at is None and process.poll() is not None:
+                    exited_at = time.monotonic()  # what it sent may still be on its way
+                if exited_at is not None and time.monotonic() > exited_at + 1:
+                    raise AssertionError(
+                        f"the worker exited with {process.returncode} before {state}\n"
+                        f"--- worker log ---\n{_read(log)}"
+                    )
+                if time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"timed out waiting for {state}\n--- worker log ---\n{_read(log)}"
+                    )
+                self._changed.wait(0.2)
 
     def close(self) -> None:
-        """Close the socket."""
+        """Stop reading and close the socket."""
+        self._closed = True
+        self._reader.join(5)
         self._socket.close()
 
-    def _read(self, timeout: float) -> None:
-        self._socket.settimeout(timeout)
-        while True:
+    def _read(self) -> None:
+        while not self._closed:
             try:
                 message = self._socket.recv(4096).decode()
-            except (TimeoutError, BlockingIOError):
-                return
+            except TimeoutError:
+                continue
             fields = dict(line.partition("=")[::2] for line in message.splitlines())
             pid = int(fields.get("MAINPID", "0"))
-            self._seen.setdefault(pid, set()).update(
-                f"{key}={value}" for key, value in fields.items() if key != "MAINPID"
-            )
-            self._socket.settimeout(0.0)
+            with self._changed:
+                self._seen.setdefault(pid, set()).update(
+                    f"{key}={value}" for key, value in fields.items() if key != "MAINPID"
+                )
+                self._changed.notify_all()

@@ -6,7 +6,7 @@ the manager names a Unix datagram socket in ``NOTIFY_SOCKET`` and the service se
 worker`` calls :func:`enable`, which takes the socket's name out of the environment
 (so that processes the worker starts never speak for it); a worker embedded in an
 application never notifies, since nothing enabled it. A message that cannot be sent
-is dropped: readiness must never stop a worker.
+at once (no socket, a full queue) is dropped: readiness must never hold a worker up.
 """
 
 from __future__ import annotations
@@ -36,4 +36,5 @@ def notify(state: str) -> None:
         return
     message = f"{state}\nMAINPID={os.getpid()}".encode()
     with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.setblocking(False)  # a manager that reads nothing must not hold the worker up
         sock.sendto(message, target)
