@@ -40,7 +40,7 @@ def test_reports_carry_the_pid_and_a_full_queue_never_holds_the_worker_up(
         for _ in range(500):
             readiness.notify("STATUS=x")
 
-    sender = threading.Thread(target=flood)
+    sender = threading.Thread(target=flood, daemon=True)
     sender.start()
     sender.join(10)
     assert not sender.is_alive(), "notify blocked on a socket nobody reads"
