@@ -140,3 +140,12 @@ def test_log_records_and_their_json_fields_and_tracebacks_are_masked(
     assert line["error"] == "host=x password=***"
     assert "Traceback" in line["exc_info"]
     assert SECRET not in out.getvalue() and SECRET not in caplog.text
+
+
+def test_records_of_other_loggers_and_bare_records_are_left_alone(tmp_path: Path) -> None:
+    MailFathom(f"sqlite:///{tmp_path / 'db'}").close()  # the factory is installed
+    url = f"postgresql://u:{SECRET}@h/db"
+    bare = logging.makeLogRecord({"msg": url})  # no name at all
+    assert bare.getMessage() == url
+    theirs = logging.getLogger("myapp").makeRecord("myapp", logging.INFO, "f", 1, url, (), None)
+    assert theirs.getMessage() == url  # the application's own records are its business

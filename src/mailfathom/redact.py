@@ -87,8 +87,12 @@ class _RedactedRecords:
 
     def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
         record: logging.LogRecord = self.previous(*args, **kwargs)
-        if record.name.startswith(self.prefixes):
-            _redact_record(record)
+        name = record.name  # None for logging.makeLogRecord({...})
+        if isinstance(name, str) and name.startswith(self.prefixes):
+            try:
+                _redact_record(record)
+            except Exception:  # masking must never cost the record itself
+                record.msg, record.args = "(a log message that could not be masked)", None
         return record
 
 
