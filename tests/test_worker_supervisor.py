@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from mailfathom import JobState, MailFathom
+from mailfathom.cli.supervisor import Supervisor
 from worker_processes import TESTS, Readiness, alive, run_cli, start_worker, stop, wait_for
 
 pytestmark = pytest.mark.slow
@@ -182,3 +183,14 @@ def test_worker_processes_never_carry_the_database_password_on_their_command_lin
         assert int(marker.read_text()) in children
         assert app.jobs.get(job.id).state is JobState.SUCCEEDED
     assert secret not in log.read_text()
+
+
+def test_the_supervisor_refuses_a_secret_in_its_workers_arguments() -> None:
+    for args in (
+        ["--app", "worker_app:mf", "--database", "sqlite:///x.db"],
+        ["--app", "worker_app:mf", "--database=sqlite:///x.db"],
+        ["--app", "worker_app:mf", "--smtp", "smtp://user:s3cret@mail:587"],
+    ):
+        with pytest.raises(ValueError, match="go in environ, never in args"):
+            Supervisor(args, 2, burst=False)
+    Supervisor(["--app", "worker_app:mf", "--queues", "mail=5"], 2, burst=False)  # no secret

@@ -47,6 +47,7 @@ from typing import Any
 
 from mailfathom.jobs import readiness, signals
 from mailfathom.observability.logs import log_fields
+from mailfathom.redact import redact
 
 __all__ = ["Supervisor", "spawn"]
 
@@ -75,8 +76,8 @@ class Supervisor:
     without ``--processes``) until stopped; see the module docstring.
 
     ``environ`` is the workers' environment: where secrets such as the database URL go,
-    since ``args`` are visible to every local user. An ``args`` that carries
-    ``--database`` is refused."""
+    since ``args`` are visible to every local user. ``args`` that carry ``--database``
+    or anything with a password in it are refused."""
 
     def __init__(
         self,
@@ -86,8 +87,8 @@ class Supervisor:
         burst: bool,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        if any(arg == "--database" or arg.startswith("--database=") for arg in args):
-            raise ValueError("the database URL goes in environ, never on a command line")
+        if any(arg.startswith("--database") or redact(arg) != arg for arg in args):
+            raise ValueError("secrets such as the database URL go in environ, never in args")
         self._environ = dict(os.environ if environ is None else environ)
         self._command = [
             sys.executable,
