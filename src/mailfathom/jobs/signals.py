@@ -80,7 +80,8 @@ def hold() -> None:
         return
     for signum in STOP_SIGNALS:
         signal.signal(signum, _record)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    if hasattr(signal, "pthread_sigmask"):  # POSIX
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def take_held() -> list[int]:
