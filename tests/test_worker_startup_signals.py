@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from mailfathom import JobState, MailFathom
+from mailfathom.cli import run
 from mailfathom.cli.supervisor import spawn
 from startup_app import PAUSE_DIR
 from worker_processes import TESTS, Readiness, stop, wait_for
@@ -187,3 +188,34 @@ def test_a_supervisor_signalled_while_it_starts_starts_no_worker(
         stop(supervisor)
     _check_clean(app, jobs, status, log)
     assert len(list(tmp_path.glob("importing-*"))) == 1  # no worker process was started
+
+
+def test_other_commands_still_stop_at_once_on_sigterm(app: MailFathom, tmp_path: Path) -> None:
+    log = tmp_path / "prune.log"
+    with log.open("ab") as out:
+        command = subprocess.Popen(
+            [*CLI, "prune", "--app", "startup_app:mf", "--dry-run"],
+            env=_environ(app, tmp_path),
+            cwd=TESTS,
+            stdout=out,
+            stderr=out,
+        )
+    try:
+        wait_for((tmp_path / f"importing-{command.pid}").exists, 60, "the import", log, command)
+        command.send_signal(signal.SIGTERM)  # no "go": only the signal ends the pause
+        status = command.wait(30)
+    finally:
+        stop(command)
+    assert status == -signal.SIGTERM, log.read_text()
+
+
+def test_the_cli_run_inside_a_program_leaves_its_signal_handlers_alone(app: MailFathom) -> None:
+    def mine(signum: int, frame: object) -> None:
+        pass
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        assert run(["--database", app.settings.database_url, "migrate"]) == 0
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -29,6 +29,7 @@ __all__ = ["STOP_SIGNALS", "HardStop", "StopSignals", "hold", "release", "take_h
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 _held: list[int] = []  # signals recorded by hold() that no handler has taken yet
+_holding: dict[int, Any] = {}  # the handlers hold() replaced, while it holds
 
 
 class HardStop(BaseException):
@@ -79,7 +80,7 @@ def hold() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     for signum in STOP_SIGNALS:
-        signal.signal(signum, _record)
+        _holding.setdefault(signum, signal.signal(signum, _record))
     if hasattr(signal, "pthread_sigmask"):  # POSIX
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
@@ -92,12 +93,14 @@ def take_held() -> list[int]:
 
 
 def release() -> None:
-    """Undo :func:`hold` (a command that runs no worker): the default handlers again, and
-    a signal recorded meanwhile is delivered to them now."""
-    if threading.current_thread() is not threading.main_thread():
+    """Undo :func:`hold` (a command that runs no worker): the handlers it replaced again,
+    and a signal recorded meanwhile is delivered to them now. Without :func:`hold`
+    (the command run inside another program), nothing changes."""
+    if threading.current_thread() is not threading.main_thread() or not _holding:
         return
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum, handler in _holding.items():
+        signal.signal(signum, handler)
+    _holding.clear()
     for signum in take_held():
         os.kill(os.getpid(), signum)
 
