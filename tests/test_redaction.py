@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from mailfathom import ConfigurationError, MailFathom, StoreError
+from mailfathom.cli import run
 from mailfathom.observability.logs import JsonFormatter, log_fields
 from mailfathom.redact import redact
 from worker_processes import run_cli
@@ -58,13 +59,24 @@ def test_redact_masks_passwords_and_nothing_else(text: str, shown: str | None) -
 
 
 @pytest.mark.parametrize("url", NOT_URLS)
-def test_a_url_that_is_no_url_is_refused_without_its_password(url: str) -> None:
+def test_a_url_that_is_no_url_is_refused_without_its_password(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(ConfigurationError) as refused:
         MailFathom(url)
     assert SECRET not in str(refused.value)
-    result = run_cli("--database", url, "migrate")
+    assert run(["--database", url, "migrate"]) == 2
+    shown = capsys.readouterr()
+    assert "is not a URL" in shown.err or "is not supported" in shown.err
+    assert SECRET not in shown.err + shown.out
+
+
+def test_the_command_line_says_is_not_a_url_without_the_password() -> None:
+    result = run_cli("--database", NOT_URLS[0], "migrate")
     assert result.returncode == 2, result.stderr
-    assert "is not a URL" in result.stderr or "is not supported" in result.stderr
+    assert "database_url 'host=127.0.0.1 port=5432 user=postgres password=***' is not a URL" in (
+        result.stderr
+    )
     assert SECRET not in result.stderr + result.stdout
 
 
@@ -83,13 +95,19 @@ def _pool_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name.startswith("psycopg")]
 
 
-def test_a_password_with_an_unencoded_at_sign_stays_out_of_health(postgres_schema_url: str) -> None:
-    for options in ([], ["--json"]):
-        result = run_cli("--database", AT_SIGN, "health", *options)
-        assert result.returncode == 1, result.stderr
-        shown = result.stdout + result.stderr
-        assert "failed to resolve host '***@127.0.0.1'" in shown  # the driver's words
-        assert "pass@" not in shown and "s3cret" not in shown
+def test_a_password_with_an_unencoded_at_sign_stays_out_of_health(
+    postgres_schema_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_cli("--database", AT_SIGN, "health")
+    assert result.returncode == 1, result.stderr
+    assert "failed to resolve host '***@127.0.0.1'" in result.stdout  # the driver's words
+    assert "pass@" not in result.stdout + result.stderr
+    assert "s3cret" not in result.stdout + result.stderr
+    assert run(["--database", AT_SIGN, "health", "--json"]) == 1
+    shown = capsys.readouterr()
+    detail = json.loads(shown.out)["checks"]["database"]["detail"]
+    assert "failed to resolve host '***@127.0.0.1'" in detail
+    assert "pass@" not in shown.out + shown.err and "s3cret" not in shown.out + shown.err
 
 
 def test_store_errors_and_pool_warnings_leave_the_password_out(
