@@ -142,8 +142,9 @@ def _children(pid: int) -> list[int]:
     return [int(child) for child in text.split()]
 
 
+@pytest.mark.parametrize("given_as", ["environment", "option"])
 def test_worker_processes_never_carry_the_database_password_on_their_command_line(
-    postgres_schema_url: str, tmp_path: Path
+    postgres_schema_url: str, tmp_path: Path, given_as: str
 ) -> None:
     # trust authentication accepts any password: the URL carries one, as in production
     secret = "s3cret-pass"
@@ -154,14 +155,20 @@ def test_worker_processes_never_carry_the_database_password_on_their_command_lin
     readiness = Readiness()
     with MailFathom(database_url) as app:
         app.migrate()
-        environ = {**os.environ, **readiness.env(), "MAILFATHOM_DATABASE_URL": database_url}
+        environ = {**os.environ, **readiness.env()}
+        option: list[str] = []
+        if given_as == "environment":  # the supervisor's own command line is clean too
+            environ["MAILFATHOM_DATABASE_URL"] = database_url
+        else:  # the operator put it on the supervisor's: it goes no further
+            environ.pop("MAILFATHOM_DATABASE_URL", None)
+            option = ["--database", database_url]
         environ["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(TESTS), environ.get("PYTHONPATH")])
         )
         with log.open("ab") as out:
             supervisor = subprocess.Popen(
                 [sys.executable, "-c", "from mailfathom.cli import main; main()", "worker",
-                 "--app", "worker_app:mf", "--processes", "2"],
+                 "--app", "worker_app:mf", "--processes", "2", *option],
                 env=environ, cwd=TESTS, stdout=out, stderr=out,
             )  # fmt: skip
         try:
@@ -169,7 +176,7 @@ def test_worker_processes_never_carry_the_database_password_on_their_command_lin
             wait_for(lambda: len(_worker_pids(app)) == 2, 60, "two workers", log, supervisor)
             children = _children(supervisor.pid)
             assert set(children) == _worker_pids(app)
-            for pid in [supervisor.pid, *children]:
+            for pid in children if option else [supervisor.pid, *children]:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
                 assert b"worker_app:mf" in cmdline  # the right processes were read
                 assert secret.encode() not in cmdline, cmdline
