@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from mailfathom import ConfigurationError, MailFathom, StoreError
+from mailfathom import ConfigurationError, MailFathom, Settings, StoreError
 from mailfathom.cli import run
 from mailfathom.observability.logs import JsonFormatter, log_fields
 from mailfathom.redact import redact
@@ -167,3 +167,17 @@ def test_records_of_other_loggers_and_bare_records_are_left_alone(tmp_path: Path
     assert bare.getMessage() == url
     theirs = logging.getLogger("myapp").makeRecord("myapp", logging.INFO, "f", 1, url, (), None)
     assert theirs.getMessage() == url  # the application's own records are its business
+
+
+def test_the_settings_repr_masks_every_secret() -> None:
+    token = "a-console-token-" + "z" * 32
+    settings = Settings(
+        database_url=f"postgresql://app:{SECRET}@db/app",
+        smtp_url="smtp://mailer:smtp-s3cret@mail.example.com:587",
+        web_token=token,
+    )
+    shown = repr(settings)
+    assert "database_url='postgresql://app:***@db/app'" in shown
+    assert "smtp_url='smtp://mailer:***@mail.example.com:587'" in shown
+    assert "web_token='***'" in shown
+    assert SECRET not in shown and "smtp-s3cret" not in shown and token not in shown

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mailfathom.clock import check_clock_skew
 from mailfathom.errors import ConfigurationError, InvalidInput
+from mailfathom.redact import MASK, redact
 from mailfathom.validate import check_max_attempts
 
 if TYPE_CHECKING:
@@ -226,6 +227,19 @@ class Settings:
             raise ConfigurationError(
                 f"prune_batch must be an integer from 1 to 100000, not {self.prune_batch!r}"
             )
+
+    def __repr__(self) -> str:
+        """Every setting, with passwords (database, SMTP) and the web token masked: a
+        repr ends up in logs and tracebacks."""
+        shown = []
+        for setting in fields(self):
+            value = getattr(self, setting.name)
+            if setting.name == "web_token" and value is not None:
+                text = repr(MASK)
+            else:
+                text = redact(repr(value))
+            shown.append(f"{setting.name}={text}")
+        return f"Settings({', '.join(shown)})"
 
     def validated(self) -> Settings:
         """This object: every value was checked when it was made."""
