@@ -64,7 +64,9 @@ class _ProcessCount(click.ParamType[int]):
 @click.option(
     "--database",
     default=None,
-    help="Database URL (default: MAILFATHOM_DATABASE_URL, else sqlite:///mailfathom.db).",
+    help="Database URL (default: MAILFATHOM_DATABASE_URL, else sqlite:///mailfathom.db); "
+    "put one with a password in that variable instead: every local user can read a "
+    "command line.",
 )
 @click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Jobs at once [10].")
 @click.option(
