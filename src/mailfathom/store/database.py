@@ -50,11 +50,15 @@ class Database(Protocol):
     dialect: str
     queries: Mapping[str, str]
 
-    def transaction(self, connection: object | None = None) -> AbstractContextManager[Cursor]:
+    def transaction(
+        self, connection: object | None = None, *, timeout: float | None = None
+    ) -> AbstractContextManager[Cursor]:
         """A write transaction, committed on success and rolled back on error.
 
         With ``connection`` (the application's own), statements run inside the
-        caller's transaction and nothing is committed on its behalf.
+        caller's transaction and nothing is committed on its behalf. ``timeout``: the
+        most seconds it waits for locks before :class:`StoreError` (not applied to a
+        caller's transaction).
         """
         ...
 

@@ -49,8 +49,16 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
     :class:`JobClaims`, the worker registry and schedules from :class:`WorkerStore`,
     paused queues from :class:`ControlStore`)."""
 
-    def __init__(self, database: Database, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        clock_skew: timedelta = DEFAULT_CLOCK_SKEW,
+        enqueue_timeout: float | None = None,
+    ) -> None:
         self.db = database
+        #: The most seconds an enqueue waits for locks (None: as long as they are held).
+        self.enqueue_timeout = enqueue_timeout
         self.dialect = database.dialect
         #: PostgreSQL runs writers side by side; SQLite has one writer at a time.
         self.parallel_writes = database.dialect == "postgresql"
@@ -138,7 +146,8 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
         limits = batch.limit_keys
         if limits is not None and all(key is None for key in limits):
             limits = None
-        if connection is None and limits is None:
+        timeout = self.enqueue_timeout if connection is None else None
+        if connection is None and limits is None and timeout is None:
             if len(payloads) == 1:
                 return [self._enqueue_one(batch.job(0), stamp)]
             if batch.idempotency_keys is None and "insert_keyless_jobs" in self._q:
@@ -146,7 +155,7 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
                 # instead of three with BEGIN and COMMIT, and nothing else to read.
                 with self.db.single_write() as cur:
                     return self._insert_batch(cur, batch, stamp)  # type: ignore[return-value]
-        with self.db.transaction(connection) as cur:
+        with self.db.transaction(connection, timeout=timeout) as cur:
             if "insert_jobs" in self._q:  # ids only: the rows are the batch's values
                 ids = self._insert_batch(cur, batch, stamp)
             else:
