@@ -75,6 +75,12 @@ class Database(Protocol):
         """Apply ``(version, name, sql)`` migrations not yet recorded, under a lock."""
         ...
 
+    def backup(self, target: str) -> None:
+        """Copy the database to the new file ``target``, consistent as of one moment
+        (SQLite); a dialect whose own tools do it raises :class:`ConfigurationError`
+        naming them."""
+        ...
+
     def close(self) -> None:
         """Release every connection."""
         ...

@@ -237,6 +237,16 @@ class PostgresDatabase:
             )
         return connection
 
+    def backup(self, target: str) -> None:
+        """PostgreSQL is backed up with its own tools: a clear error saying which."""
+        raise ConfigurationError(
+            "mailfathom backup copies SQLite files; back up PostgreSQL with its own tools: "
+            'pg_dump --format=custom --file=mailfathom.dump "$MAILFATHOM_DATABASE_URL" '
+            "(add --schema=<schema> when mailfathom has a schema of its own; restore with "
+            "pg_restore), or the server's continuous archiving (docs/operations.md, "
+            '"Backup and restore")'
+        )
+
     # -- wake-ups ----------------------------------------------------------------------
 
     def wait_for_jobs(self, timeout: float) -> bool:

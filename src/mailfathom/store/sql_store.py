@@ -84,6 +84,11 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
         """Release every connection."""
         self.db.close()
 
+    def backup(self, target: str) -> None:
+        """Copy the database to the new file ``target`` (SQLite; PostgreSQL refuses and
+        points at ``pg_dump``)."""
+        self.db.backup(target)
+
     def wait_for_jobs(self, timeout: float) -> bool:
         """Block until jobs may have arrived, or ``timeout`` seconds pass."""
         return self.db.wait_for_jobs(timeout)

@@ -467,6 +467,13 @@ def _store_error(exc: sqlite3.Error, path: str | None = None) -> StoreError:
         )
     if isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc):
         return StoreError(f"SQLite schema is missing ({exc}): run `mailfathom migrate` first")
+    if getattr(exc, "sqlite_errorcode", 0) & 0xFF == 8:  # SQLITE_READONLY
+        where = f" {path!r}" if path else ""
+        return StoreError(
+            f"SQLite database{where} is read-only to this process ({exc}): check the "
+            "permissions and owner of the file, its -wal and -shm files and its folder; "
+            "nothing was written, and the next call opens the file again"
+        )
     hint = io_error_hint(path) if path is not None and needs_reopen(exc) else None
     if hint is not None:
         return StoreError(f"SQLite failed: {exc}: {hint}")
