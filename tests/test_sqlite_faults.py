@@ -22,7 +22,8 @@ import pytest
 
 from mailfathom import MailFathom, StoreError
 from mailfathom.errors import ConfigurationError
-from worker_processes import TESTS, run_cli
+from mailfathom.cli import run as cli_run
+from worker_processes import TESTS
 
 CHILD = TESTS / "sqlite_fault_child.py"
 
@@ -157,27 +158,27 @@ def test_a_deleted_file_stops_writes_and_is_not_recreated_beside_its_log(tmp_pat
         assert not path.exists()
 
 
-def test_backup_and_the_documented_restore(tmp_path: Path) -> None:
+def test_backup_and_the_documented_restore(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path, copy = tmp_path / "app.db", tmp_path / "backups" / "app-1.db"
     url = f"sqlite:///{path}"
     with MailFathom(url) as mf:
         mf.migrate()
         before = mf.enqueue("a.kind", {"n": 1})
         copy.parent.mkdir()
-        done = run_cli("--database", url, "backup", str(copy))
-        assert done.returncode == 0, done.stderr
-        assert f"backed up to {copy}" in done.stdout
+        assert cli_run(["--database", url, "backup", str(copy)]) == 0
+        assert f"backed up to {copy}" in capsys.readouterr().out
         assert oct(copy.stat().st_mode & 0o777) == "0o600"
         after = mf.enqueue("a.kind", {"n": 2})
-        again = run_cli("--database", url, "backup", str(copy))  # never overwrites
-        assert again.returncode == 2 and "exists" in again.stderr
+        assert cli_run(["--database", url, "backup", str(copy)]) == 2  # never overwrites
+        assert "exists" in capsys.readouterr().err
     # the restore procedure of docs/operations.md: every process stopped, then
     for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         leftover.unlink(missing_ok=True)
     shutil.copy2(copy, path)
-    assert run_cli("--database", url, "migrate").returncode == 0
-    health = run_cli("--database", url, "health")
-    assert health.returncode == 0, health.stdout + health.stderr
+    assert cli_run(["--database", url, "migrate"]) == 0
+    assert cli_run(["--database", url, "health"]) == 0, capsys.readouterr()
     with MailFathom(url) as mf:
         assert mf.jobs.get(before.id).payload == {"n": 1}
         assert [job.id for job in mf.jobs.list()] == [before.id]  # later work is not in it
@@ -202,8 +203,12 @@ def test_a_file_size_limit_is_named_not_a_disk_io_error(tmp_path: Path) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     child = Child([sys.executable, str(CHILD), str(path)], preexec_fn=limited)
+    answers: list[str] = []
     try:
-        answers = [child.enqueue(50_000) for _ in range(40)]
+        while len(answers) < 40:
+            answers.append(child.enqueue(50_000))
+            if answers[-1].startswith("fail"):
+                break
     finally:
         child.close()
     failed = [answer for answer in answers if answer.startswith("fail")]
@@ -219,9 +224,7 @@ def _hold_write_lock(path: Path) -> sqlite3.Connection:
     return holder
 
 
-def test_the_busy_timeout_is_a_setting(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_busy_timeout_is_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "app.db"
     with MailFathom(f"sqlite:///{path}") as mf:
         mf.migrate()
