@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from mailfathom import MailFathom, StoreError
-from mailfathom.errors import ConfigurationError
 from mailfathom.cli import run as cli_run
+from mailfathom.errors import ConfigurationError
 from worker_processes import TESTS
 
 CHILD = TESTS / "sqlite_fault_child.py"
