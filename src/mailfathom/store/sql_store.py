@@ -7,7 +7,7 @@ queries. Only connection handling and value conversion differ per database.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -164,7 +164,7 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
             if "insert_jobs" in self._q:  # ids only: the rows are the batch's values
                 ids = self._insert_batch(cur, batch, stamp)
             else:
-                ids = [row["id"] if row else None for row in self._insert_each(cur, batch, stamp)]
+                ids = list(self._insert_each(cur, batch, stamp))
             if limits is not None:
                 self.flow.set_keys(
                     cur,
@@ -199,9 +199,8 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
         """One job on its own: a single INSERT that commits itself (the common case, and
         the one whose cost is round trips). Only a taken key costs a second statement."""
         with self.db.single_write() as cur:
-            (row,) = self._insert_each(cur, [job], now)
-            if row is not None:
-                job_id: int = row["id"]
+            (job_id,) = self._insert_each(cur, [job], now)
+            if job_id is not None:
                 return job_id
             cur.execute(self._q["job_by_key"], {"idempotency_key": job.idempotency_key})
             existing = cur.fetchone()
@@ -211,11 +210,32 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
             )
         return self._job(existing)
 
-    def _insert_each(self, cur: Cursor, jobs: NewJobs | Sequence[NewJob], now: Any) -> list[Any]:
-        """One ``insert_job`` per job; each its row, or None where the key already existed."""
-        insert = self._q["insert_job"]
-        inserted = []
-        for job in jobs.jobs() if isinstance(jobs, NewJobs) else jobs:
+    def _insert_each(
+        self, cur: Cursor, jobs: NewJobs | Sequence[NewJob], now: Any
+    ) -> Iterator[int | None]:
+        """One ``insert_job_id`` per job, streamed: each new job's id, or None where its
+        key already existed. Only the id is read back, and no job or row is kept, so a
+        batch costs a few bytes per job here however large it is."""
+        insert = self._q["insert_job_id"]
+        if isinstance(jobs, NewJobs):  # what the batch shares is converted once
+            params = {
+                "kind": jobs.kind,
+                "queue": jobs.queue,
+                "priority": jobs.priority,
+                "available_at": self.db.time_param(jobs.available_at),
+                "max_attempts": jobs.max_attempts,
+                "now": now,
+                "trace_context": jobs.trace_context,
+            }
+            keys = jobs.idempotency_keys
+            for index, payload in enumerate(jobs.payloads):
+                params["payload"] = payload
+                params["idempotency_key"] = None if keys is None else keys[index]
+                cur.execute(insert, params)
+                row = cur.fetchone()
+                yield None if row is None else row[0]
+            return
+        for job in jobs:
             cur.execute(
                 insert,
                 {
@@ -230,8 +250,8 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
                     "trace_context": job.trace_context,
                 },
             )
-            inserted.append(cur.fetchone())
-        return inserted
+            row = cur.fetchone()
+            yield None if row is None else row[0]
 
     def _insert_batch(self, cur: Cursor, batch: NewJobs, now: Any) -> list[int | None]:
         """One statement for the whole batch: each new job's id, None where its key
