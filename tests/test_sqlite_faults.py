@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mailfathom import MailFathom, StoreError
+from mailfathom import JobState, MailFathom, StoreError
 from mailfathom.cli import run as cli_run
 from mailfathom.errors import ConfigurationError
 from worker_processes import TESTS
@@ -48,7 +48,7 @@ class Child:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write(f"{size}\n")
         self.process.stdin.flush()
-        answer = self.process.stdout.readline()
+        answer: str = self.process.stdout.readline()
         assert answer, f"the child died: {self.process.stdout.read()}"
         return answer.strip()
 
@@ -108,7 +108,7 @@ def test_a_connection_opened_read_only_recovers_once_permissions_are_back(
     finally:
         child.close()
     with MailFathom(f"sqlite:///{path}") as mf:
-        assert mf.jobs.counts()["Pending"] == 2
+        assert mf.jobs.counts()[JobState.PENDING] == 2
 
 
 def _counts(path: Path) -> int:
