@@ -233,7 +233,7 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
                 params["idempotency_key"] = None if keys is None else keys[index]
                 cur.execute(insert, params)
                 row = cur.fetchone()
-                yield None if row is None else row[0]
+                yield None if row is None else row["id"]
             return
         for job in jobs:
             cur.execute(
@@ -251,7 +251,7 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
                 },
             )
             row = cur.fetchone()
-            yield None if row is None else row[0]
+            yield None if row is None else row["id"]
 
     def _insert_batch(self, cur: Cursor, batch: NewJobs, now: Any) -> list[int | None]:
         """One statement for the whole batch: each new job's id, None where its key
