@@ -463,7 +463,8 @@ def _store_error(exc: sqlite3.Error, path: str | None = None) -> StoreError:
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
         return StoreError(
             f"SQLite database is locked ({exc}): another process held the write lock past the "
-            "busy timeout; retry, or move busy deployments to PostgreSQL"
+            "busy timeout (sqlite_busy_timeout; enqueue_timeout for an enqueue): nothing was "
+            "written; retry, or move busy deployments to PostgreSQL"
         )
     if isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc):
         return StoreError(f"SQLite schema is missing ({exc}): run `mailfathom migrate` first")
