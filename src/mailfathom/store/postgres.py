@@ -129,9 +129,14 @@ class PostgresDatabase:
             pool.putconn(conn)
 
     def _probe(self) -> None:
-        """Connect afresh and run ``SELECT 1``; raises when the server cannot be reached."""
-        with psycopg.connect(self.url, connect_timeout=PROBE_TIMEOUT, **self._tcp) as conn:
-            conn.execute("SELECT 1")
+        """Connect afresh and run ``SELECT 1``; raises when the server cannot be reached
+        (a server that answers that it has no connection slot left is reachable)."""
+        try:
+            with psycopg.connect(self.url, connect_timeout=PROBE_TIMEOUT, **self._tcp) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error as exc:
+            if not _no_slots(exc):
+                raise
 
     def _unavailable(self, exc: PoolTimeout) -> StoreError:
         """Why no pooled connection came within ``pool_timeout``: the server, or the pool."""
@@ -544,9 +549,12 @@ def _no_slots(exc: psycopg.Error) -> bool:
     many clients already", "remaining connection slots are reserved", or a role's or
     database's connection limit."""
     text = str(exc)
-    return exc.sqlstate == "53300" or any(
-        words in text
-        for words in ("too many clients", "remaining connection slots", "too many connections")
+    return exc.sqlstate == "53300" or (
+        isinstance(exc, psycopg.OperationalError)
+        and any(
+            words in text
+            for words in ("too many clients", "remaining connection slots", "too many connections")
+        )
     )
 
 
