@@ -130,3 +130,23 @@ def test_a_worker_notices_a_silent_network_loss_and_recovers(
     finally:
         blackhole.resume()
         assert stop(worker) == 0
+
+
+def test_a_long_statement_on_a_reachable_server_is_left_to_finish(
+    postgres_schema_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_store(postgres_schema_url)
+    store.db.stall_watch.stall_after = 0.2  # type: ignore[attr-defined]
+    try:
+        with (
+            caplog.at_level("WARNING", logger="mailfathom.store.pg_network"),
+            store.db.reading() as cur,
+        ):
+            cur.execute("SELECT pg_sleep(2.5) AS slept")
+            assert cur.fetchone() is not None  # it finished: nobody cut it off
+        messages = [record.getMessage() for record in caplog.records]
+        assert any("has not answered a call" in m for m in messages), messages
+        assert any("left to finish" in m for m in messages), messages
+        assert not any("unreachable" in m for m in messages), messages
+    finally:
+        store.close()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+import mailfathom
 from mailfathom import JobState, MailFathom, StoreError
 from mailfathom.cli import run as cli_run
 from mailfathom.errors import ConfigurationError
@@ -31,8 +32,11 @@ CHILD = TESTS / "sqlite_fault_child.py"
 class Child:
     """``sqlite_fault_child.py`` on a database file: one enqueue per :meth:`enqueue`."""
 
-    def __init__(self, command: list[str], **popen: object) -> None:
-        environ = {**os.environ, "PYTHONPATH": str(TESTS)}
+    def __init__(self, command: list[str], *, code: Path = TESTS, **popen: object) -> None:
+        """``code``: where the child imports ``mailfathom`` and this module from first
+        (the code under test, which may not be the installed one)."""
+        path = [str(code), str(TESTS), os.environ.get("PYTHONPATH", "")]
+        environ = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -71,6 +75,18 @@ def shared_folder() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _code_in(folder: Path) -> Path:
+    """A copy of the code under test (the ``mailfathom`` package imported here, and the
+    child's script) in ``folder``, where another user can read it."""
+    code = folder / "code"
+    package = Path(mailfathom.__file__).parent
+    shutil.copytree(package, code / "mailfathom", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(CHILD, code / CHILD.name)
+    for path in [code, *code.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return code
+
+
 def _as_nobody(folder: Path) -> list[str]:
     """The command prefix that runs a process as ``nobody`` when we are root (who
     ignores permissions), after giving ``folder`` to that user; else nothing."""
@@ -78,7 +94,7 @@ def _as_nobody(folder: Path) -> list[str]:
         return []
     if shutil.which("setpriv") is None:
         pytest.skip("running as root without setpriv: cannot run a process as another user")
-    for path in [folder, *folder.iterdir()]:
+    for path in [folder, *folder.glob("*.db*")]:
         os.chown(path, 65534, 65534)
     return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
@@ -93,9 +109,11 @@ def test_a_connection_opened_read_only_recovers_once_permissions_are_back(
     path = shared_folder / "app.db"
     with MailFathom(f"sqlite:///{path}") as mf:
         mf.migrate()
+    code = _code_in(shared_folder)
     prefix = _as_nobody(shared_folder)
     path.chmod(0o444)
-    child = Child([*prefix, sys.executable, str(CHILD), str(path)], cwd=shared_folder)
+    script = str(code / CHILD.name)
+    child = Child([*prefix, sys.executable, script, str(path)], code=code, cwd=shared_folder)
     try:
         refused = child.enqueue()
         assert refused.startswith("fail") and "read-only" in refused, refused
