@@ -43,7 +43,7 @@ class Settings:
     #: it fails with "database is locked". Longer rides out longer writers (a ``VACUUM``,
     #: a big ``enqueue_many``) at the price of callers that hang that long; 0 fails at once.
     sqlite_busy_timeout: float = 30.0
-    #: The most seconds an enqueue (``enqueue``, ``enqueue_many``, and what records mail)
+    #: The most seconds an enqueue (``enqueue``, ``enqueue_many``, ``mailfathom enqueue``)
     #: waits for locks before it fails with :class:`StoreError` and writes nothing:
     #: PostgreSQL's ``lock_timeout`` and ``statement_timeout`` for that transaction,
     #: SQLite's busy timeout for it. None: as long as a lock is held (PostgreSQL) or
