@@ -50,6 +50,20 @@ PROBE_TIMEOUT = 5
 _TICK = 1.0  # seconds between the watch's looks
 
 
+class _StartGuard:
+    """Serialises starting watch threads; made anew in a forked child, where a lock some
+    other thread of the parent held at the fork would never open."""
+
+    lock = threading.Lock()
+
+    @classmethod
+    def forget(cls) -> None:
+        cls.lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_StartGuard.forget)
+
+
 def _fields(action: str, **values: Any) -> dict[str, Any]:
     """A log call's ``extra`` (as ``observability.logs.log_fields`` makes it; the store
     layer imports nothing above it)."""
@@ -97,14 +111,15 @@ class StallWatch:
 
     def close(self) -> None:
         """Stop the watch thread (the next use starts another)."""
-        with self._lock:
+        with _StartGuard.lock:
             self._stop.set()
             self._pid = 0
 
     def _start(self) -> None:
-        with self._lock:
+        with _StartGuard.lock:
             if self._pid == os.getpid():
                 return
+            self._lock = threading.Lock()  # the parent's may have been held at a fork
             self._busy, self._reported = {}, set()  # a forked child's copy is not its own
             self._stop = threading.Event()
             self._thread = threading.Thread(
