@@ -258,7 +258,8 @@ class SQLiteDatabase:
             with self.transaction() as cursor:
                 yield cursor
         finally:
-            with _WRITERS.of(self.path):
+            # (a connection closed after an I/O error has nothing left to put back)
+            with _WRITERS.of(self.path), contextlib.suppress(sqlite3.Error):
                 conn.execute("PRAGMA foreign_keys = ON")
                 conn.execute("PRAGMA synchronous = FULL")
 
