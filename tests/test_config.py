@@ -117,6 +117,8 @@ SETTINGS_REFUSED = [
     ("retention_delete_keyless", "yes", "retention_delete_keyless must be true or false"),
     ("prune_interval", -1, "prune_interval must be a number of seconds"),
     ("prune_batch", 0, "prune_batch must be an integer from 1 to 100000"),
+    ("sqlite_busy_timeout", -1, "sqlite_busy_timeout must be a number of seconds from 0"),
+    ("enqueue_timeout", 0, "enqueue_timeout must be a positive number of seconds"),
     ("domain_limits", {"gmail.com": {"connections": 0}}, r"domain_limits\['gmail.com'\]"),
 ]
 

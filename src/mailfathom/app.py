@@ -80,7 +80,12 @@ class MailFathom:
         self.settings = settings
         self.clock: Clock = check_clock(clock) if clock is not None else SystemClock()
         skew = check_clock_skew(settings.clock_skew)
-        self.store = open_store(settings.database_url, clock_skew=skew)
+        self.store = open_store(
+            settings.database_url,
+            clock_skew=skew,
+            sqlite_busy_timeout=settings.sqlite_busy_timeout,
+            enqueue_timeout=settings.enqueue_timeout,
+        )
         self.registry = Registry()
         self.queue = JobQueue(
             self.store,

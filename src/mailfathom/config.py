@@ -40,6 +40,17 @@ class Settings:
 
     #: Where the queue lives: ``sqlite:///path.db`` (one machine) or ``postgresql://…``.
     database_url: str = DEFAULT_DATABASE_URL
+    #: How long (seconds) an SQLite write waits for another process's write lock before
+    #: it fails with "database is locked". Longer rides out longer writers (a ``VACUUM``,
+    #: a big ``enqueue_many``) at the price of callers that hang that long; 0 fails at once.
+    sqlite_busy_timeout: float = 30.0
+    #: The most seconds an enqueue (``enqueue``, ``enqueue_many``, ``mailfathom enqueue``)
+    #: waits for locks before it fails with :class:`StoreError` and writes nothing:
+    #: PostgreSQL's ``lock_timeout`` and ``statement_timeout`` for that transaction,
+    #: SQLite's busy timeout for it. None: as long as a lock is held (PostgreSQL) or
+    #: ``sqlite_busy_timeout``. Not applied inside a caller's transaction (``connection=``),
+    #: whose own settings govern.
+    enqueue_timeout: float | None = None
     #: Where mail goes: ``smtp://user:pass@host:587`` or ``smtps://…``. None: recording
     #: works, delivery fails transiently with "no SMTP server configured".
     smtp_url: str | None = None
@@ -204,6 +215,7 @@ class Settings:
                 raise ConfigurationError(
                     f"{name} must be a positive number of seconds, not {value!r}"
                 )
+        self._validate_timeouts()
         if self.lease < 1:
             raise ConfigurationError(f"lease must be at least 1 second, not {self.lease!r}")
         check_clock_skew(self.clock_skew)
@@ -240,6 +252,32 @@ class Settings:
                 text = redact(repr(value))
             shown.append(f"{setting.name}={text}")
         return f"Settings({', '.join(shown)})"
+
+    def _validate_timeouts(self) -> None:
+        """``sqlite_busy_timeout`` is a number of seconds, 0 or more; ``enqueue_timeout``
+        a positive one, or None."""
+        busy = self.sqlite_busy_timeout
+        if (
+            isinstance(busy, bool)
+            or not isinstance(busy, (int, float))
+            or not math.isfinite(busy)
+            or not 0 <= busy <= 86_400
+        ):
+            raise ConfigurationError(
+                f"sqlite_busy_timeout must be a number of seconds from 0 to 86400 "
+                f"(MAILFATHOM_SQLITE_BUSY_TIMEOUT), not {busy!r}"
+            )
+        limit = self.enqueue_timeout
+        if limit is not None and (
+            isinstance(limit, bool)
+            or not isinstance(limit, (int, float))
+            or not math.isfinite(limit)
+            or not 0 < limit <= 86_400
+        ):
+            raise ConfigurationError(
+                f"enqueue_timeout must be a positive number of seconds up to 86400, or unset "
+                f"(MAILFATHOM_ENQUEUE_TIMEOUT), not {limit!r}"
+            )
 
     def validated(self) -> Settings:
         """This object: every value was checked when it was made."""
@@ -333,7 +371,7 @@ def _coerce(name: str, raw: str) -> Any:
     try:
         if kind == "int":
             return int(raw)
-        if kind == "float":
+        if kind in ("float", "float | None"):
             return float(raw)
     except ValueError as exc:
         raise ConfigurationError(

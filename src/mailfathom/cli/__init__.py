@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from mailfathom.cli.backup_command import backup
 from mailfathom.cli.common import open_app, reports_errors
 from mailfathom.cli.dev_command import dev
 from mailfathom.cli.health_command import health
@@ -53,6 +54,7 @@ def migrate(ctx: click.Context) -> None:
     )
 
 
+cli.add_command(backup)
 cli.add_command(enqueue)
 cli.add_command(jobs)
 cli.add_command(limits)

@@ -17,10 +17,17 @@ from mailfathom.store.sql_store import SqlStore
 __all__ = ["Store", "open_store", "redact_url"]
 
 
-def open_store(url: str, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> SqlStore:
+def open_store(
+    url: str,
+    *,
+    clock_skew: timedelta = DEFAULT_CLOCK_SKEW,
+    sqlite_busy_timeout: float = 30.0,
+    enqueue_timeout: float | None = None,
+) -> SqlStore:
     """The store for ``url``; a URL of any other scheme is refused with the ones we take.
 
-    ``clock_skew`` is how long after its end a lease still counts as live."""
+    ``clock_skew`` is how long after its end a lease still counts as live;
+    ``sqlite_busy_timeout`` and ``enqueue_timeout`` are the settings of those names."""
     scheme = urlsplit(url).scheme if "://" in url else ""
     if scheme == "sqlite":
         from mailfathom.store.sqlite import SQLiteDatabase
@@ -31,11 +38,14 @@ def open_store(url: str, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> SqlSt
                 f"database_url {redact_url(url)!r} has no file path: write "
                 "sqlite:///relative/path.db or sqlite:////absolute/path.db"
             )
-        return SqlStore(SQLiteDatabase(path), clock_skew=clock_skew)
+        database = SQLiteDatabase(path, busy_timeout=sqlite_busy_timeout)
+        return SqlStore(database, clock_skew=clock_skew, enqueue_timeout=enqueue_timeout)
     if scheme in ("postgresql", "postgres"):
         from mailfathom.store.postgres import PostgresDatabase
 
-        return SqlStore(PostgresDatabase(url), clock_skew=clock_skew)
+        return SqlStore(
+            PostgresDatabase(url), clock_skew=clock_skew, enqueue_timeout=enqueue_timeout
+        )
     raise ConfigurationError(
         f"database_url {redact_url(url)!r} is not supported: use sqlite:///path/to.db "
         "or postgresql://user@host/dbname"

@@ -50,11 +50,15 @@ class Database(Protocol):
     dialect: str
     queries: Mapping[str, str]
 
-    def transaction(self, connection: object | None = None) -> AbstractContextManager[Cursor]:
+    def transaction(
+        self, connection: object | None = None, *, timeout: float | None = None
+    ) -> AbstractContextManager[Cursor]:
         """A write transaction, committed on success and rolled back on error.
 
         With ``connection`` (the application's own), statements run inside the
-        caller's transaction and nothing is committed on its behalf.
+        caller's transaction and nothing is committed on its behalf. ``timeout``: the
+        most seconds it waits for locks before :class:`StoreError` (not applied to a
+        caller's transaction).
         """
         ...
 
@@ -69,6 +73,12 @@ class Database(Protocol):
 
     def apply_migrations(self, migrations: Sequence[tuple[int, str, str]]) -> list[str]:
         """Apply ``(version, name, sql)`` migrations not yet recorded, under a lock."""
+        ...
+
+    def backup(self, target: str) -> None:
+        """Copy the database to the new file ``target``, consistent as of one moment
+        (SQLite); a dialect whose own tools do it raises :class:`ConfigurationError`
+        naming them."""
         ...
 
     def close(self) -> None:

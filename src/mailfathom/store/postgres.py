@@ -10,7 +10,9 @@ session) is noticed before use, without a round trip, and replaced; while the
 server is down every call raises :class:`StoreError` after at most
 ``pool_timeout`` seconds (the URL's ``connect_timeout``, else 10 s), and once it
 is back the pool reconnects on its own. The ``LISTEN`` connection reconnects on
-the next :meth:`PostgresDatabase.wait_for_jobs` after a failure.
+the next :meth:`PostgresDatabase.wait_for_jobs` after a failure. A network path that
+goes silent is noticed by TCP keepalives and ``tcp_user_timeout``, and a call stalled
+on it by a client-side deadline (:mod:`mailfathom.store.pg_network`).
 """
 
 from __future__ import annotations
@@ -35,15 +37,13 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
 from mailfathom.store.callers import driver_connection
 from mailfathom.store.database import Cursor
+from mailfathom.store.pg_network import PROBE_TIMEOUT, StallWatch, tcp_defaults
 from mailfathom.store.queries import load_queries
 
 __all__ = ["PostgresDatabase"]
 
 NOTIFY_CHANNEL = "mailfathom_jobs"
 _DEFAULT_POOL_TIMEOUT = 10.0
-# Keep the idle LISTEN connection's TCP session checked, so a vanished server or a
-# dropped network path is noticed within about a minute even when nothing is sent.
-_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10}
 
 Conn = psycopg.Connection[Any]
 
@@ -68,6 +68,9 @@ class PostgresDatabase:
         self._listen_lock = threading.Lock()
         self._schema: str | None = None
         self._identity: tuple[str, str] | None = None  # current_database(), current_schema()
+        self._tcp = tcp_defaults(url)  # keepalives and tcp_user_timeout the URL leaves unset
+        #: The client-side deadline on calls stalled on a silent network (pg_network.py).
+        self.stall_watch = StallWatch(self._probe)
 
     # -- connections -------------------------------------------------------------------
 
@@ -85,7 +88,7 @@ class PostgresDatabase:
                     self.url,
                     min_size=1,
                     max_size=self._max,
-                    kwargs={"autocommit": True, "row_factory": dict_row},
+                    kwargs={"autocommit": True, "row_factory": dict_row, **self._tcp},
                     configure=self._configure,
                     open=True,
                     name="mailfathom",
@@ -120,9 +123,20 @@ class PostgresDatabase:
         except PoolTimeout as exc:
             raise self._unavailable(exc) from exc
         try:
-            yield conn
+            with self.stall_watch.using(conn):
+                yield conn
         finally:
             pool.putconn(conn)
+
+    def _probe(self) -> None:
+        """Connect afresh and run ``SELECT 1``; raises when the server cannot be reached
+        (a server that answers that it has no connection slot left is reachable)."""
+        try:
+            with psycopg.connect(self.url, connect_timeout=PROBE_TIMEOUT, **self._tcp) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error as exc:
+            if not _no_slots(exc):
+                raise
 
     def _unavailable(self, exc: PoolTimeout) -> StoreError:
         """Why no pooled connection came within ``pool_timeout``: the server, or the pool."""
@@ -130,6 +144,8 @@ class PostgresDatabase:
             with psycopg.connect(self.url, connect_timeout=2):
                 pass
         except psycopg.Error as down:
+            if _no_slots(down):
+                return _slots_error(down)
             return StoreError(
                 f"PostgreSQL is unreachable ({_first_line(down)}): no connection for "
                 f"{self.pool_timeout:g} s; check that the server runs and the URL is right — "
@@ -145,6 +161,7 @@ class PostgresDatabase:
         with self._lock:
             pool, self._pool = self._pool, None
             listener, self._listener = self._listener, None
+        self.stall_watch.close()
         if listener is not None and self._listener_pid == os.getpid():
             listener.close()
         if pool is not None and self._pid == os.getpid():
@@ -153,8 +170,14 @@ class PostgresDatabase:
     # -- transactions ------------------------------------------------------------------
 
     @contextmanager
-    def transaction(self, connection: object | None = None) -> Iterator[Cursor]:
-        """One transaction on a pooled connection, or the caller's own transaction."""
+    def transaction(
+        self, connection: object | None = None, *, timeout: float | None = None
+    ) -> Iterator[Cursor]:
+        """One transaction on a pooled connection, or the caller's own transaction.
+
+        ``timeout``: its ``lock_timeout`` and ``statement_timeout`` (``SET LOCAL``, one
+        round trip), so no statement in it waits longer; not applied to a caller's
+        transaction, whose settings are its own."""
         if connection is not None:
             caller = self._callers_connection(driver_connection(connection))
             try:
@@ -168,6 +191,13 @@ class PostgresDatabase:
             return
         try:
             with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+                if timeout is not None:
+                    limit = f"{max(1, round(timeout * 1000))}ms"
+                    cur.execute(
+                        "SELECT set_config('lock_timeout', %(t)s, true), "
+                        "set_config('statement_timeout', %(t)s, true)",
+                        {"t": limit},
+                    )
                 yield _WrappedCursor(cur)
         except psycopg.Error as exc:
             raise _store_error(exc) from exc
@@ -212,6 +242,16 @@ class PostgresDatabase:
             )
         return connection
 
+    def backup(self, target: str) -> None:
+        """PostgreSQL is backed up with its own tools: a clear error saying which."""
+        raise ConfigurationError(
+            "mailfathom backup copies SQLite files; back up PostgreSQL with its own tools: "
+            'pg_dump --format=custom --file=mailfathom.dump "$MAILFATHOM_DATABASE_URL" '
+            "(add --schema=<schema> when mailfathom has a schema of its own; restore with "
+            "pg_restore), or the server's continuous archiving (docs/operations.md, "
+            '"Backup and restore")'
+        )
+
     # -- wake-ups ----------------------------------------------------------------------
 
     def wait_for_jobs(self, timeout: float) -> bool:
@@ -249,7 +289,7 @@ class PostgresDatabase:
             self._listen_lock.release()
 
     def _listen(self) -> Conn:
-        conn = psycopg.connect(self.url, autocommit=True, **_KEEPALIVES)  # type: ignore[arg-type]
+        conn = psycopg.connect(self.url, autocommit=True, **self._tcp)
         try:
             conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
             row = conn.execute("SELECT current_schema()").fetchone()
@@ -473,6 +513,15 @@ def _store_error(exc: psycopg.Error) -> StoreError:
             "the database schema changed under a prepared statement (a migration ran while "
             "this process was connected): nothing was written; retry, it is prepared afresh"
         )
+    if _no_slots(exc):
+        return _slots_error(exc)
+    if state in ("55P03", "57014"):  # lock_not_available, query_canceled
+        return StoreError(
+            f"PostgreSQL cancelled the statement ({_first_line(exc)}): a lock or statement "
+            "timeout (enqueue_timeout) ran out while another transaction held a lock, or "
+            "an administrator cancelled it; nothing was written: retry, and look in "
+            "pg_stat_activity for long transactions"
+        )
     if state.startswith("40"):  # serialization failure, deadlock: the transaction was undone
         return StoreError(
             f"PostgreSQL rolled the transaction back ({_first_line(exc)}): nothing was written; "
@@ -493,3 +542,27 @@ def _store_error(exc: psycopg.Error) -> StoreError:
 
 # admin_shutdown, crash_shutdown, cannot_connect_now
 _SHUTTING_DOWN = frozenset({"57P01", "57P02", "57P03"})
+
+
+def _no_slots(exc: psycopg.Error) -> bool:
+    """The server turned the connection away for want of connection slots (53300): "too
+    many clients already", "remaining connection slots are reserved", or a role's or
+    database's connection limit."""
+    text = str(exc)
+    return exc.sqlstate == "53300" or (
+        isinstance(exc, psycopg.OperationalError)
+        and any(
+            words in text
+            for words in ("too many clients", "remaining connection slots", "too many connections")
+        )
+    )
+
+
+def _slots_error(exc: psycopg.Error) -> StoreError:
+    return StoreError(
+        f"PostgreSQL refused the connection: it has no connection slot left "
+        f"({_first_line(exc)}). The server runs, but its connections (max_connections, or "
+        "the role's or database's CONNECTION LIMIT) are all taken: use fewer worker "
+        "processes or a smaller concurrency, close idle clients, put a pooler such as "
+        "PgBouncer in front, or raise the limit; the pool reconnects once a slot is free"
+    )

@@ -7,7 +7,7 @@ queries. Only connection handling and value conversion differ per database.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -49,8 +49,16 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
     :class:`JobClaims`, the worker registry and schedules from :class:`WorkerStore`,
     paused queues from :class:`ControlStore`)."""
 
-    def __init__(self, database: Database, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        clock_skew: timedelta = DEFAULT_CLOCK_SKEW,
+        enqueue_timeout: float | None = None,
+    ) -> None:
         self.db = database
+        #: The most seconds an enqueue waits for locks (None: as long as they are held).
+        self.enqueue_timeout = enqueue_timeout
         self.dialect = database.dialect
         #: PostgreSQL runs writers side by side; SQLite has one writer at a time.
         self.parallel_writes = database.dialect == "postgresql"
@@ -75,6 +83,11 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
     def close(self) -> None:
         """Release every connection."""
         self.db.close()
+
+    def backup(self, target: str) -> None:
+        """Copy the database to the new file ``target`` (SQLite; PostgreSQL refuses and
+        points at ``pg_dump``)."""
+        self.db.backup(target)
 
     def wait_for_jobs(self, timeout: float) -> bool:
         """Block until jobs may have arrived, or ``timeout`` seconds pass."""
@@ -138,7 +151,8 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
         limits = batch.limit_keys
         if limits is not None and all(key is None for key in limits):
             limits = None
-        if connection is None and limits is None:
+        timeout = self.enqueue_timeout if connection is None else None
+        if connection is None and limits is None and timeout is None:
             if len(payloads) == 1:
                 return [self._enqueue_one(batch.job(0), stamp)]
             if batch.idempotency_keys is None and "insert_keyless_jobs" in self._q:
@@ -146,11 +160,11 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
                 # instead of three with BEGIN and COMMIT, and nothing else to read.
                 with self.db.single_write() as cur:
                     return self._insert_batch(cur, batch, stamp)  # type: ignore[return-value]
-        with self.db.transaction(connection) as cur:
+        with self.db.transaction(connection, timeout=timeout) as cur:
             if "insert_jobs" in self._q:  # ids only: the rows are the batch's values
                 ids = self._insert_batch(cur, batch, stamp)
             else:
-                ids = [row["id"] if row else None for row in self._insert_each(cur, batch, stamp)]
+                ids = list(self._insert_each(cur, batch, stamp))
             if limits is not None:
                 self.flow.set_keys(
                     cur,
@@ -185,9 +199,8 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
         """One job on its own: a single INSERT that commits itself (the common case, and
         the one whose cost is round trips). Only a taken key costs a second statement."""
         with self.db.single_write() as cur:
-            (row,) = self._insert_each(cur, [job], now)
-            if row is not None:
-                job_id: int = row["id"]
+            (job_id,) = self._insert_each(cur, [job], now)
+            if job_id is not None:
                 return job_id
             cur.execute(self._q["job_by_key"], {"idempotency_key": job.idempotency_key})
             existing = cur.fetchone()
@@ -197,11 +210,32 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
             )
         return self._job(existing)
 
-    def _insert_each(self, cur: Cursor, jobs: NewJobs | Sequence[NewJob], now: Any) -> list[Any]:
-        """One ``insert_job`` per job; each its row, or None where the key already existed."""
-        insert = self._q["insert_job"]
-        inserted = []
-        for job in jobs.jobs() if isinstance(jobs, NewJobs) else jobs:
+    def _insert_each(
+        self, cur: Cursor, jobs: NewJobs | Sequence[NewJob], now: Any
+    ) -> Iterator[int | None]:
+        """One ``insert_job_id`` per job, streamed: each new job's id, or None where its
+        key already existed. Only the id is read back, and no job or row is kept, so a
+        batch costs a few bytes per job here however large it is."""
+        insert = self._q["insert_job_id"]
+        if isinstance(jobs, NewJobs):  # what the batch shares is converted once
+            params = {
+                "kind": jobs.kind,
+                "queue": jobs.queue,
+                "priority": jobs.priority,
+                "available_at": self.db.time_param(jobs.available_at),
+                "max_attempts": jobs.max_attempts,
+                "now": now,
+                "trace_context": jobs.trace_context,
+            }
+            keys = jobs.idempotency_keys
+            for index, payload in enumerate(jobs.payloads):
+                params["payload"] = payload
+                params["idempotency_key"] = None if keys is None else keys[index]
+                cur.execute(insert, params)
+                row = cur.fetchone()
+                yield None if row is None else row["id"]
+            return
+        for job in jobs:
             cur.execute(
                 insert,
                 {
@@ -216,8 +250,8 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
                     "trace_context": job.trace_context,
                 },
             )
-            inserted.append(cur.fetchone())
-        return inserted
+            row = cur.fetchone()
+            yield None if row is None else row["id"]
 
     def _insert_batch(self, cur: Cursor, batch: NewJobs, now: Any) -> list[int | None]:
         """One statement for the whole batch: each new job's id, None where its key

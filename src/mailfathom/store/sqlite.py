@@ -3,6 +3,12 @@
 Internal. Each thread (and each process after a fork) gets its own connection
 in autocommit mode, so transactions are exactly the ones written here. Times are
 ISO-8601 UTC text with microseconds, which sorts as it compares.
+
+A connection that failed with a read-only, cannot-open or I/O error is closed and
+the next call opens a new one (a file that was read-only when a connection opened
+it stays read-only to that connection, whatever its permissions become). Before
+each commit the path is checked to still name the file first opened
+(:class:`~mailfathom.store.sqlite_file.FileIdentity`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,13 @@ from mailfathom.store.callers import driver_connection
 from mailfathom.store.database import Cursor
 from mailfathom.store.migrate import split_statements
 from mailfathom.store.queries import load_queries
+from mailfathom.store.sqlite_file import (
+    FileIdentity,
+    backup,
+    create_private,
+    io_error_hint,
+    needs_reopen,
+)
 
 __all__ = ["SQLiteDatabase"]
 
@@ -64,6 +77,8 @@ class SQLiteDatabase:
     dialect = "sqlite"
 
     def __init__(self, path: str, *, busy_timeout: float = 30.0) -> None:
+        """``busy_timeout``: seconds a write waits for another process's write lock
+        (setting ``sqlite_busy_timeout``)."""
         if path in ("", ":memory:") or path.startswith("file::memory:"):
             raise ConfigurationError(
                 "an in-memory SQLite database cannot be shared by workers: "
@@ -78,6 +93,7 @@ class SQLiteDatabase:
             )
         self.queries: Mapping[str, str] = load_queries("sqlite")
         self._busy_ms = int(busy_timeout * 1000)
+        self._file = FileIdentity(self.path)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
@@ -88,7 +104,8 @@ class SQLiteDatabase:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None and self._local.pid == os.getpid():
             return conn
-        _create_private(self.path)  # when first opened: a store never used makes no file
+        create_private(self.path)  # when first opened: a store never used makes no file
+        conn = None
         try:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, cached_statements=256
@@ -98,15 +115,37 @@ class SQLiteDatabase:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.Error as exc:
+            self._file.opened()
+        except (sqlite3.Error, StoreError) as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, StoreError):
+                raise
             raise StoreError(
-                f"cannot open SQLite database {self.path!r}: {exc}; check the path and permissions"
+                f"cannot open SQLite database {self.path!r}: {exc}; check the path and "
+                "permissions (of the file, its -wal and -shm, and its folder)"
             ) from exc
         self._local.conn = conn
         self._local.pid = os.getpid()
         with self._all_lock:
             self._all.append(conn)
         return conn
+
+    def _failed(self, exc: sqlite3.Error) -> StoreError:
+        """``exc`` as a StoreError; first, when it may have broken this thread's connection
+        for good, that connection is closed so that the next call opens a new one."""
+        if needs_reopen(exc):
+            for name in ("conn", "watcher"):
+                conn = getattr(self._local, name, None)
+                if conn is None:
+                    continue
+                setattr(self._local, name, None)
+                with self._all_lock:
+                    if conn in self._all:
+                        self._all.remove(conn)
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+        return _store_error(exc, self.path)
 
     def close(self) -> None:
         """Close every connection this process opened."""
@@ -122,9 +161,15 @@ class SQLiteDatabase:
     def wait_for_jobs(self, timeout: float) -> bool:
         """Poll ``PRAGMA data_version`` (a shared-memory read) until another connection
         commits or ``timeout`` passes: near-immediate wake-ups at almost no idle cost."""
+        try:
+            return self._wait_for_jobs(timeout)
+        except sqlite3.Error as exc:
+            raise self._failed(exc) from exc
+
+    def _wait_for_jobs(self, timeout: float) -> bool:
         watcher: sqlite3.Connection | None = getattr(self._local, "watcher", None)
         if watcher is None or self._local.watcher_pid != os.getpid():
-            _create_private(self.path)
+            create_private(self.path)
             watcher = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._local.watcher = watcher
             self._local.watcher_pid = os.getpid()
@@ -145,28 +190,50 @@ class SQLiteDatabase:
     # -- transactions ------------------------------------------------------------------
 
     @contextmanager
-    def transaction(self, connection: object | None = None) -> Iterator[Cursor]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``, or the caller's own transaction."""
+    def transaction(
+        self, connection: object | None = None, *, timeout: float | None = None
+    ) -> Iterator[Cursor]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``, or the caller's own transaction.
+
+        ``timeout``: wait at most that many seconds for the write lock (this process's
+        other threads', then other processes'), instead of the busy timeout; then
+        :class:`StoreError`, nothing written. Not applied to a caller's transaction."""
         if connection is not None:
             with self._callers_savepoint(driver_connection(connection)) as cursor:
                 yield cursor
             return
         conn = self._connection()
-        with _WRITERS.of(self.path):
+        writer = _WRITERS.of(self.path)
+        if not writer.acquire(timeout=-1 if timeout is None else timeout):
+            raise StoreError(
+                f"SQLite database is locked: another thread of this process held the write "
+                f"lock for more than {timeout:g} s (enqueue_timeout); nothing was written, retry"
+            )
+        try:
+            if timeout is not None:
+                conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise _store_error(exc) from exc
+                raise self._failed(exc) from exc
+            finally:
+                if timeout is not None:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             try:
                 cursor = conn.cursor()
                 yield cursor
+                self._file.check()
                 conn.execute("COMMIT")
             except BaseException as exc:
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise _store_error(exc) from exc
+                    raise self._failed(exc) from exc
                 raise
+        finally:
+            writer.release()
 
     @contextmanager
     def pruning(self, *, repack: bool) -> Iterator[Cursor]:
@@ -184,13 +251,15 @@ class SQLiteDatabase:
                 if repack:
                     conn.execute("PRAGMA foreign_keys = OFF")
             except sqlite3.Error as exc:
-                conn.execute("PRAGMA synchronous = FULL")
-                raise _store_error(exc) from exc
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA synchronous = FULL")
+                raise self._failed(exc) from exc
         try:
             with self.transaction() as cursor:
                 yield cursor
         finally:
-            with _WRITERS.of(self.path):
+            # (a connection closed after an I/O error has nothing left to put back)
+            with _WRITERS.of(self.path), contextlib.suppress(sqlite3.Error):
                 conn.execute("PRAGMA foreign_keys = ON")
                 conn.execute("PRAGMA synchronous = FULL")
 
@@ -200,11 +269,12 @@ class SQLiteDatabase:
         finishes its last statement, which commits it, before the lock is let go."""
         with _WRITERS.of(self.path):
             cursor = self._connection().cursor()
+            self._file.check()
             try:
                 yield cursor
                 cursor.close()
             except sqlite3.Error as exc:
-                raise _store_error(exc) from exc
+                raise self._failed(exc) from exc
 
     @contextmanager
     def reading(self) -> Iterator[Cursor]:
@@ -212,7 +282,12 @@ class SQLiteDatabase:
         try:
             yield self._connection().cursor()
         except sqlite3.Error as exc:
-            raise _store_error(exc) from exc
+            raise self._failed(exc) from exc
+
+    def backup(self, target: str) -> None:
+        """Copy the database to the new file ``target``, consistent as of one moment,
+        while other connections go on writing (SQLite's online backup API)."""
+        backup(self._connection(), self.path, target)
 
     @contextmanager
     def _callers_savepoint(self, connection: object) -> Iterator[Cursor]:
@@ -229,7 +304,7 @@ class SQLiteDatabase:
                 connection.execute(f"BEGIN {connection.isolation_level}")
             connection.execute("SAVEPOINT mf_write")
         except sqlite3.Error as exc:
-            raise _store_error(exc) from exc
+            raise _store_error(exc, self.path) from exc
         try:
             yield cursor
         except BaseException:
@@ -241,7 +316,7 @@ class SQLiteDatabase:
         try:
             connection.execute("RELEASE mf_write")
         except sqlite3.Error as exc:
-            raise _store_error(exc) from exc
+            raise _store_error(exc, self.path) from exc
 
     def _callers_cursor(self, connection: object) -> Cursor:
         if not isinstance(connection, sqlite3.Connection):
@@ -294,7 +369,7 @@ class SQLiteDatabase:
         can only change on an empty file, or with a VACUUM that rewrites it), so pruning
         can give freed pages back (:meth:`reclaim_space`). On a connection of its own:
         VACUUM refuses to run beside a statement still open on the same connection."""
-        _create_private(self.path)  # before sqlite3 makes the file with the umask's mode
+        create_private(self.path)  # before sqlite3 makes the file with the umask's mode
         with _WRITERS.of(self.path), contextlib.closing(sqlite3.connect(self.path)) as conn:
             conn.isolation_level = None
             try:
@@ -325,7 +400,7 @@ class SQLiteDatabase:
                     # readers allow (PASSIVE waits for nobody)
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             except sqlite3.Error as exc:
-                raise _store_error(exc) from exc
+                raise self._failed(exc) from exc
         return free
 
     def vacuum(self) -> None:
@@ -338,7 +413,7 @@ class SQLiteDatabase:
                 conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 conn.execute("VACUUM")
             except sqlite3.Error as exc:
-                raise _store_error(exc) from exc
+                raise self._failed(exc) from exc
 
     # -- values ------------------------------------------------------------------------
 
@@ -385,32 +460,24 @@ class _WrappedCursor:
         return self._cursor.fetchall()
 
 
-def _create_private(path: str) -> None:
-    """Create the database file readable by its owner only (0600), if it does not exist.
-
-    It holds payloads, message bytes and the console's session key. SQLite gives the
-    ``-wal`` and ``-shm`` files the database file's permissions, so they are private too.
-    An existing file keeps the permissions it has.
-    """
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    except FileExistsError:
-        return
-    except OSError as exc:
-        raise ConfigurationError(
-            f"cannot create the SQLite database {path!r} ({exc.strerror}): check the folder's "
-            "permissions or choose another path"
-        ) from None
-    os.close(fd)
-
-
-def _store_error(exc: sqlite3.Error) -> StoreError:
+def _store_error(exc: sqlite3.Error, path: str | None = None) -> StoreError:
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
         return StoreError(
             f"SQLite database is locked ({exc}): another process held the write lock past the "
-            "busy timeout; retry, or move busy deployments to PostgreSQL"
+            "busy timeout (sqlite_busy_timeout; enqueue_timeout for an enqueue): nothing was "
+            "written; retry, or move busy deployments to PostgreSQL"
         )
     if isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc):
         return StoreError(f"SQLite schema is missing ({exc}): run `mailfathom migrate` first")
+    if getattr(exc, "sqlite_errorcode", 0) & 0xFF == 8:  # SQLITE_READONLY
+        where = f" {path!r}" if path else ""
+        return StoreError(
+            f"SQLite database{where} is read-only to this process ({exc}): check the "
+            "permissions and owner of the file, its -wal and -shm files and its folder; "
+            "nothing was written, and the next call opens the file again"
+        )
+    hint = io_error_hint(path) if path is not None and needs_reopen(exc) else None
+    if hint is not None:
+        return StoreError(f"SQLite failed: {exc}: {hint}")
     refused = isinstance(exc, sqlite3.IntegrityError | sqlite3.DataError)
     return StoreError(f"SQLite failed: {exc}", refused=refused)

@@ -10,6 +10,15 @@ VALUES (%(kind)s, %(queue)s, %(payload)s::json, %(priority)s, 'Pending', %(idemp
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING *;
 
+-- name: insert_job_id
+-- insert_job returning only the new id (enqueue reads nothing else back).
+INSERT INTO mf_jobs (kind, queue, payload, priority, state, idempotency_key, available_at,
+                     max_attempts, created_at, trace_context)
+VALUES (%(kind)s, %(queue)s, %(payload)s::json, %(priority)s, 'Pending', %(idempotency_key)s, %(available_at)s,
+        %(max_attempts)s, %(now)s, %(trace_context)s)
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING id;
+
 -- name: insert_keyless_jobs
 -- A batch with no idempotency keys, in one plain insert (nothing can conflict: no
 -- speculative insertion, one heap WAL record per row). The payloads come as one text,

@@ -10,6 +10,15 @@ VALUES (:kind, :queue, :payload, :priority, 'Pending', :idempotency_key, :availa
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING *;
 
+-- name: insert_job_id
+-- insert_job returning only the new id (enqueue reads nothing else back).
+INSERT INTO mf_jobs (kind, queue, payload, priority, state, idempotency_key, available_at,
+                     max_attempts, created_at, trace_context)
+VALUES (:kind, :queue, :payload, :priority, 'Pending', :idempotency_key, :available_at,
+        :max_attempts, :now, :trace_context)
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING id;
+
 -- name: job_by_key
 SELECT * FROM mf_jobs WHERE idempotency_key = :idempotency_key;
 
