@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.state import JobState
+from mailfathom.validate import check_text
 
 __all__ = ["DURATION_LONGEST", "HELD", "JobQuery", "format_duration", "parse_duration"]
 
@@ -90,7 +91,9 @@ class JobQuery:
 
         def given(name: str) -> str | None:
             value = values.get(name)
-            return value.strip() or None if isinstance(value, str) else None
+            if not isinstance(value, str):
+                return None
+            return check_text(f"the {name} filter", value).strip() or None
 
         state = given("state")
         if state is not None:
