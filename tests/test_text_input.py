@@ -40,7 +40,12 @@ CASES = [
     ("schedule-reason", "POST", "/api/schedules/reports/nightly/pause", {"reason": "{}"}),
     ("schedule-actor", "POST", "/api/schedules/reports/nightly/pause", {"actor": "{}"}),
     ("email-cancel-reason", "POST", "/api/outbox/{email}/cancel", {"reason": "{}"}),
-    ("email-resolve-reason", "POST", "/api/outbox/{email}/resolve", {"decision": "give_up", "reason": "{}"}),  # noqa: E501
+    (
+        "email-resolve-reason",
+        "POST",
+        "/api/outbox/{email}/resolve",
+        {"decision": "give_up", "reason": "{}"},
+    ),  # noqa: E501
     ("email-again-actor", "POST", "/api/outbox/{email}/record-again", {"actor": "{}"}),
 ]
 
@@ -84,16 +89,12 @@ def world(mf: MailFathom) -> tuple[Any, int, int]:
     return make_client(mf), job, email.id
 
 
-@pytest.mark.parametrize(("name", "method", "path", "body"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_text_that_cannot_be_stored_is_a_400_and_changes_nothing(
-    world: tuple[Any, int, int],
-    mf: MailFathom,
-    name: str,
-    method: str,
-    path: str,
-    body: dict[str, Any],
+    world: tuple[Any, int, int], mf: MailFathom, case: tuple[str, str, str, dict[str, Any]]
 ) -> None:
     client, job, email = world
+    name, method, path, body = case
     before = _state(mf)
     for text in BAD_TEXTS:
         content = json.dumps(_fill(body, text, job, email)).encode()  # ASCII: \ud800 escapes
@@ -113,15 +114,21 @@ PYTHON_API: list[tuple[str, Callable[[MailFathom, int, int, str], object]]] = [
     ("requeue-reason", lambda mf, job, email, t: mf.jobs.requeue(job, actor="ops", reason=t)),
     ("drop-actor", lambda mf, job, email, t: mf.jobs.drop(job, actor=t)),
     ("pause-queue-reason", lambda mf, job, email, t: mf.queues.pause("q", actor="o", reason=t)),
-    ("pause-schedule-reason", lambda mf, job, email, t: mf.schedules.pause(
-        "reports/nightly", actor="ops", reason=t
-    )),
+    (
+        "pause-schedule-reason",
+        lambda mf, job, email, t: mf.schedules.pause("reports/nightly", actor="ops", reason=t),
+    ),
     ("cancel-email-actor", lambda mf, job, email, t: mf.outbox.cancel(email, actor=t)),
     ("filter-text", lambda mf, job, email, t: JobQuery.parse({"text": t})),
-    ("record-key", lambda mf, job, email, t: mf.outbox.record(
-        b"Subject: x\r\n\r\nx", sender="a@example.com", recipients=["b@example.com"],
-        idempotency_key=t,
-    )),
+    (
+        "record-key",
+        lambda mf, job, email, t: mf.outbox.record(
+            b"Subject: x\r\n\r\nx",
+            sender="a@example.com",
+            recipients=["b@example.com"],
+            idempotency_key=t,
+        ),
+    ),
 ]
 
 
@@ -143,9 +150,7 @@ def test_good_text_with_real_characters_still_goes_through(
 ) -> None:
     client, job, _ = world
     reason = "relay fixed 😀 — ünïcode"
-    answer = client.post(
-        f"/api/jobs/{job}/requeue", json={"reason": reason, "actor": "bø"}
-    )
+    answer = client.post(f"/api/jobs/{job}/requeue", json={"reason": reason, "actor": "bø"})
     assert answer.status_code == 200, answer.text
     event = mf.jobs.audit(limit=1)[0]
     assert event.reason == reason and event.actor == "api:bø"
