@@ -45,7 +45,7 @@ CASES = [
         "POST",
         "/api/outbox/{email}/resolve",
         {"decision": "give_up", "reason": "{}"},
-    ),  # noqa: E501
+    ),
     ("email-again-actor", "POST", "/api/outbox/{email}/record-again", {"actor": "{}"}),
 ]
 

@@ -155,7 +155,9 @@ def test_the_server_limits_connections_keep_alive_and_heads(mf: MailFathom) -> N
     # requests in flight are limited by ActiveLimit; uvicorn's limit counts idle connections
     assert config.limit_concurrency is None and config.timeout_keep_alive == 5
     assert isinstance(config.app, ActiveLimit) and config.app.limit == 100
-    assert issubclass(config.http, HeadDeadlineProtocol) and config.http.head_seconds == 10
+    protocol = config.http
+    assert isinstance(protocol, type) and issubclass(protocol, HeadDeadlineProtocol)
+    assert protocol.head_seconds == 10
     assert config.h11_max_incomplete_event_size == 64 * 1024
     assert not config.proxy_headers and not config.server_header and not config.access_log
 
