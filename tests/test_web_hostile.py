@@ -22,6 +22,7 @@ from mailfathom import MailFathom
 from mailfathom.console import Console
 from mailfathom.devmail import Inbox
 from mailfathom.web.app import create_app
+from mailfathom.web.connections import ActiveLimit, HeadDeadlineProtocol
 from mailfathom.web.limits import server_config
 
 
@@ -151,7 +152,12 @@ def test_a_body_that_trickles_in_gets_408(served: int) -> None:
 
 def test_the_server_limits_connections_keep_alive_and_heads(mf: MailFathom) -> None:
     config = server_config(create_app(Console(mf)), host="127.0.0.1", port=8025)
-    assert config.limit_concurrency == 100 and config.timeout_keep_alive == 5
+    # requests in flight are limited by ActiveLimit; uvicorn's limit counts idle connections
+    assert config.limit_concurrency is None and config.timeout_keep_alive == 5
+    assert isinstance(config.app, ActiveLimit) and config.app.limit == 100
+    protocol = config.http
+    assert isinstance(protocol, type) and issubclass(protocol, HeadDeadlineProtocol)
+    assert protocol.head_seconds == 10
     assert config.h11_max_incomplete_event_size == 64 * 1024
     assert not config.proxy_headers and not config.server_header and not config.access_log
 

@@ -43,7 +43,9 @@ DEFAULT_EMAIL_RETENTION: Mapping[str, str | None] = dict.fromkeys(EMAIL_STAGES, 
 DEFAULT_AUDIT_RETENTION = "365d"
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*")
+#: Applied to the stripped text, at most :data:`_LONGEST` characters of it.
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
+_LONGEST = 64
 _NEVER = frozenset({"never", "none", "off", "forever"})
 
 
@@ -56,7 +58,11 @@ def parse_duration(setting: str, value: Any) -> timedelta | None:
         seconds = value.total_seconds()
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
-    elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
+    elif (
+        isinstance(value, str)
+        and len(value) <= _LONGEST
+        and (match := _DURATION.fullmatch(value.strip()))
+    ):
         seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
     else:
         raise ConfigurationError(

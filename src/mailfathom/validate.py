@@ -4,6 +4,12 @@ Internal. One place for the wording and the limits, so ``mf.jobs``, ``mf.queue``
 ``mf.schedules`` and ``mf.outbox`` refuse the same bad input with the same clear
 :class:`~mailfathom.errors.InvalidInput` before anything reaches the store
 (PostgreSQL refuses NUL characters in text; SQLite would store them).
+
+Every free text an operator or caller gives (actor, reason, idempotency key, filter text)
+passes :func:`check_text`: no NUL, and no lone surrogate (``"\\ud800"``, which JSON
+escapes and ``surrogateescape`` command-line arguments can carry but neither store can
+encode), so such text is a clear :class:`~mailfathom.errors.InvalidInput`, never a
+database error.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ __all__ = [
     "check_max_attempts",
     "check_priority",
     "check_seconds",
+    "check_text",
 ]
 
 #: The longest idempotency key accepted, in characters.
@@ -34,8 +41,27 @@ KEY_LONGEST = 512
 MAX_ATTEMPTS = 10_000
 
 
+def check_text(name: str, value: object) -> str:
+    """``value`` if it is text that can be stored: a string with no NUL character and no
+    lone surrogate (half of a UTF-16 pair, not a character); a clear error naming ``name``
+    otherwise."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be text, not {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidInput(f"{name} must not contain NUL (\\x00) characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"{name} holds a lone surrogate ({value[exc.start]!r} at position {exc.start}), "
+            "which is half of a UTF-16 pair, not a character: send whole characters "
+            '(in JSON, a pair such as "\\ud83d\\ude00", or the character itself)'
+        ) from None
+    return value
+
+
 def check_key(key: object) -> str | None:
-    """An idempotency key: ``None``, or 1-512 characters with no NUL."""
+    """An idempotency key: ``None``, or 1-512 characters of text (:func:`check_text`)."""
     if key is None:
         return None
     if not isinstance(key, str) or not key or len(key) > KEY_LONGEST:
@@ -43,9 +69,7 @@ def check_key(key: object) -> str | None:
             f"idempotency_key must be a non-empty string of at most {KEY_LONGEST} characters, "
             f"not {key!r}"
         )
-    if "\x00" in key:
-        raise InvalidInput("idempotency_key must not contain NUL (\\x00) characters")
-    return key
+    return check_text("idempotency_key", key)
 
 
 def check_id(value: object, what: str = "a job id") -> int:
@@ -63,13 +87,12 @@ def check_limit(limit: object, *, name: str = "limit", high: int = 10_000) -> in
 
 
 def check_actor(actor: object, reason: object) -> None:
-    """Who acts (non-blank text) and why (text or ``None``), neither holding NUL."""
+    """Who acts (non-blank text) and why (text or ``None``), both :func:`check_text`."""
     if not isinstance(actor, str) or not actor.strip():
         raise InvalidInput("actor must name who acts (for the audit trail), e.g. actor='ops'")
-    if reason is not None and not isinstance(reason, str):
-        raise InvalidInput("reason must be text")
-    if "\x00" in actor or (reason is not None and "\x00" in reason):
-        raise InvalidInput("actor and reason must not contain NUL (\\x00) characters")
+    check_text("actor", actor)
+    if reason is not None:
+        check_text("reason", reason)
 
 
 def check_seconds(name: str, value: object, *, positive: bool) -> None:

@@ -15,21 +15,34 @@ from datetime import datetime, timedelta
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.state import JobState
+from mailfathom.validate import check_text
 
-__all__ = ["HELD", "JobQuery", "format_duration", "parse_duration"]
+__all__ = ["DURATION_LONGEST", "HELD", "JobQuery", "format_duration", "parse_duration"]
 
 #: The pseudo-state for held jobs (Pending with no available instant) in state filters.
 HELD = "Held"
-_DURATION = re.compile(r"(\d+)\s*([smhdw])")
+_DURATION = re.compile(r"(\d+)([smhdw])")
+#: A whole duration: number-unit pairs, each ended by its unit letter (no backtracking).
+_DURATIONS = re.compile(r"(?:\d+[smhdw])+")
+#: The whole text a duration may take (spaces included), checked before any regex runs.
+DURATION_LONGEST = 40
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _FIELDS = ("state", "kind", "queue", "text", "older_than", "newer_than")
 _STATE_NAMES = ", ".join([*(s.value for s in JobState), HELD])
 
 
 def parse_duration(text: str, *, what: str = "age") -> timedelta:
-    """``"90s"``, ``"15m"``, ``"2h"``, ``"7d"``, ``"1w"`` or combinations (``"1h30m"``)."""
-    cleaned = text.strip().lower().replace(" ", "")
-    if not cleaned or _DURATION.sub("", cleaned) != "" or len(cleaned) > 40:
+    """``"90s"``, ``"15m"``, ``"2h"``, ``"7d"``, ``"1w"`` or combinations (``"1h30m"``).
+
+    The length is checked before any pattern is applied: a long text (thousands of digits
+    from a query string) is refused at once, whatever the pattern would cost on it."""
+    if len(text) > DURATION_LONGEST:
+        raise InvalidInput(
+            f"{what} {text[:20]!r}… is not a duration: it is {len(text)} characters long, "
+            f"and a duration takes at most {DURATION_LONGEST} (for example 30m, 2h or 1d12h)"
+        )
+    cleaned = "".join(text.lower().split())
+    if not cleaned or not _DURATIONS.fullmatch(cleaned):
         raise InvalidInput(
             f"{what} {text!r} is not a duration: write a number and a unit s, m, h, d or w, "
             "for example 30m, 2h or 1d12h"
@@ -78,7 +91,9 @@ class JobQuery:
 
         def given(name: str) -> str | None:
             value = values.get(name)
-            return value.strip() or None if isinstance(value, str) else None
+            if not isinstance(value, str):
+                return None
+            return check_text(f"the {name} filter", value).strip() or None
 
         state = given("state")
         if state is not None:

@@ -25,6 +25,7 @@ from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
 from mailfathom.jobs.pruner import describe_pass
 from mailfathom.jobs.state import JobState
 from mailfathom.store.retention_store import PrunerState
+from mailfathom.validate import check_actor
 
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
@@ -309,6 +310,7 @@ class Console(OutboxConsole, LimitsConsole):
         reason = _reason(reason)
         if not isinstance(actor, str) or not actor.strip():
             raise InvalidInput("actor must name who acts (for the audit trail); nothing changed")
+        check_actor(actor, reason)  # before the first job: refused text changes nothing
         if len(ids) > BULK_LIMIT:
             raise InvalidInput(f"at most {BULK_LIMIT} jobs at once; nothing changed")
         for job_id in ids:
@@ -401,6 +403,7 @@ class Console(OutboxConsole, LimitsConsole):
     ) -> BulkResult:
         if isinstance(names, str) or not names:
             raise InvalidInput("name the queues to act on (a list of queue names)")
+        check_actor(actor, reason)  # before the first queue: refused text changes nothing
         result = BulkResult(action)
         reason = _reason(reason)
         for name in dict.fromkeys(names):

@@ -67,7 +67,10 @@ _UNITS = {
     "d": timedelta(days=1),
     "day": timedelta(days=1),
 }
-_RATE = re.compile(r"\s*(\d+)\s*/\s*(\d*)\s*([a-z]+)\s*")
+#: Applied to the stripped text; no two quantifiers can take the same characters.
+_RATE = re.compile(r"(\d+)\s*/\s*(?:(\d+)\s*)?([a-z]+)")
+#: The longest rate text read (checked before the pattern runs).
+_RATE_LONGEST = 64
 _RATE_HELP = (
     'write a rate as "<starts>/<window>", e.g. "100/min", "20/s", "5/10s" or "1000/h" '
     "(units: ms, s, min, h, d)"
@@ -92,7 +95,7 @@ def parse_rate(value: object, *, name: str = "rate") -> Rate | None:
     if value is None or isinstance(value, Rate):
         rate = value
     elif isinstance(value, str):
-        match = _RATE.fullmatch(value.lower())
+        match = None if len(value) > _RATE_LONGEST else _RATE.fullmatch(value.strip().lower())
         unit = None if match is None else _unit(match.group(3))
         if match is None or unit is None:
             raise InvalidInput(f"{name} {value!r} is not a rate: {_RATE_HELP}")

@@ -3,7 +3,10 @@
 A small threaded HTTP server on a daemon thread: ``GET /metrics`` is the Prometheus
 text format of one registry, ``GET /healthz`` runs a health check and answers 200
 (healthy) or 503 with the report as JSON. It binds to loopback unless told
-otherwise: the numbers name your queues and kinds.
+otherwise: the numbers name your queues and kinds. Bound to loopback, it answers only
+requests whose ``Host`` is a loopback name, the rule of a console without a token
+(:func:`~mailfathom.web.security.loopback_host`): a page that rebinds its own name to
+127.0.0.1 gets a 421, not the numbers.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from mailfathom.errors import ConfigurationError
 from mailfathom.observability.health import Report
 from mailfathom.observability.logs import log_fields
+from mailfathom.web.security import is_loopback, loopback_host
 
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
@@ -43,7 +47,7 @@ class MetricsServer:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
-        handler = _handler(registry, health)
+        handler = _handler(registry, health, loopback_only=is_loopback(host))
         try:
             self._server = ThreadingHTTPServer((host, port), handler)
         except OSError as exc:
@@ -77,12 +81,19 @@ class MetricsServer:
 
 
 def _handler(
-    registry: CollectorRegistry, health: Callable[[], Report]
+    registry: CollectorRegistry, health: Callable[[], Report], *, loopback_only: bool
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
-            if path == "/metrics":
+            host = self.headers.get("Host", "")
+            if loopback_only and not loopback_host(host):
+                refusal = (
+                    f"refused: this port answers only to loopback names, not {host!r}; "
+                    "scrape it as 127.0.0.1 or localhost\n"
+                )
+                self._send(421, "text/plain; charset=utf-8", refusal.encode())
+            elif path == "/metrics":
                 self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
             elif path == "/healthz":
                 report = health()

@@ -2,6 +2,8 @@
 
 Internal. The middleware order matters, outermost first:
 
+0. :class:`~mailfathom.web.limits.CloseUnread` closes the connection after any response
+   sent before its request body was read (every refusal below included);
 1. :class:`~mailfathom.web.security.SecurityHeaders` adds the CSP, no-framing and
    no-sniff headers to every response, error pages included;
 2. :class:`~mailfathom.web.security.ServerErrors` turns an unexpected exception into
@@ -38,7 +40,7 @@ from mailfathom.web import (
 )
 from mailfathom.web.delegated import DelegatedGuard
 from mailfathom.web.features import Features, detect_features
-from mailfathom.web.limits import BODY_SECONDS, BodyDeadline
+from mailfathom.web.limits import BODY_SECONDS, BodyDeadline, CloseUnread
 from mailfathom.web.render import HERE
 from mailfathom.web.security import Access, Guard, SecurityHeaders, ServerErrors
 from mailfathom.web.sessions import SessionCookies, SessionStore
@@ -84,6 +86,7 @@ def create_app(
     app = Starlette(
         routes=routes,
         middleware=[
+            Middleware(CloseUnread),
             Middleware(SecurityHeaders),
             Middleware(ServerErrors),
             Middleware(BodyDeadline, seconds=body_seconds),

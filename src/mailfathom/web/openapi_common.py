@@ -141,7 +141,14 @@ def query(name: str, description: str, **schema: Any) -> dict[str, Any]:
     }
 
 
-NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+NAME = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "description": "Percent-encoded whole (quote(name, safe='')): a / is sent as %2F, so a "
+    "name such as reports/../mail reaches the server as it is",
+    "schema": {"type": "string"},
+}
 EMAIL_ID = {"name": "email_id", "in": "path", "required": True, "schema": ID}
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": ID}
 ACTION = {

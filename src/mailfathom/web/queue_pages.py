@@ -12,6 +12,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from mailfathom.console import Console
+from mailfathom.errors import InvalidInput
 from mailfathom.jobs.registry import check_name
 from mailfathom.web.handlers import form_action, form_values, view
 from mailfathom.web.render import flash, operator, page
@@ -39,18 +40,30 @@ def queues(request: Request) -> Response:
     )
 
 
+def _name(request: Request, form: FormData | None = None) -> str:
+    """The queue's name: from the form or the query string (``/queues/pause?queue=<name>``),
+    else the path (``/queues/<name>/pause``). Pages only link and post with the query or
+    a form field: a name such as ``reports/../mail`` in a path is resolved by the browser
+    to another queue's URL before it is sent."""
+    given = form.get("queue") if form is not None else None
+    if not isinstance(given, str):
+        given = request.query_params.get("queue", request.path_params.get("name"))
+    if not given:
+        raise InvalidInput("name the queue: /queues/pause?queue=<queue name>")
+    return check_name("queue", given, longest=100)
+
+
 @view
 def confirm(request: Request) -> Response:
     """What pausing or resuming this queue will do (``/queues/pause?queue=`` names any)."""
-    raw = request.path_params.get("name", request.query_params.get("queue"))
-    name = check_name("queue", str(raw), longest=100)
+    name = _name(request)
     return page(request, "queue_confirm.html", {"name": name, "action": _action(request)})
 
 
 @form_action
 def act(request: Request, form: FormData) -> Response:
     """Pause or resume the queue (audited), then show the queues."""
-    name = str(request.path_params["name"])
+    name = _name(request, form)
     action = _action(request)
     reason = form_values(form, "reason")["reason"]
     console = _console(request)
@@ -68,8 +81,11 @@ def act(request: Request, form: FormData) -> Response:
 routes = [
     Route("/queues", queues, name="queues"),
     Route("/queues/pause", confirm, name="confirm_pause_named_queue"),
-    Route("/queues/{name}/pause", confirm, name="confirm_pause_queue"),
-    Route("/queues/{name}/pause", act, methods=["POST"], name="pause_queue"),
-    Route("/queues/{name}/resume", confirm, name="confirm_resume_queue"),
-    Route("/queues/{name}/resume", act, methods=["POST"], name="resume_queue"),
+    Route("/queues/pause", act, methods=["POST"], name="pause_named_queue"),
+    Route("/queues/resume", confirm, name="confirm_resume_named_queue"),
+    Route("/queues/resume", act, methods=["POST"], name="resume_named_queue"),
+    Route("/queues/{name:path}/pause", confirm, name="confirm_pause_queue"),
+    Route("/queues/{name:path}/pause", act, methods=["POST"], name="pause_queue"),
+    Route("/queues/{name:path}/resume", confirm, name="confirm_resume_queue"),
+    Route("/queues/{name:path}/resume", act, methods=["POST"], name="resume_queue"),
 ]

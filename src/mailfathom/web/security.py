@@ -55,6 +55,7 @@ __all__ = [
     "is_json",
     "is_loopback",
     "logged_in",
+    "loopback_host",
     "origin_netloc",
     "token_bits",
     "token_matches",
@@ -85,6 +86,12 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def loopback_host(host_header: str) -> bool:
+    """True when a ``Host`` header (``name[:port]``) names a loopback address: the rule a
+    console without a token applies, shared by the worker's metrics port."""
+    return is_loopback(_hostname(host_header))
 
 
 @dataclass(frozen=True, slots=True)
