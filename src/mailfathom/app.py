@@ -78,7 +78,10 @@ class MailFathom:
         self.settings = settings
         self.clock: Clock = check_clock(clock) if clock is not None else SystemClock()
         skew = check_clock_skew(settings.clock_skew)
-        self.store = open_store(settings.database_url, clock_skew=skew)
+        # Rate windows are judged on the database's clock, shared by every machine; an app
+        # on a clock of its own (a FakeClock) judges them on that clock, which it moves.
+        own = None if isinstance(self.clock, SystemClock) else self.clock
+        self.store = open_store(settings.database_url, clock_skew=skew, database_clock=own)
         self.registry = Registry()
         self.queue = JobQueue(
             self.store,

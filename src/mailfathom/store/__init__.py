@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from urllib.parse import urlsplit
 
-from mailfathom.clock import DEFAULT_CLOCK_SKEW
+from mailfathom.clock import DEFAULT_CLOCK_SKEW, Clock
 from mailfathom.errors import ConfigurationError
 from mailfathom.store.base import Store
 from mailfathom.store.sql_store import SqlStore
@@ -17,10 +17,17 @@ from mailfathom.store.sql_store import SqlStore
 __all__ = ["Store", "open_store", "redact_url"]
 
 
-def open_store(url: str, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> SqlStore:
+def open_store(
+    url: str,
+    *,
+    clock_skew: timedelta = DEFAULT_CLOCK_SKEW,
+    database_clock: Clock | None = None,
+) -> SqlStore:
     """The store for ``url``; a URL of any other scheme is refused with the ones we take.
 
-    ``clock_skew`` is how long after its end a lease still counts as live."""
+    ``clock_skew`` is how long after its end a lease still counts as live.
+    ``database_clock`` stands in for the database's clock, which rate windows are judged
+    on (None: the database's own)."""
     scheme = urlsplit(url).scheme if "://" in url else ""
     if scheme == "sqlite":
         from mailfathom.store.sqlite import SQLiteDatabase
@@ -31,11 +38,13 @@ def open_store(url: str, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> SqlSt
                 f"database_url {redact_url(url)!r} has no file path: write "
                 "sqlite:///relative/path.db or sqlite:////absolute/path.db"
             )
-        return SqlStore(SQLiteDatabase(path), clock_skew=clock_skew)
+        return SqlStore(SQLiteDatabase(path), clock_skew=clock_skew, database_clock=database_clock)
     if scheme in ("postgresql", "postgres"):
         from mailfathom.store.postgres import PostgresDatabase
 
-        return SqlStore(PostgresDatabase(url), clock_skew=clock_skew)
+        return SqlStore(
+            PostgresDatabase(url), clock_skew=clock_skew, database_clock=database_clock
+        )
     raise ConfigurationError(
         f"database_url {redact_url(url)!r} is not supported: use sqlite:///path/to.db "
         "or postgresql://user@host/dbname"

@@ -2,21 +2,32 @@
 
 Internal, used by :class:`~mailfathom.store.sql_store.SqlStore`. While no limit is
 defined, the claim is exactly the plain one (this module only re-reads
-``mf_flow_limits`` once a second). With limits, the claim transaction
+``mf_flow_limits`` once a second). With limits, a limit only ever holds a job back: the
+claim takes the first jobs of one claim order (priority, due time, id) across limited
+and unlimited kinds, leaving out those a limit holds back. Its transaction
 
-1. leases unlimited jobs with a variant of the plain claim that leaves the limited
-   kinds and queues out (their jobs are never taken without the checks below);
+1. (PostgreSQL) reads the first due jobs in claim order; when none of them is limited,
+   the claim is the unlimited one below, and no lock is taken;
 2. takes the flow lock (PostgreSQL: an advisory transaction lock; SQLite's write
    lock serialises claims already), so no two claimers both see a free slot;
 3. counts what each limit uses: Claimed jobs (a dead worker's jobs count until
    their lease is reaped) and starts in each rate's sliding window (trimming what
    left the window);
-4. reads due limited jobs in claim order, leaving out those under a used-up limit
-   (so a busy kind or key never hides the jobs behind it), picks in that order
-   while every limit a job falls under has room, leases them, and writes one
-   starts row per rate the job falls under.
+4. reads due jobs in claim order, limited and unlimited, leaving out those under a
+   used-up limit (so a busy kind or key never hides the jobs behind it); walks them
+   in that order, each unlimited job keeping its place, and picks the limited ones
+   every limit has room for, until the claim is full; leases them and writes one
+   starts row per rate the job falls under;
+5. leaves the places the unlimited jobs kept to the caller's unlimited claim
+   (``claim_jobs_unlimited``: in claim order, locked rows skipped).
 
-Every count uses the store's ``now`` (the injected clock), never the server's.
+Rate windows are judged on one clock, the database's (PostgreSQL's
+``clock_timestamp()``, read under the flow lock; for SQLite, whose claimers all run on
+the machine holding the file, that machine's clock): the starts rows are stamped with
+it and every window is measured on it, so the claimers' own clocks may disagree (by the
+``clock_skew`` margin or more) without a rate letting more through or holding back
+longer. A store given a ``database_clock`` (an app on a FakeClock) uses that instead.
+Everything else (due times, leases) uses the store's ``now``, the injected clock.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from mailfathom.clock import Clock
 from mailfathom.store.database import Cursor, Database
 
 __all__ = ["FlowClaims", "LimitRow", "LimitUsageRow", "limit_rows"]
@@ -130,6 +142,7 @@ class _Limit:
 class _Counts:
     """What the limits use right now, and which are used up."""
 
+    rate_now: datetime | None = None  # the instant rate windows end (the database's)
     running: Counter[str] = field(default_factory=Counter)  # "kind:x" and "kind:x|key"
     starts: Counter[str] = field(default_factory=Counter)
     blocked_kinds: set[str] = field(default_factory=set)
@@ -140,9 +153,12 @@ class _Counts:
 class FlowClaims:
     """The flow-control half of a store; see the module docstring."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, database_clock: Clock | None = None) -> None:
         self.db = db
         self._q = db.queries
+        #: What rate windows are judged on: None for the database's own clock (see the
+        #: module docstring); a clock given here stands in for it (tests move time).
+        self.database_clock = database_clock
         self._limits: dict[str, _Limit] = {}
         self._read_at: float | None = None  # time.monotonic() of the last read
         #: The last limited claim left due jobs unclaimed because a limit was used up
@@ -241,37 +257,45 @@ class FlowClaims:
         lease_until: datetime,
         queues: Sequence[str] | None,
     ) -> list[Any]:
-        """Lease up to ``limit`` limited jobs that every limit lets start now (raw rows)."""
+        """Lease the limited jobs among the first ``limit`` due jobs in claim order that
+        every limit lets start now (raw rows). The unlimited jobs among those keep their
+        places: the caller claims ``limit`` minus what this leased of them, in claim
+        order (``claim_jobs_unlimited``), in the same transaction."""
         self.held_back = False
         if limit <= 0:
             return []
-        lock = self._q.get("flow_lock")
-        if lock is not None:
-            cur.execute(lock, {})
-        counts = self._counts(cur, limits, now, trim=True)
-        room = _room(limits, counts)
-        if room == 0:  # every limit is used up: nothing to read
-            self.held_back = True
-            return []
-        if room is not None:
-            limit = min(limit, room)
         base: dict[str, Any] = self.unlimited_params(limits)
         base["now"] = self.db.time_param(now)
         base["queues"] = None if queues is None else self.db.list_param(list(queues))
+        lock = self._q.get("flow_lock")
+        if lock is not None:
+            if not self._limited_ahead(cur, base, limit):
+                return []  # the claim's places all go to unlimited jobs: no lock needed
+            cur.execute(lock, {})
+        counts = self._counts(cur, limits, self.rate_time(cur, limits), trim=True)
+        room = _room(limits, counts)
+        if room == 0:  # every limit is used up: no limited job can start
+            self.held_back = True
+            return []
+        most = limit if room is None else min(limit, room)
         claimed: list[Any] = []
         starts: list[list[Any]] = []
         for _ in range(_ROUNDS):
-            want = limit - len(claimed)
-            if want <= 0:
-                break
             blocked = self._blocked_params(counts)
-            scan = min(want * _SCAN_FACTOR, _SCAN_MOST)
+            scan = min((limit - len(claimed)) * _SCAN_FACTOR, _SCAN_MOST)
             cur.execute(self._q["flow_candidates"], {**base, **blocked, "scan": scan})
             rows = cur.fetchall()
             picked: list[int] = []
+            kept = 0  # places of unlimited jobs ahead, left to the caller's claim
+            full = False
             for row in rows:
-                if len(picked) >= want:
+                taken = len(claimed) + len(picked)
+                if taken + kept >= limit or taken >= most:
+                    full = True
                     break
+                if not row["limited"]:
+                    kept += 1
+                    continue
                 fits = self._fits(limits, counts, row["kind"], row["queue"], row["limit_key"])
                 if fits is not None:
                     picked.append(row["id"])
@@ -280,17 +304,48 @@ class FlowClaims:
                 claimed += self._lease(cur, picked, owner, now, lease_until)
             for lim in limits.values():
                 self._block(lim, counts)
-            if len(rows) < scan or (not picked and blocked == self._blocked_params(counts)):
-                break  # every due limited job was seen, or nothing more can start
+            if full or len(rows) < scan:
+                break  # the claim is full, or every due job was seen
+            if not picked and blocked == self._blocked_params(counts):
+                break  # nothing more can start
         self.held_back = bool(counts.blocked_kinds or counts.blocked_queues or counts.blocked_keys)
         got = {row["id"] for row in claimed}
         rows_ = [start for start in starts if start[2] in got]
         if rows_:
             cur.execute(
                 self._q["flow_insert_starts"],
-                {"rows": self.db.list_param(rows_), "now": self.db.time_param(now)},
+                {"rows": self.db.list_param(rows_), "now": self.db.time_param(counts.rate_now)},
             )
         return claimed
+
+    def _limited_ahead(self, cur: Cursor, base: Mapping[str, Any], limit: int) -> bool:
+        """Whether a limited job is among the first ``limit`` due jobs in claim order (a
+        read without the flow lock: when none is, a claim of unlimited jobs waits for
+        no other claimer)."""
+        nothing = self.db.list_param([])
+        cur.execute(
+            self._q["flow_candidates"],
+            {
+                **base,
+                "blocked_kinds": nothing,
+                "blocked_queues": nothing,
+                "blocked_keys": nothing,
+                "scan": limit,
+            },
+        )
+        return any(row["limited"] for row in cur.fetchall())
+
+    def rate_time(self, cur: Cursor, limits: Mapping[str, _Limit]) -> datetime | None:
+        """The instant rate windows are judged at: the database's clock (or the
+        ``database_clock`` standing in for it); None when no limit has a rate."""
+        if not any(_windows(lim) for lim in limits.values()):
+            return None
+        if self.database_clock is not None:
+            return self.database_clock.now()
+        cur.execute(self._q["flow_clock"], {})
+        moment = self.db.time_value(cur.fetchone()["now"])
+        assert moment is not None
+        return moment
 
     def _lease(
         self, cur: Cursor, ids: list[int], owner: str, now: datetime, lease_until: datetime
@@ -341,10 +396,11 @@ class FlowClaims:
         return rows
 
     def _counts(
-        self, cur: Cursor, limits: Mapping[str, _Limit], now: datetime, *, trim: bool
+        self, cur: Cursor, limits: Mapping[str, _Limit], rate_now: datetime | None, *, trim: bool
     ) -> _Counts:
-        """Running jobs and starts in each window, and which limits are used up."""
-        counts = _Counts()
+        """Running jobs and starts in each window ending at ``rate_now`` (the database's
+        clock: :meth:`rate_time`), and which limits are used up."""
+        counts = _Counts(rate_now=rate_now)
         params = self.unlimited_params(limits)
         cur.execute(
             self._q["flow_running"],
@@ -360,7 +416,8 @@ class FlowClaims:
                 if row["limit_key"] is not None:
                     counts.running[f"{lim.whole.base}|{row['limit_key']}"] += n
         for lim in limits.values():
-            self._rate_counts(cur, lim, now, counts, trim=trim)
+            if rate_now is not None:
+                self._rate_counts(cur, lim, rate_now, counts, trim=trim)
             self._block(lim, counts)
         return counts
 
@@ -368,10 +425,7 @@ class FlowClaims:
         self, cur: Cursor, lim: _Limit, now: datetime, counts: _Counts, *, trim: bool
     ) -> None:
         base, whole = lim.whole.base, lim.whole
-        windows = [row.rate_per_key_window for row in (whole, *lim.keys.values())]
-        if whole.rate_window is not None:
-            windows.append(whole.rate_window)
-        longest = max((w for w in windows if w is not None), default=None)
+        longest = max(_windows(lim), default=None)
         if longest is None:
             return
         if trim:
@@ -444,7 +498,7 @@ class FlowClaims:
             limits = self._read(cur)
             if not limits:
                 return []
-            counts = self._counts(cur, limits, now, trim=False)
+            counts = self._counts(cur, limits, self.rate_time(cur, limits), trim=False)
             params = self._blocked_params(counts)
             cur.execute(
                 self._q["flow_waiting"],
@@ -500,6 +554,15 @@ class FlowClaims:
                 )
             )
         return found
+
+
+def _windows(lim: _Limit) -> list[timedelta]:
+    """Every rate window of one kind's or queue's limits (empty: it has no rate)."""
+    rows = (lim.whole, *lim.keys.values())
+    found = [row.rate_per_key_window for row in rows if row.rate_per_key_window is not None]
+    if lim.whole.rate_window is not None:
+        found.append(lim.whole.rate_window)
+    return found
 
 
 def _room(limits: Mapping[str, _Limit], counts: _Counts) -> int | None:
