@@ -185,11 +185,11 @@ def test_the_claimed_sequence_is_the_global_order_filtered_by_the_limits(
     now = clock.now()
     model: list[_Job] = []
     for kind, queue, priority, ago, key in jobs:
-        due = now - timedelta(seconds=ago)
-        (job,) = mf.queue.enqueue_many(
-            kind, [{}], queue=queue, priority=priority, run_at=due, limit_keys=[key]
+        due_at = now - timedelta(seconds=ago)
+        (enqueued,) = mf.queue.enqueue_many(
+            kind, [{}], queue=queue, priority=priority, run_at=due_at, limit_keys=[key]
         )
-        model.append(_Job(job.id, kind, queue, priority, due, key))
+        model.append(_Job(enqueued.id, kind, queue, priority, due_at, key))
     pending = {job.id: job for job in model}
     held: list[_Job] = []  # claimed, in claim order
     running: Counter[str] = Counter()

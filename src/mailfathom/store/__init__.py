@@ -42,9 +42,7 @@ def open_store(
     if scheme in ("postgresql", "postgres"):
         from mailfathom.store.postgres import PostgresDatabase
 
-        return SqlStore(
-            PostgresDatabase(url), clock_skew=clock_skew, database_clock=database_clock
-        )
+        return SqlStore(PostgresDatabase(url), clock_skew=clock_skew, database_clock=database_clock)
     raise ConfigurationError(
         f"database_url {redact_url(url)!r} is not supported: use sqlite:///path/to.db "
         "or postgresql://user@host/dbname"
