@@ -6,8 +6,8 @@ defined, the claim is exactly the plain one (this module only re-reads
 claim takes the first jobs of one claim order (priority, due time, id) across limited
 and unlimited kinds, leaving out those a limit holds back. Its transaction
 
-1. (PostgreSQL) reads the first due jobs in claim order; when none of them is limited,
-   the claim is the unlimited one below, and no lock is taken;
+1. reads the first due jobs in claim order; when none of them is limited, the claim is
+   the unlimited one below: no lock is taken, nothing counted;
 2. takes the flow lock (PostgreSQL: an advisory transaction lock; SQLite's write
    lock serialises claims already), so no two claimers both see a free slot;
 3. counts what each limit uses: Claimed jobs (a dead worker's jobs count until
@@ -41,6 +41,16 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.store.database import Cursor, Database
+from mailfathom.store.flow_rows import (
+    Limit,
+    LimitRow,
+    LimitUsageRow,
+    limit_rows,
+    limit_windows,
+    rate_dict,
+    read_row,
+    row_params,
+)
 
 __all__ = ["FlowClaims", "LimitRow", "LimitUsageRow", "limit_rows"]
 
@@ -53,89 +63,6 @@ _SCAN_MOST = 2000
 _ROUNDS = 8
 #: Jobs listed as waiting on a limit.
 WAITING_SHOWN = 100
-
-
-@dataclass(frozen=True, slots=True)
-class LimitRow:
-    """One ``mf_flow_limits`` row. ``limit_key`` None: the whole kind or queue (with the
-    per-key defaults); otherwise one key's own per-key values."""
-
-    scope: str
-    target: str
-    limit_key: str | None = None
-    max_running: int | None = None
-    rate_count: int | None = None
-    rate_window: timedelta | None = None
-    max_running_per_key: int | None = None
-    rate_per_key_count: int | None = None
-    rate_per_key_window: timedelta | None = None
-
-    @property
-    def base(self) -> str:
-        """The limit's name: ``kind:<kind>`` or ``queue:<queue>``."""
-        return f"{self.scope}:{self.target}"
-
-    @property
-    def name(self) -> str:
-        """The row's primary key: the limit's name, then ``|key`` for a key's row."""
-        return self.base if self.limit_key is None else f"{self.base}|{self.limit_key}"
-
-
-class LimitUsageRow(dict[str, Any]):
-    """What :meth:`FlowClaims.usage` reports for one limit (a plain dict for the console
-    and ``/api``; the keys are listed in FLOW_INTERFACE.md and docs/worker.md)."""
-
-
-def limit_rows(limit: Any) -> list[LimitRow]:
-    """The rows a :class:`~mailfathom.jobs.limits.FlowLimit` is stored as."""
-    whole = LimitRow(
-        scope=limit.scope,
-        target=limit.target,
-        max_running=limit.max_running,
-        rate_count=limit.rate.count if limit.rate else None,
-        rate_window=limit.rate.window if limit.rate else None,
-        max_running_per_key=limit.max_running_per_key,
-        rate_per_key_count=limit.rate_per_key.count if limit.rate_per_key else None,
-        rate_per_key_window=limit.rate_per_key.window if limit.rate_per_key else None,
-    )
-    rows = [whole]
-    for key, own in sorted(limit.key_limits.items()):
-        rows.append(
-            LimitRow(
-                scope=limit.scope,
-                target=limit.target,
-                limit_key=key,
-                max_running_per_key=own.max_running,
-                rate_per_key_count=own.rate.count if own.rate else None,
-                rate_per_key_window=own.rate.window if own.rate else None,
-            )
-        )
-    return rows
-
-
-@dataclass(slots=True)
-class _Limit:
-    """One kind's or queue's limits, its key rows folded in."""
-
-    whole: LimitRow
-    keys: dict[str, LimitRow] = field(default_factory=dict)
-
-    def key_values(self, key: str) -> tuple[int | None, int | None, timedelta | None]:
-        """(max running, rate count, rate window) for ``key``: each value from the key's
-        own row where it sets one, else the per-key default."""
-        whole = self.whole
-        own = self.keys.get(key)
-        if own is None:
-            return whole.max_running_per_key, whole.rate_per_key_count, whole.rate_per_key_window
-        most = own.max_running_per_key or whole.max_running_per_key
-        if own.rate_per_key_count is not None:
-            return most, own.rate_per_key_count, own.rate_per_key_window
-        return most, whole.rate_per_key_count, whole.rate_per_key_window
-
-    @property
-    def per_key(self) -> bool:
-        whole = self.whole
-        return bool(self.keys or whole.max_running_per_key or whole.rate_per_key_count)
 
 
 @dataclass(slots=True)
@@ -159,7 +86,7 @@ class FlowClaims:
         #: What rate windows are judged on: None for the database's own clock (see the
         #: module docstring); a clock given here stands in for it (tests move time).
         self.database_clock = database_clock
-        self._limits: dict[str, _Limit] = {}
+        self._limits: dict[str, Limit] = {}
         self._read_at: float | None = None  # time.monotonic() of the last read
         #: The last limited claim left due jobs unclaimed because a limit was used up
         #: (the worker then tries again soon: a slot may free on another machine).
@@ -171,7 +98,7 @@ class FlowClaims:
         """Re-read the definitions at the next claim (they were just written)."""
         self._read_at = None
 
-    def active(self, cur: Cursor) -> dict[str, _Limit]:
+    def active(self, cur: Cursor) -> dict[str, Limit]:
         """The limits in force, re-read at most every ``REFRESH_SECONDS`` (empty: none)."""
         now = time.monotonic()
         if self._read_at is None or now - self._read_at >= REFRESH_SECONDS:
@@ -179,16 +106,16 @@ class FlowClaims:
             self._read_at = now
         return self._limits
 
-    def _read(self, cur: Cursor) -> dict[str, _Limit]:
+    def _read(self, cur: Cursor) -> dict[str, Limit]:
         cur.execute(self._q["flow_limits"], {})
-        limits: dict[str, _Limit] = {}
-        rows = [_row(found) for found in cur.fetchall()]
+        limits: dict[str, Limit] = {}
+        rows = [read_row(found) for found in cur.fetchall()]
         for row in rows:
             if row.limit_key is None:
-                limits[row.base] = _Limit(row)
+                limits[row.base] = Limit(row)
         for row in rows:
             if row.limit_key is not None:
-                base = limits.setdefault(row.base, _Limit(LimitRow(row.scope, row.target)))
+                base = limits.setdefault(row.base, Limit(LimitRow(row.scope, row.target)))
                 base.keys[row.limit_key] = row
         return limits
 
@@ -196,7 +123,7 @@ class FlowClaims:
         """Every stored limit row, by name (a fresh read)."""
         with self.db.reading() as cur:
             cur.execute(self._q["flow_limits"], {})
-            return [_row(found) for found in cur.fetchall()]
+            return [read_row(found) for found in cur.fetchall()]
 
     def write(
         self,
@@ -217,7 +144,7 @@ class FlowClaims:
                     {"scope": scope, "target": target, "keep": self.db.list_param(keep)},
                 )
             for row in limits:
-                cur.execute(self._q["flow_upsert_limit"], {**_params(row), "now": stamp})
+                cur.execute(self._q["flow_upsert_limit"], {**row_params(row), "now": stamp})
         self.forget()
 
     def remove(self, scope: str, target: str) -> bool:
@@ -240,7 +167,7 @@ class FlowClaims:
 
     # -- the claim ---------------------------------------------------------------------
 
-    def unlimited_params(self, limits: Mapping[str, _Limit]) -> dict[str, Any]:
+    def unlimited_params(self, limits: Mapping[str, Limit]) -> dict[str, Any]:
         """The ``flow_kinds``/``flow_queues`` parameters of the unlimited claim variants."""
         kinds = [lim.whole.target for lim in limits.values() if lim.whole.scope == "kind"]
         queues = [lim.whole.target for lim in limits.values() if lim.whole.scope == "queue"]
@@ -249,7 +176,7 @@ class FlowClaims:
     def claim(
         self,
         cur: Cursor,
-        limits: Mapping[str, _Limit],
+        limits: Mapping[str, Limit],
         *,
         owner: str,
         limit: int,
@@ -267,10 +194,10 @@ class FlowClaims:
         base: dict[str, Any] = self.unlimited_params(limits)
         base["now"] = self.db.time_param(now)
         base["queues"] = None if queues is None else self.db.list_param(list(queues))
+        if not self._limited_ahead(cur, base, limit):
+            return []  # every place goes to an unlimited job: no lock, nothing counted
         lock = self._q.get("flow_lock")
         if lock is not None:
-            if not self._limited_ahead(cur, base, limit):
-                return []  # the claim's places all go to unlimited jobs: no lock needed
             cur.execute(lock, {})
         counts = self._counts(cur, limits, self.rate_time(cur, limits), trim=True)
         room = _room(limits, counts)
@@ -287,11 +214,9 @@ class FlowClaims:
             rows = cur.fetchall()
             picked: list[int] = []
             kept = 0  # places of unlimited jobs ahead, left to the caller's claim
-            full = False
             for row in rows:
                 taken = len(claimed) + len(picked)
                 if taken + kept >= limit or taken >= most:
-                    full = True
                     break
                 if not row["limited"]:
                     kept += 1
@@ -300,6 +225,8 @@ class FlowClaims:
                 if fits is not None:
                     picked.append(row["id"])
                     starts.extend([*start, row["id"]] for start in fits)
+            taken = len(claimed) + len(picked)
+            full = taken + kept >= limit or taken >= most
             if picked:
                 claimed += self._lease(cur, picked, owner, now, lease_until)
             for lim in limits.values():
@@ -335,10 +262,10 @@ class FlowClaims:
         )
         return any(row["limited"] for row in cur.fetchall())
 
-    def rate_time(self, cur: Cursor, limits: Mapping[str, _Limit]) -> datetime | None:
+    def rate_time(self, cur: Cursor, limits: Mapping[str, Limit]) -> datetime | None:
         """The instant rate windows are judged at: the database's clock (or the
         ``database_clock`` standing in for it); None when no limit has a rate."""
-        if not any(_windows(lim) for lim in limits.values()):
+        if not any(limit_windows(lim) for lim in limits.values()):
             return None
         if self.database_clock is not None:
             return self.database_clock.now()
@@ -363,7 +290,7 @@ class FlowClaims:
 
     def _fits(
         self,
-        limits: Mapping[str, _Limit],
+        limits: Mapping[str, Limit],
         counts: _Counts,
         kind: str,
         queue: str,
@@ -396,7 +323,7 @@ class FlowClaims:
         return rows
 
     def _counts(
-        self, cur: Cursor, limits: Mapping[str, _Limit], rate_now: datetime | None, *, trim: bool
+        self, cur: Cursor, limits: Mapping[str, Limit], rate_now: datetime | None, *, trim: bool
     ) -> _Counts:
         """Running jobs and starts in each window ending at ``rate_now`` (the database's
         clock: :meth:`rate_time`), and which limits are used up."""
@@ -422,10 +349,10 @@ class FlowClaims:
         return counts
 
     def _rate_counts(
-        self, cur: Cursor, lim: _Limit, now: datetime, counts: _Counts, *, trim: bool
+        self, cur: Cursor, lim: Limit, now: datetime, counts: _Counts, *, trim: bool
     ) -> None:
         base, whole = lim.whole.base, lim.whole
-        longest = max(_windows(lim), default=None)
+        longest = max(limit_windows(lim), default=None)
         if longest is None:
             return
         if trim:
@@ -462,7 +389,7 @@ class FlowClaims:
                     continue  # its own window is counted on its own
                 counts.starts[f"{base}|{row['limit_key']}"] = int(row["n"])
 
-    def _block(self, lim: _Limit, counts: _Counts) -> None:
+    def _block(self, lim: Limit, counts: _Counts) -> None:
         """Mark what ``lim`` lets nothing more start of."""
         whole, base = lim.whole, lim.whole.base
         full = (whole.max_running is not None and counts.running[base] >= whole.max_running) or (
@@ -525,7 +452,7 @@ class FlowClaims:
                     {
                         "key": key,
                         "max_running": most,
-                        "rate": _rate(rate, window),
+                        "rate": rate_dict(rate, window),
                         "running": counts.running[prefix + key],
                         "starts_in_window": counts.starts[prefix + key],
                         "blocked": prefix + key in counts.blocked_keys,
@@ -543,9 +470,9 @@ class FlowClaims:
                     scope=whole.scope,
                     target=whole.target,
                     max_running=whole.max_running,
-                    rate=_rate(whole.rate_count, whole.rate_window),
+                    rate=rate_dict(whole.rate_count, whole.rate_window),
                     max_running_per_key=whole.max_running_per_key,
-                    rate_per_key=_rate(whole.rate_per_key_count, whole.rate_per_key_window),
+                    rate_per_key=rate_dict(whole.rate_per_key_count, whole.rate_per_key_window),
                     running=counts.running[base],
                     starts_in_window=counts.starts[base],
                     blocked=blocked_whole,
@@ -556,16 +483,7 @@ class FlowClaims:
         return found
 
 
-def _windows(lim: _Limit) -> list[timedelta]:
-    """Every rate window of one kind's or queue's limits (empty: it has no rate)."""
-    rows = (lim.whole, *lim.keys.values())
-    found = [row.rate_per_key_window for row in rows if row.rate_per_key_window is not None]
-    if lim.whole.rate_window is not None:
-        found.append(lim.whole.rate_window)
-    return found
-
-
-def _room(limits: Mapping[str, _Limit], counts: _Counts) -> int | None:
+def _room(limits: Mapping[str, Limit], counts: _Counts) -> int | None:
     """How many limited jobs could start now at most (None: no bound known)."""
     room = 0
     for lim in limits.values():
@@ -589,45 +507,3 @@ def _waits_on(row: Any, scope: str, target: str, counts: _Counts) -> bool:
         return True
     key = row["limit_key"]
     return key is not None and f"{scope}:{target}|{key}" in counts.blocked_keys
-
-
-def _rate(count: int | None, window: timedelta | None) -> dict[str, Any] | None:
-    if count is None or window is None:
-        return None
-    return {"count": count, "window_seconds": window.total_seconds()}
-
-
-def _ms(window: timedelta | None) -> int | None:
-    return None if window is None else int(window / timedelta(milliseconds=1))
-
-
-def _params(row: LimitRow) -> dict[str, Any]:
-    return {
-        "name": row.name,
-        "scope": row.scope,
-        "target": row.target,
-        "limit_key": row.limit_key,
-        "max_running": row.max_running,
-        "rate_count": row.rate_count,
-        "rate_window_ms": _ms(row.rate_window),
-        "max_running_per_key": row.max_running_per_key,
-        "rate_per_key_count": row.rate_per_key_count,
-        "rate_per_key_window_ms": _ms(row.rate_per_key_window),
-    }
-
-
-def _row(found: Any) -> LimitRow:
-    def window(ms: Any) -> timedelta | None:
-        return None if ms is None else timedelta(milliseconds=int(ms))
-
-    return LimitRow(
-        scope=found["scope"],
-        target=found["target"],
-        limit_key=found["limit_key"],
-        max_running=found["max_running"],
-        rate_count=found["rate_count"],
-        rate_window=window(found["rate_window_ms"]),
-        max_running_per_key=found["max_running_per_key"],
-        rate_per_key_count=found["rate_per_key_count"],
-        rate_per_key_window=window(found["rate_per_key_window_ms"]),
-    )
