@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
+
+import pytest
 
 from mailfathom import JobContext, MailFathom
 from mailfathom.clock import FakeClock
@@ -57,3 +63,54 @@ def test_a_second_claimer_waits_and_then_sees_the_slot_taken(
                 time.sleep(0.01)
         claimer.join(10)
         assert got == [0]  # it waited for the first to commit, then found the slot taken
+
+
+class _Explaining:
+    """A cursor that EXPLAINs each statement reading due jobs in claim order just before
+    running it, in the claim's transaction and with its parameters."""
+
+    def __init__(self, cursor: Any, plans: list[str]) -> None:
+        self._cursor = cursor
+        self._plans = plans
+
+    def execute(self, query: str, params: Any = None) -> Any:
+        if "ORDER BY priority DESC, available_at, id" in query and "EXPLAIN" not in query:
+            self._cursor.execute(f"EXPLAIN {query}", params)
+            self._plans.append("\n".join(row["QUERY PLAN"] for row in self._cursor.fetchall()))
+        return self._cursor.execute(query, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+
+def test_a_claim_with_limits_walks_the_claim_index_in_one_order(
+    postgres_schema_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With limits, the claim reads limited and unlimited jobs in one claim order: each
+    read walks the claim-order index and stops at its limit, even on statistics from
+    before the backlog (no sort of every due job)."""
+    with MailFathom(postgres_schema_url) as app:
+        app.migrate()
+        store = app.store
+        with store.db.transaction() as cur:  # stale for sure: autovacuum may not analyze
+            cur.execute("ALTER TABLE mf_jobs SET (autovacuum_enabled = false)")
+        app.limit_kind("limited", max_running=50)
+        app.limits.sync()
+        app.enqueue_many("plain", [{} for _ in range(10_000)])
+        app.enqueue_many("limited", [{} for _ in range(10_000)], priority=1)
+        plans: list[str] = []
+        transaction = store.db.transaction
+
+        @contextmanager
+        def explaining(connection: object | None = None) -> Iterator[Any]:
+            with transaction(connection) as cur:
+                yield _Explaining(cur, plans)
+
+        monkeypatch.setattr(store.db, "transaction", explaining)
+        jobs = app.queue.claim("w", 100, LEASE)
+        assert Counter(job.kind for job in jobs) == {"limited": 50, "plain": 50}
+    assert len(plans) == 3, plans  # the look ahead, the limited jobs', the unlimited claim
+    for plan in plans:
+        assert "Index Scan using mf_jobs_claimable" in plan, plan
+        assert "Bitmap" not in plan and "JIT" not in plan, plan
+        assert "->  Sort  " not in plan and not plan.startswith("Sort"), plan

@@ -80,11 +80,15 @@ class MailFathom:
         self.settings = settings
         self.clock: Clock = check_clock(clock) if clock is not None else SystemClock()
         skew = check_clock_skew(settings.clock_skew)
+        # Rate windows are judged on the database's clock, shared by every machine; an app
+        # on a clock of its own (a FakeClock) judges them on that clock, which it moves.
+        own = None if isinstance(self.clock, SystemClock) else self.clock
         self.store = open_store(
             settings.database_url,
             clock_skew=skew,
             sqlite_busy_timeout=settings.sqlite_busy_timeout,
             enqueue_timeout=settings.enqueue_timeout,
+            database_clock=own,
         )
         self.registry = Registry()
         self.queue = JobQueue(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from urllib.parse import urlsplit
 
-from mailfathom.clock import DEFAULT_CLOCK_SKEW
+from mailfathom.clock import DEFAULT_CLOCK_SKEW, Clock
 from mailfathom.errors import ConfigurationError
 from mailfathom.store.base import Store
 from mailfathom.store.sql_store import SqlStore
@@ -23,11 +23,14 @@ def open_store(
     clock_skew: timedelta = DEFAULT_CLOCK_SKEW,
     sqlite_busy_timeout: float = 30.0,
     enqueue_timeout: float | None = None,
+    database_clock: Clock | None = None,
 ) -> SqlStore:
     """The store for ``url``; a URL of any other scheme is refused with the ones we take.
 
     ``clock_skew`` is how long after its end a lease still counts as live;
-    ``sqlite_busy_timeout`` and ``enqueue_timeout`` are the settings of those names."""
+    ``sqlite_busy_timeout`` and ``enqueue_timeout`` are the settings of those names.
+    ``database_clock`` stands in for the database's clock, which rate windows are judged
+    on (None: the database's own)."""
     scheme = urlsplit(url).scheme if "://" in url else ""
     if scheme == "sqlite":
         from mailfathom.store.sqlite import SQLiteDatabase
@@ -39,12 +42,20 @@ def open_store(
                 "sqlite:///relative/path.db or sqlite:////absolute/path.db"
             )
         database = SQLiteDatabase(path, busy_timeout=sqlite_busy_timeout)
-        return SqlStore(database, clock_skew=clock_skew, enqueue_timeout=enqueue_timeout)
+        return SqlStore(
+            database,
+            clock_skew=clock_skew,
+            enqueue_timeout=enqueue_timeout,
+            database_clock=database_clock,
+        )
     if scheme in ("postgresql", "postgres"):
         from mailfathom.store.postgres import PostgresDatabase
 
         return SqlStore(
-            PostgresDatabase(url), clock_skew=clock_skew, enqueue_timeout=enqueue_timeout
+            PostgresDatabase(url),
+            clock_skew=clock_skew,
+            enqueue_timeout=enqueue_timeout,
+            database_clock=database_clock,
         )
     raise ConfigurationError(
         f"database_url {redact_url(url)!r} is not supported: use sqlite:///path/to.db "

@@ -227,38 +227,39 @@ class JobClaims:
         lease_until: datetime,
         queues: Sequence[str] | None,
     ) -> list[JobRow]:
-        """With limits defined: unlimited jobs by a variant of the plain claim, then the
-        limited ones through :meth:`FlowClaims.claim` (flow_store.py), one transaction."""
+        """With limits defined: the first ``limit`` due jobs in one claim order, limited
+        or not, leaving out what a limit holds back. :meth:`FlowClaims.claim`
+        (flow_store.py) leases the limited ones among them; the places the unlimited ones
+        keep are then filled by a variant of the plain claim. One transaction."""
+        rows = self.flow.claim(
+            cur,
+            limits,
+            owner=owner,
+            limit=limit,
+            now=now,
+            lease_until=lease_until,
+            queues=queues,
+        )
         params: dict[str, Any] = {
             "owner": owner,
-            "limit": limit,
+            "limit": limit - len(rows),
             "now": self.db.time_param(now),
             "lease_until": self.db.time_param(lease_until),
             **self.flow.unlimited_params(limits),
         }
-        rows: list[Any] = []
         open_queues = (
             None
             if queues is None
             else [q for q in dict.fromkeys(queues) if f"queue:{q}" not in limits]
         )
-        if open_queues is None:
+        if params["limit"] > 0 and open_queues is None:
             cur.execute(self._q["claim_jobs_unlimited"], params)
-            rows = cur.fetchall()
-        elif open_queues:
+            rows += cur.fetchall()
+        elif params["limit"] > 0 and open_queues:
             params["queues"] = self.db.list_param(open_queues)
             params.update({f"queue_{n}": queue for n, queue in enumerate(open_queues)})
             cur.execute(self._unlimited_queue_claim(len(open_queues)), params)
-            rows = cur.fetchall()
-        rows += self.flow.claim(
-            cur,
-            limits,
-            owner=owner,
-            limit=limit - len(rows),
-            now=now,
-            lease_until=lease_until,
-            queues=queues,
-        )
+            rows += cur.fetchall()
         claimed = self._jobs(rows)
         claimed.sort(key=_claim_order)
         return claimed

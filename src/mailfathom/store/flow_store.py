@@ -2,21 +2,32 @@
 
 Internal, used by :class:`~mailfathom.store.sql_store.SqlStore`. While no limit is
 defined, the claim is exactly the plain one (this module only re-reads
-``mf_flow_limits`` once a second). With limits, the claim transaction
+``mf_flow_limits`` once a second). With limits, a limit only ever holds a job back: the
+claim takes the first jobs of one claim order (priority, due time, id) across limited
+and unlimited kinds, leaving out those a limit holds back. Its transaction
 
-1. leases unlimited jobs with a variant of the plain claim that leaves the limited
-   kinds and queues out (their jobs are never taken without the checks below);
+1. reads the first due jobs in claim order; when none of them is limited, the claim is
+   the unlimited one below: no lock is taken, nothing counted;
 2. takes the flow lock (PostgreSQL: an advisory transaction lock; SQLite's write
    lock serialises claims already), so no two claimers both see a free slot;
 3. counts what each limit uses: Claimed jobs (a dead worker's jobs count until
    their lease is reaped) and starts in each rate's sliding window (trimming what
    left the window);
-4. reads due limited jobs in claim order, leaving out those under a used-up limit
-   (so a busy kind or key never hides the jobs behind it), picks in that order
-   while every limit a job falls under has room, leases them, and writes one
-   starts row per rate the job falls under.
+4. reads due jobs in claim order, limited and unlimited, leaving out those under a
+   used-up limit (so a busy kind or key never hides the jobs behind it); walks them
+   in that order, each unlimited job keeping its place, and picks the limited ones
+   every limit has room for, until the claim is full; leases them and writes one
+   starts row per rate the job falls under;
+5. leaves the places the unlimited jobs kept to the caller's unlimited claim
+   (``claim_jobs_unlimited``: in claim order, locked rows skipped).
 
-Every count uses the store's ``now`` (the injected clock), never the server's.
+Rate windows are judged on one clock, the database's (PostgreSQL's
+``clock_timestamp()``, read under the flow lock; for SQLite, whose claimers all run on
+the machine holding the file, that machine's clock): the starts rows are stamped with
+it and every window is measured on it, so the claimers' own clocks may disagree (by the
+``clock_skew`` margin or more) without a rate letting more through or holding back
+longer. A store given a ``database_clock`` (an app on a FakeClock) uses that instead.
+Everything else (due times, leases) uses the store's ``now``, the injected clock.
 """
 
 from __future__ import annotations
@@ -28,7 +39,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from mailfathom.clock import Clock
 from mailfathom.store.database import Cursor, Database
+from mailfathom.store.flow_rows import (
+    Limit,
+    LimitRow,
+    LimitUsageRow,
+    limit_rows,
+    limit_windows,
+    rate_dict,
+    read_row,
+    row_params,
+)
 
 __all__ = ["FlowClaims", "LimitRow", "LimitUsageRow", "limit_rows"]
 
@@ -43,93 +65,11 @@ _ROUNDS = 8
 WAITING_SHOWN = 100
 
 
-@dataclass(frozen=True, slots=True)
-class LimitRow:
-    """One ``mf_flow_limits`` row. ``limit_key`` None: the whole kind or queue (with the
-    per-key defaults); otherwise one key's own per-key values."""
-
-    scope: str
-    target: str
-    limit_key: str | None = None
-    max_running: int | None = None
-    rate_count: int | None = None
-    rate_window: timedelta | None = None
-    max_running_per_key: int | None = None
-    rate_per_key_count: int | None = None
-    rate_per_key_window: timedelta | None = None
-
-    @property
-    def base(self) -> str:
-        """The limit's name: ``kind:<kind>`` or ``queue:<queue>``."""
-        return f"{self.scope}:{self.target}"
-
-    @property
-    def name(self) -> str:
-        """The row's primary key: the limit's name, then ``|key`` for a key's row."""
-        return self.base if self.limit_key is None else f"{self.base}|{self.limit_key}"
-
-
-class LimitUsageRow(dict[str, Any]):
-    """What :meth:`FlowClaims.usage` reports for one limit (a plain dict for the console
-    and ``/api``; the keys are listed in FLOW_INTERFACE.md and docs/worker.md)."""
-
-
-def limit_rows(limit: Any) -> list[LimitRow]:
-    """The rows a :class:`~mailfathom.jobs.limits.FlowLimit` is stored as."""
-    whole = LimitRow(
-        scope=limit.scope,
-        target=limit.target,
-        max_running=limit.max_running,
-        rate_count=limit.rate.count if limit.rate else None,
-        rate_window=limit.rate.window if limit.rate else None,
-        max_running_per_key=limit.max_running_per_key,
-        rate_per_key_count=limit.rate_per_key.count if limit.rate_per_key else None,
-        rate_per_key_window=limit.rate_per_key.window if limit.rate_per_key else None,
-    )
-    rows = [whole]
-    for key, own in sorted(limit.key_limits.items()):
-        rows.append(
-            LimitRow(
-                scope=limit.scope,
-                target=limit.target,
-                limit_key=key,
-                max_running_per_key=own.max_running,
-                rate_per_key_count=own.rate.count if own.rate else None,
-                rate_per_key_window=own.rate.window if own.rate else None,
-            )
-        )
-    return rows
-
-
-@dataclass(slots=True)
-class _Limit:
-    """One kind's or queue's limits, its key rows folded in."""
-
-    whole: LimitRow
-    keys: dict[str, LimitRow] = field(default_factory=dict)
-
-    def key_values(self, key: str) -> tuple[int | None, int | None, timedelta | None]:
-        """(max running, rate count, rate window) for ``key``: each value from the key's
-        own row where it sets one, else the per-key default."""
-        whole = self.whole
-        own = self.keys.get(key)
-        if own is None:
-            return whole.max_running_per_key, whole.rate_per_key_count, whole.rate_per_key_window
-        most = own.max_running_per_key or whole.max_running_per_key
-        if own.rate_per_key_count is not None:
-            return most, own.rate_per_key_count, own.rate_per_key_window
-        return most, whole.rate_per_key_count, whole.rate_per_key_window
-
-    @property
-    def per_key(self) -> bool:
-        whole = self.whole
-        return bool(self.keys or whole.max_running_per_key or whole.rate_per_key_count)
-
-
 @dataclass(slots=True)
 class _Counts:
     """What the limits use right now, and which are used up."""
 
+    rate_now: datetime | None = None  # the instant rate windows end (the database's)
     running: Counter[str] = field(default_factory=Counter)  # "kind:x" and "kind:x|key"
     starts: Counter[str] = field(default_factory=Counter)
     blocked_kinds: set[str] = field(default_factory=set)
@@ -140,10 +80,13 @@ class _Counts:
 class FlowClaims:
     """The flow-control half of a store; see the module docstring."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, database_clock: Clock | None = None) -> None:
         self.db = db
         self._q = db.queries
-        self._limits: dict[str, _Limit] = {}
+        #: What rate windows are judged on: None for the database's own clock (see the
+        #: module docstring); a clock given here stands in for it (tests move time).
+        self.database_clock = database_clock
+        self._limits: dict[str, Limit] = {}
         self._read_at: float | None = None  # time.monotonic() of the last read
         #: The last limited claim left due jobs unclaimed because a limit was used up
         #: (the worker then tries again soon: a slot may free on another machine).
@@ -155,7 +98,7 @@ class FlowClaims:
         """Re-read the definitions at the next claim (they were just written)."""
         self._read_at = None
 
-    def active(self, cur: Cursor) -> dict[str, _Limit]:
+    def active(self, cur: Cursor) -> dict[str, Limit]:
         """The limits in force, re-read at most every ``REFRESH_SECONDS`` (empty: none)."""
         now = time.monotonic()
         if self._read_at is None or now - self._read_at >= REFRESH_SECONDS:
@@ -163,16 +106,16 @@ class FlowClaims:
             self._read_at = now
         return self._limits
 
-    def _read(self, cur: Cursor) -> dict[str, _Limit]:
+    def _read(self, cur: Cursor) -> dict[str, Limit]:
         cur.execute(self._q["flow_limits"], {})
-        limits: dict[str, _Limit] = {}
-        rows = [_row(found) for found in cur.fetchall()]
+        limits: dict[str, Limit] = {}
+        rows = [read_row(found) for found in cur.fetchall()]
         for row in rows:
             if row.limit_key is None:
-                limits[row.base] = _Limit(row)
+                limits[row.base] = Limit(row)
         for row in rows:
             if row.limit_key is not None:
-                base = limits.setdefault(row.base, _Limit(LimitRow(row.scope, row.target)))
+                base = limits.setdefault(row.base, Limit(LimitRow(row.scope, row.target)))
                 base.keys[row.limit_key] = row
         return limits
 
@@ -180,7 +123,7 @@ class FlowClaims:
         """Every stored limit row, by name (a fresh read)."""
         with self.db.reading() as cur:
             cur.execute(self._q["flow_limits"], {})
-            return [_row(found) for found in cur.fetchall()]
+            return [read_row(found) for found in cur.fetchall()]
 
     def write(
         self,
@@ -201,7 +144,7 @@ class FlowClaims:
                     {"scope": scope, "target": target, "keep": self.db.list_param(keep)},
                 )
             for row in limits:
-                cur.execute(self._q["flow_upsert_limit"], {**_params(row), "now": stamp})
+                cur.execute(self._q["flow_upsert_limit"], {**row_params(row), "now": stamp})
         self.forget()
 
     def remove(self, scope: str, target: str) -> bool:
@@ -224,7 +167,7 @@ class FlowClaims:
 
     # -- the claim ---------------------------------------------------------------------
 
-    def unlimited_params(self, limits: Mapping[str, _Limit]) -> dict[str, Any]:
+    def unlimited_params(self, limits: Mapping[str, Limit]) -> dict[str, Any]:
         """The ``flow_kinds``/``flow_queues`` parameters of the unlimited claim variants."""
         kinds = [lim.whole.target for lim in limits.values() if lim.whole.scope == "kind"]
         queues = [lim.whole.target for lim in limits.values() if lim.whole.scope == "queue"]
@@ -233,7 +176,7 @@ class FlowClaims:
     def claim(
         self,
         cur: Cursor,
-        limits: Mapping[str, _Limit],
+        limits: Mapping[str, Limit],
         *,
         owner: str,
         limit: int,
@@ -241,56 +184,95 @@ class FlowClaims:
         lease_until: datetime,
         queues: Sequence[str] | None,
     ) -> list[Any]:
-        """Lease up to ``limit`` limited jobs that every limit lets start now (raw rows)."""
+        """Lease the limited jobs among the first ``limit`` due jobs in claim order that
+        every limit lets start now (raw rows). The unlimited jobs among those keep their
+        places: the caller claims ``limit`` minus what this leased of them, in claim
+        order (``claim_jobs_unlimited``), in the same transaction."""
         self.held_back = False
         if limit <= 0:
             return []
-        lock = self._q.get("flow_lock")
-        if lock is not None:
-            cur.execute(lock, {})
-        counts = self._counts(cur, limits, now, trim=True)
-        room = _room(limits, counts)
-        if room == 0:  # every limit is used up: nothing to read
-            self.held_back = True
-            return []
-        if room is not None:
-            limit = min(limit, room)
         base: dict[str, Any] = self.unlimited_params(limits)
         base["now"] = self.db.time_param(now)
         base["queues"] = None if queues is None else self.db.list_param(list(queues))
+        if not self._limited_ahead(cur, base, limit):
+            return []  # every place goes to an unlimited job: no lock, nothing counted
+        lock = self._q.get("flow_lock")
+        if lock is not None:
+            cur.execute(lock, {})
+        counts = self._counts(cur, limits, self.rate_time(cur, limits), trim=True)
+        room = _room(limits, counts)
+        if room == 0:  # every limit is used up: no limited job can start
+            self.held_back = True
+            return []
+        most = limit if room is None else min(limit, room)
         claimed: list[Any] = []
         starts: list[list[Any]] = []
         for _ in range(_ROUNDS):
-            want = limit - len(claimed)
-            if want <= 0:
-                break
             blocked = self._blocked_params(counts)
-            scan = min(want * _SCAN_FACTOR, _SCAN_MOST)
+            scan = min((limit - len(claimed)) * _SCAN_FACTOR, _SCAN_MOST)
             cur.execute(self._q["flow_candidates"], {**base, **blocked, "scan": scan})
             rows = cur.fetchall()
             picked: list[int] = []
+            kept = 0  # places of unlimited jobs ahead, left to the caller's claim
             for row in rows:
-                if len(picked) >= want:
+                taken = len(claimed) + len(picked)
+                if taken + kept >= limit or taken >= most:
                     break
+                if not row["limited"]:
+                    kept += 1
+                    continue
                 fits = self._fits(limits, counts, row["kind"], row["queue"], row["limit_key"])
                 if fits is not None:
                     picked.append(row["id"])
                     starts.extend([*start, row["id"]] for start in fits)
+            taken = len(claimed) + len(picked)
+            full = taken + kept >= limit or taken >= most
             if picked:
                 claimed += self._lease(cur, picked, owner, now, lease_until)
             for lim in limits.values():
                 self._block(lim, counts)
-            if len(rows) < scan or (not picked and blocked == self._blocked_params(counts)):
-                break  # every due limited job was seen, or nothing more can start
+            if full or len(rows) < scan:
+                break  # the claim is full, or every due job was seen
+            if not picked and blocked == self._blocked_params(counts):
+                break  # nothing more can start
         self.held_back = bool(counts.blocked_kinds or counts.blocked_queues or counts.blocked_keys)
         got = {row["id"] for row in claimed}
         rows_ = [start for start in starts if start[2] in got]
         if rows_:
             cur.execute(
                 self._q["flow_insert_starts"],
-                {"rows": self.db.list_param(rows_), "now": self.db.time_param(now)},
+                {"rows": self.db.list_param(rows_), "now": self.db.time_param(counts.rate_now)},
             )
         return claimed
+
+    def _limited_ahead(self, cur: Cursor, base: Mapping[str, Any], limit: int) -> bool:
+        """Whether a limited job is among the first ``limit`` due jobs in claim order (a
+        read without the flow lock: when none is, a claim of unlimited jobs waits for
+        no other claimer)."""
+        nothing = self.db.list_param([])
+        cur.execute(
+            self._q["flow_candidates"],
+            {
+                **base,
+                "blocked_kinds": nothing,
+                "blocked_queues": nothing,
+                "blocked_keys": nothing,
+                "scan": limit,
+            },
+        )
+        return any(row["limited"] for row in cur.fetchall())
+
+    def rate_time(self, cur: Cursor, limits: Mapping[str, Limit]) -> datetime | None:
+        """The instant rate windows are judged at: the database's clock (or the
+        ``database_clock`` standing in for it); None when no limit has a rate."""
+        if not any(limit_windows(lim) for lim in limits.values()):
+            return None
+        if self.database_clock is not None:
+            return self.database_clock.now()
+        cur.execute(self._q["flow_clock"], {})
+        moment = self.db.time_value(cur.fetchone()["now"])
+        assert moment is not None
+        return moment
 
     def _lease(
         self, cur: Cursor, ids: list[int], owner: str, now: datetime, lease_until: datetime
@@ -308,7 +290,7 @@ class FlowClaims:
 
     def _fits(
         self,
-        limits: Mapping[str, _Limit],
+        limits: Mapping[str, Limit],
         counts: _Counts,
         kind: str,
         queue: str,
@@ -341,10 +323,11 @@ class FlowClaims:
         return rows
 
     def _counts(
-        self, cur: Cursor, limits: Mapping[str, _Limit], now: datetime, *, trim: bool
+        self, cur: Cursor, limits: Mapping[str, Limit], rate_now: datetime | None, *, trim: bool
     ) -> _Counts:
-        """Running jobs and starts in each window, and which limits are used up."""
-        counts = _Counts()
+        """Running jobs and starts in each window ending at ``rate_now`` (the database's
+        clock: :meth:`rate_time`), and which limits are used up."""
+        counts = _Counts(rate_now=rate_now)
         params = self.unlimited_params(limits)
         cur.execute(
             self._q["flow_running"],
@@ -360,18 +343,16 @@ class FlowClaims:
                 if row["limit_key"] is not None:
                     counts.running[f"{lim.whole.base}|{row['limit_key']}"] += n
         for lim in limits.values():
-            self._rate_counts(cur, lim, now, counts, trim=trim)
+            if rate_now is not None:
+                self._rate_counts(cur, lim, rate_now, counts, trim=trim)
             self._block(lim, counts)
         return counts
 
     def _rate_counts(
-        self, cur: Cursor, lim: _Limit, now: datetime, counts: _Counts, *, trim: bool
+        self, cur: Cursor, lim: Limit, now: datetime, counts: _Counts, *, trim: bool
     ) -> None:
         base, whole = lim.whole.base, lim.whole
-        windows = [row.rate_per_key_window for row in (whole, *lim.keys.values())]
-        if whole.rate_window is not None:
-            windows.append(whole.rate_window)
-        longest = max((w for w in windows if w is not None), default=None)
+        longest = max(limit_windows(lim), default=None)
         if longest is None:
             return
         if trim:
@@ -408,7 +389,7 @@ class FlowClaims:
                     continue  # its own window is counted on its own
                 counts.starts[f"{base}|{row['limit_key']}"] = int(row["n"])
 
-    def _block(self, lim: _Limit, counts: _Counts) -> None:
+    def _block(self, lim: Limit, counts: _Counts) -> None:
         """Mark what ``lim`` lets nothing more start of."""
         whole, base = lim.whole, lim.whole.base
         full = (whole.max_running is not None and counts.running[base] >= whole.max_running) or (
@@ -444,7 +425,7 @@ class FlowClaims:
             limits = self._read(cur)
             if not limits:
                 return []
-            counts = self._counts(cur, limits, now, trim=False)
+            counts = self._counts(cur, limits, self.rate_time(cur, limits), trim=False)
             params = self._blocked_params(counts)
             cur.execute(
                 self._q["flow_waiting"],
@@ -471,7 +452,7 @@ class FlowClaims:
                     {
                         "key": key,
                         "max_running": most,
-                        "rate": _rate(rate, window),
+                        "rate": rate_dict(rate, window),
                         "running": counts.running[prefix + key],
                         "starts_in_window": counts.starts[prefix + key],
                         "blocked": prefix + key in counts.blocked_keys,
@@ -489,9 +470,9 @@ class FlowClaims:
                     scope=whole.scope,
                     target=whole.target,
                     max_running=whole.max_running,
-                    rate=_rate(whole.rate_count, whole.rate_window),
+                    rate=rate_dict(whole.rate_count, whole.rate_window),
                     max_running_per_key=whole.max_running_per_key,
-                    rate_per_key=_rate(whole.rate_per_key_count, whole.rate_per_key_window),
+                    rate_per_key=rate_dict(whole.rate_per_key_count, whole.rate_per_key_window),
                     running=counts.running[base],
                     starts_in_window=counts.starts[base],
                     blocked=blocked_whole,
@@ -502,7 +483,7 @@ class FlowClaims:
         return found
 
 
-def _room(limits: Mapping[str, _Limit], counts: _Counts) -> int | None:
+def _room(limits: Mapping[str, Limit], counts: _Counts) -> int | None:
     """How many limited jobs could start now at most (None: no bound known)."""
     room = 0
     for lim in limits.values():
@@ -526,45 +507,3 @@ def _waits_on(row: Any, scope: str, target: str, counts: _Counts) -> bool:
         return True
     key = row["limit_key"]
     return key is not None and f"{scope}:{target}|{key}" in counts.blocked_keys
-
-
-def _rate(count: int | None, window: timedelta | None) -> dict[str, Any] | None:
-    if count is None or window is None:
-        return None
-    return {"count": count, "window_seconds": window.total_seconds()}
-
-
-def _ms(window: timedelta | None) -> int | None:
-    return None if window is None else int(window / timedelta(milliseconds=1))
-
-
-def _params(row: LimitRow) -> dict[str, Any]:
-    return {
-        "name": row.name,
-        "scope": row.scope,
-        "target": row.target,
-        "limit_key": row.limit_key,
-        "max_running": row.max_running,
-        "rate_count": row.rate_count,
-        "rate_window_ms": _ms(row.rate_window),
-        "max_running_per_key": row.max_running_per_key,
-        "rate_per_key_count": row.rate_per_key_count,
-        "rate_per_key_window_ms": _ms(row.rate_per_key_window),
-    }
-
-
-def _row(found: Any) -> LimitRow:
-    def window(ms: Any) -> timedelta | None:
-        return None if ms is None else timedelta(milliseconds=int(ms))
-
-    return LimitRow(
-        scope=found["scope"],
-        target=found["target"],
-        limit_key=found["limit_key"],
-        max_running=found["max_running"],
-        rate_count=found["rate_count"],
-        rate_window=window(found["rate_window_ms"]),
-        max_running_per_key=found["max_running_per_key"],
-        rate_per_key_count=found["rate_per_key_count"],
-        rate_per_key_window=window(found["rate_per_key_window_ms"]),
-    )

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from mailfathom.clock import DEFAULT_CLOCK_SKEW
+from mailfathom.clock import DEFAULT_CLOCK_SKEW, Clock
 from mailfathom.errors import StoreError
 from mailfathom.store.base import (
     AttemptRow,
@@ -55,6 +55,7 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
         *,
         clock_skew: timedelta = DEFAULT_CLOCK_SKEW,
         enqueue_timeout: float | None = None,
+        database_clock: Clock | None = None,
     ) -> None:
         self.db = database
         #: The most seconds an enqueue waits for locks (None: as long as they are held).
@@ -70,7 +71,8 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
         self._plan_claims = self._q.get("plan_claims")
         self._queue_claims: dict[int, str] = {}  # claim_jobs_in_queues by queue count
         #: Flow control: limit definitions and the limited claim (flow_store.py).
-        self.flow = FlowClaims(database)
+        #: Rate windows are judged on the database's clock, or on ``database_clock``.
+        self.flow = FlowClaims(database, database_clock=database_clock)
         self._claim_hooks: dict[str, ClaimHook] = {}
         self._release_hooks: list[ReleaseHook] = []
 

@@ -1,7 +1,8 @@
 -- Flow control (PostgreSQL): the limit definitions, the claim of limited jobs, the starts log.
 -- Limited claims are serialised fleet-wide by flow_lock (a transaction-scoped advisory
 -- lock), so two claimers never both see a free slot; unlimited claims never take it.
--- `now` always comes from the injected clock, never from the database.
+-- `now` always comes from the injected clock; rate windows alone are judged on the
+-- database's clock (flow_clock), the one clock every claimer shares.
 
 -- name: flow_limits
 SELECT * FROM mf_flow_limits ORDER BY name;
@@ -10,6 +11,12 @@ SELECT * FROM mf_flow_limits ORDER BY name;
 -- Held until the claim's transaction ends: every count read after it includes every
 -- limited claim committed before it.
 SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.mf_flow'));
+
+-- name: flow_clock
+-- The database's clock, which every rate window is judged on (read under flow_lock, so
+-- the starts of the claims before are stamped no later): the claimers' clocks may
+-- disagree, one clock measures every window.
+SELECT clock_timestamp() AS now;
 
 -- name: flow_upsert_limit
 INSERT INTO mf_flow_limits (name, scope, target, limit_key, max_running, rate_count,
@@ -64,16 +71,19 @@ WHERE limit_name = %(name)s AND limit_key <> '' AND started_at > %(since)s
 GROUP BY limit_key;
 
 -- name: flow_candidates
--- Due jobs of the limited kinds and queues in claim order, leaving out those under a limit
+-- Due jobs in claim order, limited (of the limited kinds and queues) or not: one order for
+-- both, so a limit never reorders what it lets through. Leaves out jobs under a limit
 -- that is used up (%(blocked_*)s come from the counts just read), so a busy key or kind
 -- never hides the jobs behind it. At most %(scan)s rows; the store picks among them.
-SELECT id, kind, queue, limit_key FROM mf_jobs
+-- Walks the claim-order index and stops at %(scan)s (plan_claims keeps it from sorting).
+SELECT id, kind, queue, limit_key,
+       (kind IN (SELECT jsonb_array_elements_text(%(flow_kinds)s::jsonb))
+        OR queue IN (SELECT jsonb_array_elements_text(%(flow_queues)s::jsonb))) AS limited
+FROM mf_jobs
 WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= %(now)s
   AND queue NOT IN (SELECT queue FROM mf_paused_queues)
   AND (%(queues)s::jsonb IS NULL
        OR queue IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb)))
-  AND (kind IN (SELECT jsonb_array_elements_text(%(flow_kinds)s::jsonb))
-       OR queue IN (SELECT jsonb_array_elements_text(%(flow_queues)s::jsonb)))
   AND kind NOT IN (SELECT jsonb_array_elements_text(%(blocked_kinds)s::jsonb))
   AND queue NOT IN (SELECT jsonb_array_elements_text(%(blocked_queues)s::jsonb))
   AND 'kind:' || kind || '|' || coalesce(limit_key, '')
@@ -120,7 +130,8 @@ FROM jsonb_array_elements(%(rows)s::jsonb) AS e;
 
 -- name: claim_jobs_unlimited
 -- claim_jobs leaving out the limited kinds and queues (JSON arrays %(flow_kinds)s and
--- %(flow_queues)s), whose jobs flow_claim_ids leases; used only while limits exist.
+-- %(flow_queues)s), whose jobs flow_claim_ids leases; used only while limits exist, after
+-- the limited claim, for the places the unlimited jobs kept in claim order (%(limit)s).
 WITH due AS MATERIALIZED (
     SELECT id FROM mf_jobs
     WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= %(now)s

@@ -1,9 +1,16 @@
 -- Flow control (SQLite): the limit definitions, the claim of limited jobs, the starts log.
 -- SQLite's write lock serialises claims, so two claimers never both see a free slot.
--- `now` always comes from the injected clock, never from the database.
+-- `now` always comes from the injected clock; rate windows alone are judged on the
+-- database's clock (flow_clock), the one clock every claimer shares.
 
 -- name: flow_limits
 SELECT * FROM mf_flow_limits ORDER BY name;
+
+-- name: flow_clock
+-- The database's clock, which every rate window is judged on: the clock of the machine
+-- holding the file (every process sharing a SQLite file runs there), as the text
+-- time_param writes (microseconds; SQLite tells milliseconds).
+SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now') || '000+00:00' AS now;
 
 -- name: flow_upsert_limit
 INSERT INTO mf_flow_limits (name, scope, target, limit_key, max_running, rate_count,
@@ -53,16 +60,18 @@ WHERE limit_name = :name AND limit_key <> '' AND started_at > :since
 GROUP BY limit_key;
 
 -- name: flow_candidates
--- Due jobs of the limited kinds and queues in claim order, leaving out those under a limit
+-- Due jobs in claim order, limited (of the limited kinds and queues) or not: one order for
+-- both, so a limit never reorders what it lets through. Leaves out jobs under a limit
 -- that is used up (:blocked_* come from the counts just read), so a busy key or kind never
 -- hides the jobs behind it. At most :scan rows; the store picks among them in order.
 -- INDEXED BY: walk the claim-order index and stop at :scan (not sort every pending job).
-SELECT id, kind, queue, limit_key FROM mf_jobs INDEXED BY mf_jobs_claimable
+SELECT id, kind, queue, limit_key,
+       (kind IN (SELECT value FROM json_each(:flow_kinds))
+        OR queue IN (SELECT value FROM json_each(:flow_queues))) AS limited
+FROM mf_jobs INDEXED BY mf_jobs_claimable
 WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
   AND queue NOT IN (SELECT queue FROM mf_paused_queues)
   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
-  AND (kind IN (SELECT value FROM json_each(:flow_kinds))
-       OR queue IN (SELECT value FROM json_each(:flow_queues)))
   AND kind NOT IN (SELECT value FROM json_each(:blocked_kinds))
   AND queue NOT IN (SELECT value FROM json_each(:blocked_queues))
   AND 'kind:' || kind || '|' || coalesce(limit_key, '')
@@ -101,7 +110,8 @@ SELECT value ->> 0, value ->> 1, :now, value ->> 2 FROM json_each(:rows);
 
 -- name: claim_jobs_unlimited
 -- claim_jobs leaving out the limited kinds and queues (JSON arrays :flow_kinds and
--- :flow_queues), whose jobs flow_claim_ids leases; used only while limits exist.
+-- :flow_queues), whose jobs flow_claim_ids leases; used only while limits exist, after
+-- the limited claim, for the places the unlimited jobs kept in claim order (:limit).
 UPDATE mf_jobs
 SET state = 'Claimed', lease_owner = :owner, lease_expires_at = :lease_until,
     claimed_by = :owner, claimed_at = :now, attempts = attempts + 1, abort_reason = NULL
