@@ -15,8 +15,6 @@ Internal. The middleware order matters, outermost first:
 
 from __future__ import annotations
 
-import secrets
-
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -30,6 +28,7 @@ from mailfathom.web import (
     api,
     inbox_pages,
     limit_pages,
+    login_pages,
     observability_routes,
     outbox_pages,
     pages,
@@ -39,9 +38,10 @@ from mailfathom.web import (
 from mailfathom.web.delegated import DelegatedGuard
 from mailfathom.web.features import Features, detect_features
 from mailfathom.web.limits import BODY_SECONDS, BodyDeadline
+from mailfathom.web.login_links import LoginLinks
 from mailfathom.web.render import HERE
 from mailfathom.web.security import Access, Guard, SecurityHeaders, ServerErrors
-from mailfathom.web.sessions import SessionCookies, SessionStore
+from mailfathom.web.sessions import SHARED_KEY, SessionCookies, SessionStore
 from mailfathom.web.throttle import Throttle
 
 __all__ = ["Features", "create_app"]
@@ -73,6 +73,7 @@ def create_app(
         *api.routes,
         Route("/api/{rest:path}", api.not_found, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
         *pages.routes,
+        *login_pages.routes,
         *inbox_pages.routes,
         *outbox_pages.routes,
         *schedule_pages.routes,
@@ -104,6 +105,7 @@ def create_app(
     app.state.access = access
     app.state.sessions = sessions
     app.state.throttle = throttle
+    app.state.login_links = LoginLinks(console.now)
     app.state.features = features or detect_features(console)
     return app
 
@@ -116,10 +118,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 def _signing_key(access: Access, sessions: SessionStore, *, delegated: bool) -> str:
-    """The key session cookies are signed with. Only a token console uses (and rotates)
-    the key stored in the database: an open loopback console or one behind the host
-    application's ``auth=`` holds no login sessions, so it signs with a key of its own
-    and never ends a token console's sessions on the same database."""
+    """The key session cookies are signed with, kept in the database so that every
+    process of a console agrees (a form rendered by one passes its CSRF check in another).
+
+    A token console uses (and rotates with its token) the key of the logged-in sessions.
+    An open loopback console, or one behind the host application's ``auth=``, holds no
+    login sessions: it uses a key of its own, created once and never rotated, so it never
+    ends a token console's sessions on the same database."""
     if access.token is None or delegated:
-        return secrets.token_urlsafe(32)
+        return sessions.secret_for(None, name=SHARED_KEY)
     return sessions.secret_for(access.token)
