@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.testclient import TestClient
 
 from consolekit import LOOPBACK_PEER, TOKEN, csrf_of, make_client, register_demo_kinds
-from mailfathom import ConfigurationError, FakeClock, MailFathom
+from mailfathom import ConfigurationError, FakeClock, JobState, MailFathom
 from mailfathom.web import ConsoleUser, create_app
 from mailfathom.web.login_links import LINK_LIFETIME, login_link
 from mailfathom.web.tokens import check_token, own_token_file, read_token_file
@@ -121,10 +121,11 @@ def test_a_login_link_works_once_within_its_lifetime(mf: MailFathom, clock: Fake
 
 def _two_processes(mf: MailFathom, **options: Any) -> tuple[Any, Any]:
     """Two consoles on one database, as two processes of a host application build them."""
-    return tuple(
+    first, second = (
         TestClient(create_app(mf, **options), base_url="http://127.0.0.1", client=LOOPBACK_PEER)
         for _ in range(2)
     )
+    return first, second
 
 
 def _operator(request: Request) -> ConsoleUser:
@@ -145,4 +146,4 @@ def test_a_form_from_one_process_is_accepted_by_another(
         follow_redirects=False,
     )
     assert created.status_code == 303, created.text
-    assert mf.jobs.counts().get("Pending") == 1
+    assert mf.jobs.counts().get(JobState.PENDING) == 1

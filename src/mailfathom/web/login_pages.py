@@ -23,7 +23,7 @@ from mailfathom.web.throttle import client_address, log_refusal
 
 __all__ = ["routes"]
 
-_WRONG_TOKEN = "That is not the console token: check MAILFATHOM_WEB_TOKEN or the token file."
+_WRONG_TOKEN = "That is not the console token: check MAILFATHOM_WEB_TOKEN or the token file."  # noqa: S105
 _SPENT_LINK = (
     "This login link was used already or has expired (a link works once, within 15 "
     "minutes): log in with the console token, or restart the console for a new link."

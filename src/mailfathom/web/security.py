@@ -80,7 +80,7 @@ _PROXY_HEADERS = (
     "x-real-ip",
     "via",
 )
-_SET_A_TOKEN = (
+_PROTECT_IT = (
     "give it a token (MAILFATHOM_WEB_TOKEN or --token-file; access= or auth= for a "
     "console mounted with create_app)"
 )
@@ -316,7 +316,7 @@ def _open_console_refusal(request: Request, host: str) -> ASGIApp | None:
     if peer is None or not is_loopback_peer(peer):
         message = (
             "refused: this console has no token and serves only this machine's own "
-            f"loopback clients, not {peer or 'an unknown peer'}: {_SET_A_TOKEN}"
+            f"loopback clients, not {peer or 'an unknown peer'}: {_PROTECT_IT}"
         )
         log_refusal(request, "peer", message)
         return _plain(403, message)
@@ -324,7 +324,7 @@ def _open_console_refusal(request: Request, host: str) -> ASGIApp | None:
     if forwarded is not None:
         message = (
             f"refused: this request came through a proxy (it carries {forwarded}), and a "
-            f"console without a token cannot tell who is behind one: {_SET_A_TOKEN}"
+            f"console without a token cannot tell who is behind one: {_PROTECT_IT}"
         )
         log_refusal(request, "proxy", message, header=forwarded)
         return _plain(403, message)

@@ -9,7 +9,7 @@ estimates that catch different mistakes:
   :data:`MIN_GUESSES_LOG10` (10^20) guesses. It counts a random character as ten
   guesses, so ``secrets.token_urlsafe(16)`` (128 random bits in 22 characters)
   scores about 10^22 and ``token_urlsafe(32)`` about 10^43;
-* length × log2 of the alphabet the token draws from must reach
+* length * log2 of the alphabet the token draws from must reach
   :data:`MIN_TOKEN_BITS` (128), so a token is never short.
 
 A token file holds the token alone, on one line. :func:`read_token_file` refuses
@@ -48,7 +48,7 @@ __all__ = [
 MAKE_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'  # noqa: S105
 #: zxcvbn must estimate at least 10 ** this many guesses.
 MIN_GUESSES_LOG10 = 20
-#: Length × log2(alphabet) must reach this.
+#: Length * log2(alphabet) must reach this.
 MIN_TOKEN_BITS = 128
 #: zxcvbn looks at this many characters at most (its own limit); longer tokens are
 #: judged by their beginning, which never overrates them.
@@ -64,7 +64,7 @@ _PATTERN_NAMES = {
 
 
 def token_bits(token: str) -> float:
-    """Length × log2(size of the alphabet the token draws from).
+    """Length * log2(size of the alphabet the token draws from).
 
     The alphabet is the sum of the classes the token uses (26 lower-case letters,
     26 upper-case, 10 digits, 33 others). ``secrets.token_urlsafe(32)`` scores about 256.
@@ -175,8 +175,9 @@ def read_token_file(path: Path) -> TokenFile:
 
 
 def default_token_path() -> Path:
-    """Where ``mailfathom web`` keeps the token it makes: ``$XDG_STATE_HOME/mailfathom/console-token``
-    (``~/.local/state/mailfathom/console-token`` when ``XDG_STATE_HOME`` is unset)."""
+    """Where ``mailfathom web`` keeps the token it makes:
+    ``$XDG_STATE_HOME/mailfathom/console-token`` (``~/.local/state/mailfathom/console-token``
+    when ``XDG_STATE_HOME`` is unset)."""
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state) / "mailfathom" / "console-token"
 
