@@ -9,8 +9,8 @@ Internal. The middleware order matters, outermost first:
 3. :class:`~mailfathom.web.limits.BodyDeadline` answers 408 to a body that trickles in;
 4. :class:`~mailfathom.web.sessions.SessionCookies` decodes the signed cookie (its key
    is kept in the database) and writes it back only where a cookie belongs;
-5. :class:`~mailfathom.web.security.Guard` enforces the host, token, session,
-   back-off, origin and content-type rules before any handler runs.
+5. :class:`~mailfathom.web.security.Guard` enforces the peer, proxy, host, token,
+   session, back-off, origin and content-type rules before any handler runs.
 """
 
 from __future__ import annotations
