@@ -28,8 +28,6 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from zxcvbn import zxcvbn
-
 from mailfathom.errors import ConfigurationError
 
 __all__ = [
@@ -99,6 +97,8 @@ def check_token(token: str) -> None:
             f"at least {MIN_TOKEN_BITS} are needed)"
         )
     else:
+        from zxcvbn import zxcvbn  # here: loading its word lists takes a noticeable while
+
         found = zxcvbn(token[:_ZXCVBN_LENGTH])
         guesses = float(found["guesses_log10"])
         if guesses < MIN_GUESSES_LOG10:
