@@ -50,9 +50,10 @@ def _absolute(paths: str) -> str:
 def isolated_from_the_caller(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
-    """Clear the caller's MAILFATHOM_* settings and run in an empty directory (returned).
+    """Clear the caller's MAILFATHOM_* settings and run in an empty directory (returned),
+    with ``XDG_STATE_HOME`` inside it (where ``mailfathom web`` keeps the token it makes).
 
-    Subprocesses inherit both: ``PYTHONPATH`` and ``MAILFATHOM_SCREENSHOTS`` are made
+    Subprocesses inherit all three: ``PYTHONPATH`` and ``MAILFATHOM_SCREENSHOTS`` are made
     absolute first, since they were given relative to where pytest started.
     """
     for name in list(os.environ):
@@ -64,6 +65,7 @@ def isolated_from_the_caller(
             monkeypatch.setenv(name, _absolute(value))
     workdir = tmp_path_factory.mktemp("cwd")
     monkeypatch.chdir(workdir)
+    monkeypatch.setenv("XDG_STATE_HOME", str(workdir / ".state"))
     return workdir
 
 

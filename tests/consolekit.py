@@ -59,7 +59,9 @@ def dead_letters(mf: MailFathom, count: int, *, to: str = "a@example.com") -> li
     return ids
 
 
-TOKEN = "test-token-0123456789abcdef"
+TOKEN = "mailfathom-test-Jq7vX2kLp9RwT4zN8cYb"  # strong enough for check_token
+#: Where the test client connects from: a loopback peer, as a local browser would.
+LOOPBACK_PEER = ("127.0.0.1", 50000)
 
 
 def make_client(mf: MailFathom, *, token: str | None = None) -> Any:
@@ -70,7 +72,7 @@ def make_client(mf: MailFathom, *, token: str | None = None) -> Any:
     from mailfathom.web import Access, create_app
 
     app = create_app(Console(mf), access=Access.for_bind("127.0.0.1", token))
-    return TestClient(app, base_url="http://127.0.0.1:8025")
+    return TestClient(app, base_url="http://127.0.0.1:8025", client=LOOPBACK_PEER)
 
 
 def csrf_of(html: str) -> str:

@@ -28,9 +28,29 @@ def _free_port() -> int:
         return port
 
 
+def banner(process: subprocess.Popen[str]) -> list[str]:
+    """The lines ``mailfathom dev`` prints when it has started (through "Press Ctrl-C")."""
+    assert process.stdout is not None
+    lines: list[str] = []
+    while not lines or not lines[-1].startswith("Press Ctrl-C"):
+        line = process.stdout.readline()
+        if not line:
+            raise AssertionError(f"mailfathom dev stopped: {lines} {process.communicate()}")
+        lines.append(line.rstrip("\n"))
+    return lines
+
+
+def log_in(page: Any, lines: list[str]) -> None:
+    """Open the one-time login link ``mailfathom dev`` printed, and press its button."""
+    (link,) = [line.split()[2] for line in lines if line.strip().startswith("log in")]
+    page.goto(link)
+    page.click("button:has-text('Log in')")
+    page.wait_for_url(link.partition("/login")[0] + "/")
+
+
 @pytest.fixture
-def dev(tmp_path: Path) -> Iterator[str]:
-    """``mailfathom dev`` running in a fresh project folder; its console URL."""
+def dev(tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
+    """``mailfathom dev`` running in a fresh project folder; its console URL and banner."""
     port, smtp_port = _free_port(), _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAILFATHOM_")}
     process = subprocess.Popen(
@@ -51,6 +71,7 @@ def dev(tmp_path: Path) -> Iterator[str]:
         text=True,
     )
     url = f"http://127.0.0.1:{port}"
+    lines = banner(process)
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -63,24 +84,26 @@ def dev(tmp_path: Path) -> Iterator[str]:
                     f"mailfathom dev did not start: {process.communicate()}"
                 ) from None
             time.sleep(0.2)
-    yield url
+    yield url, lines
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=30)
-    assert f"console   {url}/" in out
+    assert f"console   {url}/" in "\n".join([*lines, out])
     assert "Traceback" not in err, err
     assert (tmp_path / "mailfathom.db").exists()  # the default SQLite database, migrated
     assert any((tmp_path / ".mailfathom-dev" / "inbox" / "new").iterdir())
 
 
-def test_send_a_test_email_and_see_it_sent_and_captured(dev: str) -> None:
+def test_send_a_test_email_and_see_it_sent_and_captured(dev: tuple[str, list[str]]) -> None:
     from playwright.sync_api import sync_playwright
 
-    shots = Path(os.environ.get("MAILFATHOM_SCREENSHOTS") or Path(dev.replace(":", "_")).name)
+    url, lines = dev
+    shots = Path(os.environ.get("MAILFATHOM_SCREENSHOTS") or Path(url.replace(":", "_")).name)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page: Any = browser.new_page(viewport={"width": 1280, "height": 900})
         page.set_default_timeout(10_000)
-        page.goto(dev + "/outbox")
+        log_in(page, lines)
+        page.goto(url + "/outbox")
         started = time.monotonic()
         page.click("button:has-text('Send a test email')")
         assert "Recorded test email" in page.inner_text(".flash")
@@ -95,7 +118,7 @@ def test_send_a_test_email_and_see_it_sent_and_captured(dev: str) -> None:
         seconds = time.monotonic() - started
         if os.environ.get("MAILFATHOM_SCREENSHOTS"):
             page.screenshot(path=str(shots / "dev_email.png"), full_page=True)
-        page.goto(dev + "/inbox")
+        page.goto(url + "/inbox")
         assert "mailfathom test email" in page.inner_text("table")
         if os.environ.get("MAILFATHOM_SCREENSHOTS"):
             page.screenshot(path=str(shots / "inbox.png"), full_page=True)

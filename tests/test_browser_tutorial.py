@@ -29,6 +29,7 @@ import pytest
 
 from docs_snippets import ROOT, Block, prepare, run_page
 from test_browser import CHROMIUM, CHROMIUM_ARGS
+from test_browser_dev import banner, log_in
 
 pytestmark = pytest.mark.slow
 
@@ -138,7 +139,9 @@ def test_a_newcomer_follows_the_tutorial_to_a_job_and_an_email_in_the_console(
     )
     console = f"http://127.0.0.1:{port}"
     try:
+        lines = banner(dev)
         _wait_for(console + "/", dev)
+        log_in(page, lines)  # the one-time link it printed
         page.goto(console + "/jobs")
         jobs = page.inner_text("table")
         assert "tutorial.greet" in jobs and "Succeeded" in jobs and "DeadLettered" in jobs
@@ -162,4 +165,4 @@ def test_a_newcomer_follows_the_tutorial_to_a_job_and_an_email_in_the_console(
         out, err = dev.communicate(timeout=30)
     # The only tracebacks are the tutorial's dead letter, requeued and failing again.
     assert err.count("Traceback") == err.count("PermanentFailure: nobody to greet"), err
-    assert f"console   {console}/" in out
+    assert f"console   {console}/" in "\n".join([*lines, out])

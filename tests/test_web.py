@@ -10,7 +10,7 @@ import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from consolekit import TOKEN, csrf_of, dead_letters, make_client, register_demo_kinds
+from consolekit import LOOPBACK_PEER, TOKEN, csrf_of, dead_letters, make_client, register_demo_kinds
 from mailfathom import ConfigurationError, JobState, MailFathom, Settings
 from mailfathom.web import Access
 from mailfathom.web.server import build_console_app
@@ -220,7 +220,7 @@ def test_secure_cookies_behind_tls(mf: MailFathom, tmp_path: Path) -> None:
     app = build_console_app(
         mf, host="127.0.0.1", token=None, secure_cookies=settings.web_secure_cookies
     )
-    client = TestClient(app, base_url="https://127.0.0.1:8025")
+    client = TestClient(app, base_url="https://127.0.0.1:8025", client=LOOPBACK_PEER)
     cookie = client.get("/").headers["set-cookie"].lower()
     assert "; secure" in cookie and "httponly" in cookie and "samesite=strict" in cookie
 

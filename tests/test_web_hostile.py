@@ -17,7 +17,7 @@ import pytest
 import uvicorn
 from starlette.testclient import TestClient
 
-from consolekit import csrf_of, make_client, register_demo_kinds
+from consolekit import LOOPBACK_PEER, csrf_of, make_client, register_demo_kinds
 from mailfathom import MailFathom
 from mailfathom.console import Console
 from mailfathom.devmail import Inbox
@@ -52,7 +52,7 @@ def inbox(tmp_path: Path) -> Inbox:
 def client(mf: MailFathom, inbox: Inbox) -> Any:
     register_demo_kinds(mf)
     app = create_app(Console(mf, inbox=inbox))
-    return TestClient(app, base_url="http://127.0.0.1:8025")
+    return TestClient(app, base_url="http://127.0.0.1:8025", client=LOOPBACK_PEER)
 
 
 def test_a_message_nested_1200_deep_does_not_break_the_inbox(client: Any, inbox: Inbox) -> None:

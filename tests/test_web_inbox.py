@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from consolekit import csrf_of
+from consolekit import LOOPBACK_PEER, csrf_of
 from mailfathom import ConfigurationError, MailFathom
 from mailfathom.console import Console
 from mailfathom.devmail import CaptureServer, Inbox
@@ -76,7 +76,7 @@ def test_a_taken_port_is_a_clear_error(capture: CaptureServer, tmp_path: Path) -
 @pytest.fixture
 def client(mf: MailFathom, capture: CaptureServer) -> Any:
     app = create_app(Console(mf, inbox=capture.inbox))
-    return TestClient(app, base_url="http://127.0.0.1:8025")
+    return TestClient(app, base_url="http://127.0.0.1:8025", client=LOOPBACK_PEER)
 
 
 def test_inbox_pages_show_a_safe_preview(client: Any, capture: CaptureServer) -> None:
@@ -109,7 +109,9 @@ def test_clearing_the_inbox_needs_csrf(client: Any, capture: CaptureServer) -> N
 
 
 def test_no_inbox_without_dev(mf: MailFathom) -> None:
-    client = TestClient(create_app(Console(mf)), base_url="http://127.0.0.1:8025")
+    client = TestClient(
+        create_app(Console(mf)), base_url="http://127.0.0.1:8025", client=LOOPBACK_PEER
+    )
     assert 'href="/inbox"' not in client.get("/").text
     missing = client.get("/inbox")
     assert missing.status_code == 404 and "comes with `mailfathom dev`" in missing.text

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.testclient import TestClient
 
-from consolekit import csrf_of, make_client, register_demo_kinds
+from consolekit import LOOPBACK_PEER, csrf_of, make_client, register_demo_kinds
 from mailfathom import MailFathom
 from mailfathom.cli import cli
 from mailfathom.console import Console
@@ -120,7 +120,12 @@ def _boom(request: Request) -> Response:
 def test_a_500_carries_the_security_headers(mf: MailFathom) -> None:
     routes: list[BaseRoute] = [Route("/boom", _boom), Route("/api/boom", _boom)]
     app = create_app(Console(mf), extra_routes=routes)
-    client = TestClient(app, base_url="http://127.0.0.1:8025", raise_server_exceptions=False)
+    client = TestClient(
+        app,
+        base_url="http://127.0.0.1:8025",
+        raise_server_exceptions=False,
+        client=LOOPBACK_PEER,
+    )
     for path in ("/boom", "/api/boom"):
         answer = client.get(path)
         assert answer.status_code == 500

@@ -14,6 +14,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
+from consolekit import LOOPBACK_PEER
 from mailfathom import ConfigurationError, MailFathom
 from mailfathom.console import Console
 from mailfathom.web import Access, ConsoleUser, create_app
@@ -93,7 +94,9 @@ def test_the_delegated_guard_refuses_what_no_auth_let_through(mf: MailFathom) ->
 
 def test_the_open_console_under_a_prefix(mf: MailFathom) -> None:
     client = TestClient(
-        Starlette(routes=[Mount("/ops", app=create_app(mf))]), base_url="http://127.0.0.1"
+        Starlette(routes=[Mount("/ops", app=create_app(mf))]),
+        base_url="http://127.0.0.1",
+        client=LOOPBACK_PEER,
     )
     page = client.get("/ops/jobs")
     assert page.status_code == 200

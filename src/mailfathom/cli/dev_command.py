@@ -2,8 +2,10 @@
 
 Migrates the database (default ``sqlite:///mailfathom.db``), starts a capture
 SMTP server (nothing is relayed: messages land in the console's Inbox), a
-worker that delivers the outbox to it, and the web console on loopback; then
-prints the URL. Ctrl-C stops all of it.
+worker that delivers the outbox to it, and the web console on loopback, which
+needs a token like any other (made on first use and kept, readable only by you,
+in ``.mailfathom-dev/console-token``); then prints the URL and a one-time login
+link. Ctrl-C stops all of it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ import click
 from mailfathom.cli.common import open_app, reports_errors
 from mailfathom.store import redact_url
 
-__all__ = ["dev"]
+__all__ = ["DEV_FOLDER", "dev"]
+
+#: The dev tools' own files: the captured mail, and the console token.
+DEV_FOLDER = ".mailfathom-dev"
 
 
 @click.command()
@@ -39,7 +44,7 @@ __all__ = ["dev"]
 @click.option(
     "--inbox",
     "inbox_dir",
-    default=".mailfathom-dev/inbox",
+    default=f"{DEV_FOLDER}/inbox",
     show_default=True,
     help="Maildir folder the captured mail is kept in.",
 )
@@ -77,12 +82,21 @@ def dev(
     concurrency: int,
     log_format: str,
 ) -> None:
-    """Run the console, a worker and a capture SMTP server together, for development."""
+    """Run the console, a worker and a capture SMTP server together, for development.
+
+    The console needs a token like any other: it is kept in .mailfathom-dev/console-token
+    (made on first use, readable only by you); open the one-time login link it prints.
+    """
     from mailfathom.devmail import CaptureServer, Inbox
     from mailfathom.observability import logs, metrics
+    from mailfathom.web.login_links import login_link
     from mailfathom.web.server import build_console_app, console_url, serve
+    from mailfathom.web.tokens import own_token_file
 
     logs.configure("warning", log_format)
+    token = own_token_file(Path(DEV_FOLDER) / "console-token")
+    if token.warning is not None:
+        click.echo(token.warning, err=True)
     metrics.install()  # the console's /metrics shows the dev worker's counters too
     capture = CaptureServer(Inbox(Path(inbox_dir)), port=smtp_port)
     capture.start()
@@ -97,10 +111,13 @@ def dev(
             worker = mf.worker(concurrency=concurrency, shutdown_timeout=5)
             working = threading.Thread(target=worker.run, name="mailfathom-dev-worker", daemon=True)
             working.start()
-            app = build_console_app(mf, host="127.0.0.1", token=None, inbox=capture.inbox)
+            app = build_console_app(mf, host="127.0.0.1", token=token.token, inbox=capture.inbox)
+            url = console_url("127.0.0.1", port)
             click.echo(
                 f"mailfathom dev\n"
-                f"  console   {console_url('127.0.0.1', port)}\n"
+                f"  console   {url}\n"
+                f"  log in    {login_link(app, url)} (works once, within 15 minutes)\n"
+                f"  token     {token.path} (readable only by you; for the API and later logins)\n"
                 f"  smtp      {capture.url} (captured, never relayed; Inbox in the console)\n"
                 f"  database  {redact_url(mf.settings.database_url)}\n"
                 f"  worker    {worker.id}, kinds: {', '.join(mf.registry.names())}\n"

@@ -10,33 +10,15 @@ import click
 from mailfathom.cli.common import app_option, open_app, reports_errors
 from mailfathom.errors import ConfigurationError
 from mailfathom.store import redact_url
+from mailfathom.web.security import is_loopback
+from mailfathom.web.tokens import TokenFile, default_token_path, own_token_file, read_token_file
 
-__all__ = ["read_token_file", "web"]
+__all__ = ["web"]
 
 _DEPRECATED_OPTION = (  # the warning --token prints
     "warning: --token is deprecated: any user of this machine can read it in `ps`. Put the "
     "token in MAILFATHOM_WEB_TOKEN or in a file readable only by you, named by --token-file."
 )
-
-
-def read_token_file(path: Path) -> str:
-    """The token in ``path`` (one line; surrounding whitespace ignored)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigurationError(
-            f"cannot read the console token from {str(path)!r} ({type(exc).__name__}): "
-            "name a readable UTF-8 file holding only the token"
-        ) from None
-    token = text.strip()
-    if not token or "\n" in token:
-        from mailfathom.web.security import MAKE_TOKEN
-
-        raise ConfigurationError(
-            f"{str(path)!r} must hold the console token alone, on one line: make one with "
-            f"{MAKE_TOKEN} > {path}"
-        )
-    return token
 
 
 @click.command()
@@ -46,8 +28,8 @@ def read_token_file(path: Path) -> str:
     "--token-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Read the console token from this file (required off loopback, unless "
-    "MAILFATHOM_WEB_TOKEN is set).",
+    help="Read the console token from this file, readable only by you (on loopback "
+    "without one, a token is made and kept in $XDG_STATE_HOME/mailfathom/console-token).",
 )
 @click.option(
     "--token",
@@ -77,8 +59,14 @@ def web(
     log_format: str,
     app_spec: str | None,
 ) -> None:
-    """Serve the web console and its JSON API (http://127.0.0.1:8025/ by default)."""
+    """Serve the web console and its JSON API (http://127.0.0.1:8025/ by default).
+
+    Every page and API call needs the console token. Without MAILFATHOM_WEB_TOKEN or
+    --token-file, on a loopback address, the console makes one and keeps it in a file
+    readable only by you (it prints where), and prints a one-time login link.
+    """
     from mailfathom.observability import logs
+    from mailfathom.web.login_links import login_link
     from mailfathom.web.server import build_console_app, console_url, serve
 
     if ctx.get_parameter_source("token") is click.core.ParameterSource.COMMANDLINE:
@@ -88,21 +76,39 @@ def web(
             raise ConfigurationError(
                 "give the console token once: --token-file, or MAILFATHOM_WEB_TOKEN, not both"
             )
-        token = read_token_file(token_file)
+        token = _told(read_token_file(token_file)).token
     logs.configure("warning", log_format)
     with open_app(ctx, app_spec) as mf:
         # The app's own settings (a framework integration's included) unless given here.
         given = {"web_host": host, "web_port": port, "web_token": token}
         settings = replace(mf.settings, **{k: v for k, v in given.items() if v is not None})
+        made: TokenFile | None = None
+        if not settings.web_token and is_loopback(settings.web_host):
+            made = _told(own_token_file(default_token_path()))
+            settings = replace(settings, web_token=made.token)
         app = build_console_app(
             mf,
             host=settings.web_host,
             token=settings.web_token,
             secure_cookies=settings.web_secure_cookies,
         )
+        url = console_url(settings.web_host, settings.web_port)
         click.echo(
-            f"mailfathom console on {console_url(settings.web_host, settings.web_port)} "
-            f"(database {redact_url(mf.settings.database_url)}"
-            + (", token required)" if settings.web_token else ", loopback only, no token)")
+            f"mailfathom console on {url} "
+            f"(database {redact_url(mf.settings.database_url)}, token required)"
         )
+        if made is not None:
+            state = "made now, readable only by you" if made.created else "kept from before"
+            click.echo(f"  token     {made.path} ({state})")
+            click.echo(
+                f'  API       curl -H "Authorization: Bearer $(cat {made.path})" {url}api/jobs'
+            )
+            click.echo(f"  log in    {login_link(app, url)} (works once, within 15 minutes)")
         serve(app, host=settings.web_host, port=settings.web_port)
+
+
+def _told(found: TokenFile) -> TokenFile:
+    """``found``, once its warning (if any) is printed."""
+    if found.warning is not None:
+        click.echo(found.warning, err=True)
+    return found

@@ -11,13 +11,11 @@ Internal. The middleware order matters, outermost first:
 3. :class:`~mailfathom.web.limits.BodyDeadline` answers 408 to a body that trickles in;
 4. :class:`~mailfathom.web.sessions.SessionCookies` decodes the signed cookie (its key
    is kept in the database) and writes it back only where a cookie belongs;
-5. :class:`~mailfathom.web.security.Guard` enforces the host, token, session,
-   back-off, origin and content-type rules before any handler runs.
+5. :class:`~mailfathom.web.security.Guard` enforces the peer, proxy, host, token,
+   session, back-off, origin and content-type rules before any handler runs.
 """
 
 from __future__ import annotations
-
-import secrets
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -32,6 +30,7 @@ from mailfathom.web import (
     api,
     inbox_pages,
     limit_pages,
+    login_pages,
     observability_routes,
     outbox_pages,
     pages,
@@ -41,9 +40,10 @@ from mailfathom.web import (
 from mailfathom.web.delegated import DelegatedGuard
 from mailfathom.web.features import Features, detect_features
 from mailfathom.web.limits import BODY_SECONDS, BodyDeadline, CloseUnread
+from mailfathom.web.login_links import LoginLinks
 from mailfathom.web.render import HERE
 from mailfathom.web.security import Access, Guard, SecurityHeaders, ServerErrors
-from mailfathom.web.sessions import SessionCookies, SessionStore
+from mailfathom.web.sessions import SHARED_KEY, SessionCookies, SessionStore
 from mailfathom.web.throttle import Throttle
 
 __all__ = ["Features", "create_app"]
@@ -75,6 +75,7 @@ def create_app(
         *api.routes,
         Route("/api/{rest:path}", api.not_found, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
         *pages.routes,
+        *login_pages.routes,
         *inbox_pages.routes,
         *outbox_pages.routes,
         *schedule_pages.routes,
@@ -107,6 +108,7 @@ def create_app(
     app.state.access = access
     app.state.sessions = sessions
     app.state.throttle = throttle
+    app.state.login_links = LoginLinks(console.now)
     app.state.features = features or detect_features(console)
     return app
 
@@ -119,10 +121,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 def _signing_key(access: Access, sessions: SessionStore, *, delegated: bool) -> str:
-    """The key session cookies are signed with. Only a token console uses (and rotates)
-    the key stored in the database: an open loopback console or one behind the host
-    application's ``auth=`` holds no login sessions, so it signs with a key of its own
-    and never ends a token console's sessions on the same database."""
+    """The key session cookies are signed with, kept in the database so that every
+    process of a console agrees (a form rendered by one passes its CSRF check in another).
+
+    A token console uses (and rotates with its token) the key of the logged-in sessions.
+    An open loopback console, or one behind the host application's ``auth=``, holds no
+    login sessions: it uses a key of its own, created once and never rotated, so it never
+    ends a token console's sessions on the same database."""
     if access.token is None or delegated:
-        return secrets.token_urlsafe(32)
+        return sessions.secret_for(None, name=SHARED_KEY)
     return sessions.secret_for(access.token)

@@ -12,8 +12,9 @@ embedded console needs:
   :class:`~mailfathom.web.delegated.ConsoleUser` (``read_only=True`` for a viewer
   who can see but not act), or None to refuse. See :mod:`mailfathom.web.delegated`.
 
-Without ``auth=`` the console keeps its own rules (a loopback-only open console, or
-the ``MAILFATHOM_WEB_TOKEN`` token through ``access=``).
+Without ``auth=`` the console keeps its own rules: the ``MAILFATHOM_WEB_TOKEN`` token
+through ``access=``, or else an open console that serves only clients connecting from
+a loopback address, through no proxy (:mod:`mailfathom.web.security`).
 """
 
 from __future__ import annotations

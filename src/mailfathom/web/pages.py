@@ -1,4 +1,5 @@
-"""The console's HTML pages for jobs: overview, list, detail, actions, new job, audit log.
+"""The console's HTML pages for jobs: overview, list, detail, actions, new job, audit log
+(logging in and out: :mod:`mailfathom.web.login_pages`).
 
 Internal. Every handler reads through, and acts through, the one
 :class:`~mailfathom.console.Console` on ``app.state.console``. Actions are two
@@ -21,8 +22,6 @@ from mailfathom.web.chart import SERIES, throughput_chart
 from mailfathom.web.handlers import form_action, form_values, view
 from mailfathom.web.params import is_whole_number
 from mailfathom.web.render import flash, operator, page
-from mailfathom.web.security import token_matches
-from mailfathom.web.throttle import client_address, log_refusal
 
 __all__ = ["routes"]
 
@@ -250,75 +249,6 @@ def audit_log(request: Request) -> Response:
     return page(request, "audit.html", {"page": found})
 
 
-def _next_target(raw: str | None) -> str:
-    """Only a local path may follow the login (no open redirect)."""
-    if raw and raw.startswith("/") and not raw.startswith("//") and "\\" not in raw:
-        return raw
-    return "/"
-
-
-@view
-def login_form(request: Request) -> Response:
-    """The login form (only when the console has a token)."""
-    target = _next_target(request.query_params.get("next"))
-    if not request.app.state.access.protected:
-        return RedirectResponse(target, status_code=303)
-    return page(request, "login.html", {"next": target, "error": None})
-
-
-@form_action
-def login(request: Request, form: FormData) -> Response:
-    """Check the token; start a new server-side session (a fresh cookie, against fixation).
-
-    Failed attempts are counted per client address: past a few, the address waits
-    (429 with ``Retry-After``), right token or not.
-    """
-    values = form_values(form, "token", "name", "next")
-    target = _next_target(values["next"])
-    access = request.app.state.access
-    if not access.protected:
-        return RedirectResponse(target, status_code=303)
-    throttle = request.app.state.throttle
-    address = client_address(request)
-    wait = throttle.retry_after(address)
-    if wait is not None:
-        message = f"Too many failed logins from {address}: wait {wait} s, then try again."
-        log_refusal(request, "throttled", message, retry_after=wait)
-        response = page(request, "login.html", {"next": target, "error": message}, status_code=429)
-        response.headers["retry-after"] = str(wait)
-        return response
-    if not token_matches(access.token, values["token"]):
-        throttle.failed(address)
-        log_refusal(request, "login_failed", "the login form was given a wrong token")
-        return page(
-            request,
-            "login.html",
-            {"next": target, "error": "That is not the console token: check MAILFATHOM_WEB_TOKEN."},
-            status_code=401,
-        )
-    throttle.succeeded(address)
-    name = "".join(ch for ch in (values["name"] or "").strip() if ch.isprintable())[:60]
-    sessions = request.app.state.sessions
-    previous = request.session.get("sid")
-    if isinstance(previous, str):  # logging in again ends the session it replaces
-        sessions.end(previous)
-    session_id = sessions.start(name)
-    request.session.clear()
-    request.session["sid"] = session_id
-    return RedirectResponse(target, status_code=303)
-
-
-@form_action
-def logout(request: Request, form: FormData) -> Response:
-    """End the session on the server (every copy of its cookie stops working)."""
-    session_id = request.session.get("sid")
-    if isinstance(session_id, str):
-        request.app.state.sessions.end(session_id)
-    request.session.clear()
-    target = "/login" if request.app.state.access.protected else "/"
-    return RedirectResponse(target, status_code=303)
-
-
 routes = [
     Route("/", overview, name="overview"),
     Route("/jobs", job_list, name="jobs"),
@@ -330,7 +260,4 @@ routes = [
     Route("/jobs/{job_id:id}/{action}", confirm_action, name="confirm_action"),
     Route("/jobs/{job_id:id}/{action}", do_action, methods=["POST"], name="do_action"),
     Route("/audit", audit_log, name="audit"),
-    Route("/login", login_form, name="login_form"),
-    Route("/login", login, methods=["POST"], name="login"),
-    Route("/logout", logout, methods=["POST"], name="logout"),
 ]

@@ -2,13 +2,16 @@
 
 Internal. The rules:
 
-* With no token the console serves only a loopback address, and only to
-  requests whose ``Host`` is a loopback name (a DNS-rebinding page cannot reach
-  it under another name).
+* With no token the console serves only a loopback address, and only to a
+  connecting peer whose address is loopback (``scope["client"]``, never a header),
+  through no proxy (a request carrying ``Forwarded``, ``X-Forwarded-For`` or the
+  like is refused: behind a proxy every peer looks local), with a ``Host`` that is
+  a loopback name (a DNS-rebinding page cannot reach it under another name).
 * With a token (``MAILFATHOM_WEB_TOKEN``) every page and API call needs it: the
   API as ``Authorization: Bearer <token>``, browsers through the login form,
   which starts a server-side session (:mod:`mailfathom.web.sessions`). A weak
-  token is refused at start (:func:`check_token`); wrong tokens and logins back
+  token is refused at start (:func:`~mailfathom.web.tokens.check_token`); the
+  right token is checked first and always gets in; wrong tokens and logins back
   off per client address and every refusal is logged (:mod:`mailfathom.web.throttle`).
 * Every state-changing form carries the session's CSRF token
   (:func:`check_csrf`); a state-changing API call must send JSON (a cross-site
@@ -24,7 +27,6 @@ import hmac
 import ipaddress
 import json
 import logging
-import math
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +43,7 @@ from mailfathom.errors import ConfigurationError
 from mailfathom.observability.logs import log_fields
 from mailfathom.web.sessions import LOGGED_IN, LoggedIn, SessionStore
 from mailfathom.web.throttle import Throttle, client_address, log_refusal
+from mailfathom.web.tokens import MAKE_TOKEN, check_token, token_bits
 
 __all__ = [
     "CSRF_FIELD",
@@ -52,8 +55,10 @@ __all__ = [
     "check_csrf",
     "check_token",
     "csrf_token",
+    "forwarded_by",
     "is_json",
     "is_loopback",
+    "is_loopback_peer",
     "logged_in",
     "loopback_host",
     "origin_netloc",
@@ -62,15 +67,24 @@ __all__ = [
 ]
 
 CSRF_FIELD = "csrf_token"
-#: The command that makes a good token, quoted in every refusal.
-MAKE_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'  # noqa: S105
-MIN_TOKEN_BITS = 128
-MIN_DISTINCT = 8
 error_log = logging.getLogger(__name__)
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 _PUBLIC_PREFIXES = ("/static/",)
 _PUBLIC_PATHS = {"/login", "/healthz"}
 _UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
+#: Headers reverse proxies add: a console without a token refuses requests carrying any.
+_PROXY_HEADERS = (
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-real-ip",
+    "via",
+)
+_PROTECT_IT = (
+    "give it a token (MAILFATHOM_WEB_TOKEN or --token-file; access= or auth= for a "
+    "console mounted with create_app)"
+)
 PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "form-action 'self'; frame-src 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -121,49 +135,6 @@ class Access:
     def protected(self) -> bool:
         """True when a token is required."""
         return self.token is not None
-
-
-def token_bits(token: str) -> float:
-    """A simple estimate of a token's strength: length * log2(size of the alphabet it uses).
-
-    The alphabet is the sum of the classes the token draws from (26 lower-case letters,
-    26 upper-case, 10 digits, 33 others). ``secrets.token_urlsafe(32)`` scores about 256.
-    """
-    pool = sum(
-        size
-        for present, size in (
-            (any(c.islower() for c in token), 26),
-            (any(c.isupper() for c in token), 26),
-            (any(c.isdigit() for c in token), 10),
-            (any(not c.isalnum() for c in token), 33),
-        )
-        if present
-    )
-    return len(token) * math.log2(pool) if pool > 1 else 0.0
-
-
-def check_token(token: str) -> None:
-    """Refuse a console token that is easy to guess, saying how to make a good one.
-
-    Refused: any whitespace (it is lost or added too easily), fewer than
-    :data:`MIN_DISTINCT` different characters (``aaaa…``, ``abab…``), or fewer than
-    :data:`MIN_TOKEN_BITS` bits by :func:`token_bits`.
-    """
-    problem = None
-    if any(c.isspace() for c in token):
-        problem = "contains whitespace"
-    elif len(set(token)) < MIN_DISTINCT:
-        problem = f"uses only {len(set(token))} different characters"
-    elif token_bits(token) < MIN_TOKEN_BITS:
-        problem = (
-            f"is too easy to guess ({len(token)} characters, about {token_bits(token):.0f} "
-            f"bits; at least {MIN_TOKEN_BITS} are needed)"
-        )
-    if problem is not None:
-        raise ConfigurationError(
-            f"the console token {problem}: make a random one with {MAKE_TOKEN} and put it "
-            "in MAILFATHOM_WEB_TOKEN or a file named by --token-file"
-        )
 
 
 def token_matches(expected: str | None, given: str | None) -> bool:
@@ -227,10 +198,10 @@ class Guard:
 
     async def _refusal(self, request: Request) -> ASGIApp | None:
         host = request.headers.get("host", "")
-        if not self.access.protected and not is_loopback(_hostname(host)):
-            message = f"refused: this console answers only to loopback names, not {host!r}"
-            log_refusal(request, "host", message, host=host)
-            return _plain(421, message)
+        if not self.access.protected:
+            refused = _open_console_refusal(request, host)
+            if refused is not None:
+                return refused
         api = request.url.path.startswith("/api/") or request.url.path in ("/api", "/metrics")
         if request.method in _UNSAFE:
             origin = request.headers.get("origin")
@@ -262,15 +233,16 @@ class Guard:
     def _bearer(self, request: Request) -> ASGIApp | None:
         given = request.headers.get("authorization")
         address = client_address(request)
+        scheme, _, presented = (given or "").partition(" ")
+        # The right token first: whoever holds it is never locked out by others' guesses.
+        if scheme.lower() == "bearer" and token_matches(self.access.token, presented.strip()):
+            self.throttle.succeeded(address)
+            return None
         wait = self.throttle.retry_after(address)
         if wait is not None:
             message = f"too many failed attempts from {address}: retry in {wait} s"
             log_refusal(request, "throttled", message, retry_after=wait)
             return _json(429, "TooManyRequests", message, {"retry-after": str(wait)})
-        scheme, _, presented = (given or "").partition(" ")
-        if scheme.lower() == "bearer" and token_matches(self.access.token, presented.strip()):
-            self.throttle.succeeded(address)
-            return None
         if given is not None:
             self.throttle.failed(address)
             log_refusal(request, "bad_token", "the bearer token is not the console token")
@@ -341,6 +313,51 @@ class ServerErrors:
             else:
                 response = _plain(500, message)
             await response(scope, receive, send)
+
+
+def _open_console_refusal(request: Request, host: str) -> ASGIApp | None:
+    """Why a console without a token refuses this request, or None: the peer must be a
+    loopback address, the request must not come through a proxy, and its ``Host`` must
+    be a loopback name."""
+    peer = request.client.host if request.client else None
+    if peer is None or not is_loopback_peer(peer):
+        message = (
+            "refused: this console has no token and serves only this machine's own "
+            f"loopback clients, not {peer or 'an unknown peer'}: {_PROTECT_IT}"
+        )
+        log_refusal(request, "peer", message)
+        return _plain(403, message)
+    forwarded = forwarded_by(request.headers)
+    if forwarded is not None:
+        message = (
+            f"refused: this request came through a proxy (it carries {forwarded}), and a "
+            f"console without a token cannot tell who is behind one: {_PROTECT_IT}"
+        )
+        log_refusal(request, "proxy", message, header=forwarded)
+        return _plain(403, message)
+    if not is_loopback(_hostname(host)):
+        message = f"refused: this console answers only to loopback names, not {host!r}"
+        log_refusal(request, "host", message, host=host)
+        return _plain(421, message)
+    return None
+
+
+def is_loopback_peer(address: str) -> bool:
+    """True when the connecting peer's address (not a name) is 127.0.0.0/8 or ::1, an
+    IPv4 loopback address mapped into IPv6 included."""
+    try:
+        parsed = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return False
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        return parsed.ipv4_mapped.is_loopback
+    return parsed.is_loopback
+
+
+def forwarded_by(headers: Headers) -> str | None:
+    """The first header a proxy adds that this request carries (``Forwarded``,
+    ``X-Forwarded-For``, …), or None."""
+    return next((name for name in _PROXY_HEADERS if name in headers), None)
 
 
 def _with_headers(send: Send) -> Send:

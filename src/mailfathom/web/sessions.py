@@ -4,8 +4,9 @@ Internal. Two facts live in the database (migration 0007) so that every console
 process and every restart agree:
 
 * **The signing key** of the session cookie (``mf_console_secrets``): random,
-  never derived from the token, so a cookie is no oracle for guessing the token
-  offline. It is stored with an HMAC of the token under the key; a console
+  shared by every process of a console (a form one renders passes its CSRF check
+  in another), never derived from the token, so a cookie is no oracle for guessing
+  the token offline. It is stored with an HMAC of the token under the key; a console
   started with another token sees the mismatch and replaces the key, which ends
   every session.
 * **Each logged-in session** (``mf_console_sessions``): the cookie carries a
@@ -44,6 +45,7 @@ __all__ = [
     "COOKIE",
     "IDLE_TIMEOUT",
     "LOGGED_IN",
+    "SHARED_KEY",
     "LoggedIn",
     "SessionCookies",
     "SessionStore",
@@ -59,6 +61,8 @@ IDLE_TIMEOUT = timedelta(minutes=30)
 #: How stale ``last_seen_at`` may get before a request writes it again (one write a minute).
 _TOUCH_EVERY = timedelta(seconds=60)
 _KEY_NAME = "session"
+#: The key of consoles without login sessions (open, or behind the host's ``auth=``).
+SHARED_KEY = "shared"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,16 +91,20 @@ class SessionStore:
     def _now(self) -> datetime:
         return self.clock.now()
 
-    def secret_for(self, token: str | None) -> str:
-        """The cookie-signing key for ``token``: the stored one, or a new one if the token changed.
+    def secret_for(self, token: str | None, *, name: str = _KEY_NAME) -> str:
+        """The cookie-signing key ``name`` for ``token``: the stored one, or a new one if
+        there is none or the token changed.
 
-        Replacing the key ends every session. Two consoles starting at once with a new
-        token agree: the replacement is a compare-and-swap on the old key.
+        Replacing the logged-in sessions' key ends every session (the key
+        :data:`SHARED_KEY` of consoles without logins is made once and never replaced:
+        its fingerprint is of no token). Two consoles starting at once agree: the
+        first key is an insert that only one wins, a replacement a compare-and-swap on
+        the old key.
         """
         q, now = self.db.queries, self.db.time_param(self._now())
         for _ in range(5):
             with self.db.reading() as cur:
-                cur.execute(q["console_secret"], {"name": _KEY_NAME})
+                cur.execute(q["console_secret"], {"name": name})
                 row = cur.fetchone()
             if row is not None and hmac.compare_digest(
                 str(row["token_fingerprint"]), _fingerprint(str(row["secret"]), token)
@@ -104,7 +112,7 @@ class SessionStore:
                 return str(row["secret"])
             secret = secrets.token_urlsafe(32)
             params = {
-                "name": _KEY_NAME,
+                "name": name,
                 "secret": secret,
                 "fingerprint": _fingerprint(secret, token),
                 "now": now,
@@ -115,7 +123,8 @@ class SessionStore:
                 else:
                     cur.execute(q["console_secret_rotate"], {**params, "old_secret": row["secret"]})
                 if cur.rowcount == 1:
-                    cur.execute(q["console_sessions_end_all"], {})
+                    if name == _KEY_NAME:  # the logged-in sessions' key: they end with it
+                        cur.execute(q["console_sessions_end_all"], {})
                     return secret
         raise RuntimeError("the console session key kept changing under us")  # pragma: no cover
 

@@ -2,11 +2,12 @@
 
 Internal. After :data:`FREE_FAILURES` failures from one address, each further
 failure closes that address for twice as long as the one before (1 s, 2 s, 4 s
-… up to :data:`LONGEST_BLOCK`); while it is closed every attempt to
-authenticate from it — right token or wrong — is answered 429 with
-``Retry-After``. A success clears the address's record. Guessing a 128-bit token
-at one attempt per quarter hour is hopeless; an operator who mistyped it waits
-seconds.
+… up to :data:`LONGEST_BLOCK`); while it is closed every wrong attempt from it
+is answered 429 with ``Retry-After``. The callers check the right token first
+(in constant time), so it always gets in: a guesser sharing the owner's address
+(a proxy, the same machine) cannot lock the owner out. A success clears the
+address's record. The defence against guessing is the token's strength
+(:mod:`mailfathom.web.tokens`); this is the brake and the log.
 
 The counts live in the process's memory: each console process keeps its own
 (a restart forgets them). Behind a reverse proxy every request seems to come
