@@ -129,6 +129,32 @@ def test_pause_and_resume(app: MailFathom, clock: FakeClock) -> None:
         app.schedules.pause("nope", actor="ops")
 
 
+def test_a_schedule_paused_after_a_worker_read_it_is_not_advanced(
+    app: MailFathom, clock: FakeClock
+) -> None:
+    """A worker that read the schedule just before an operator paused it fires nothing:
+    the store's own guard (not the worker's check of the row it read) refuses the tick,
+    and the tick is still not taken after the resume."""
+    app.schedule("minutely", cron="* * * * *", kind="report", payload={"size": 1})
+    app.schedules.sync()
+    clock.advance(60)
+    stale = app.store.get_schedule("minutely")
+    assert stale is not None and not stale["paused"]
+    app.schedules.pause("minutely", actor="ops", reason="migration")
+    tick = latest_tick(stale["cron"], stale["timezone"], clock.now())
+    fired = app.store.fire_schedule(
+        stale,
+        tick=tick,
+        idempotency_key=tick_key("minutely", tick),
+        max_attempts=1,
+        now=clock.now(),
+    )
+    assert fired is None
+    assert keys(app) == []
+    stored = app.schedules.get("minutely")
+    assert stored.paused and stored.last_tick is None
+
+
 def test_a_changed_definition_starts_afresh(
     app: MailFathom, database_url: str, clock: FakeClock
 ) -> None:
