@@ -251,22 +251,24 @@ def test_a_dry_run_counts_what_the_pass_then_does_with_deletion_on(
     mf: MailFathom, clock: FakeClock
 ) -> None:
     """A keyless row deleted by opt-in takes its audit events with it; a kept row keeps
-    its own (events are never deleted by age)."""
+    its own (events are never deleted by age). The events' own batch runs first, so the
+    pass compacts the old events the dry run counted, those of deleted rows included."""
     _register(mf)
     dropped = mf.enqueue("t.work", {"outcome": "permanent"})  # keyless
     kept = mf.enqueue("t.work", {"outcome": "permanent"}, idempotency_key="kept:dead")
     _finish(mf, clock)
-    mf.jobs.drop(dropped.id, actor="ops", reason="not needed")  # one audit event each
+    # one audit event each; two of them with a reason to compact
+    mf.jobs.drop(dropped.id, actor="ops", reason="not needed\nthe customer left")
     mf.jobs.drop(kept.id, actor="ops", reason="not needed")
     email = mf.outbox.record(invoice_email(), run_at=clock.now() + timedelta(days=1))  # keyless
-    mf.outbox.cancel(email.id, actor="ops")
+    mf.outbox.cancel(email.id, actor="ops", reason="sent by hand\nsee the ticket")
     clock.advance(400 * DAY)  # past Dropped's 30 days, Cancelled's 30 and the audit's 365
     with _app(mf, clock, retention_delete_keyless=True) as other:
         dry = other.prune(dry_run=True)
         report = other.prune()
     expected = {
-        "job_events": {"all": {"compacted": 0}},
-        "email_events": {"all": {"compacted": 0}},
+        "job_events": {"all": {"compacted": 1}},
+        "email_events": {"all": {"compacted": 1}},
         "jobs": {"Dropped": {"deleted": 1, "compacted": 1}},
         "emails": {"Cancelled": {"deleted": 1, "compacted": 0}},
     }
