@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-GOOD = '''
+GOOD = """
 [[mutation]]
 name = "fine"
 guarantee = "applies once"
@@ -20,9 +20,9 @@ tests = ["tests/test_thing.py::test_it"]
 file = "src/thing.py"
 original = "LIMIT = 5"
 replacement = "LIMIT = 6"
-'''
+"""
 
-BROKEN = '''
+BROKEN = """
 [[mutation]]
 name = "text-gone"
 guarantee = "its original text was edited away"
@@ -58,7 +58,7 @@ tests = ["tests/test_thing.py"]
 file = "src/moved.py"
 original = "LIMIT = 5"
 replacement = "LIMIT = 4"
-'''
+"""
 
 
 def _tree(tmp_path: Path, entries: str) -> Path:
