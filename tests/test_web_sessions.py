@@ -12,9 +12,9 @@ import json
 import logging
 import secrets
 from base64 import b64encode
-from datetime import timedelta
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import itsdangerous
@@ -122,7 +122,7 @@ def test_two_consoles_started_at_once_with_a_new_token_agree_on_one_key(mf: Mail
         seen["second"] = second.secret_for(new_token)
         seen["session"] = second.start("bob")
 
-    first.db = _ActsAfterTheFirstRead(mf.store.db, second_console_starts)  # type: ignore[assignment]
+    first.db = _ActsAfterTheFirstRead(mf.store.db, second_console_starts)
     seen["first"] = first.secret_for(new_token)
     with mf.store.db.reading() as cur:
         cur.execute("SELECT secret FROM mf_console_secrets")
