@@ -18,14 +18,16 @@ whose text is not found exactly once, a selection that collects nothing, a timeo
     python mutants/run.py --check     # the list against the code only (``make test``)
 
 ``--check`` runs no test: it loads the list, checks that every edit still applies
-exactly once to the current code and that every listed test file exists, and exits 1
-naming each entry that does not (cheap enough for every ``make test``).
+exactly once to the current code, that every listed test file exists and holds the
+test function a node id names, and exits 1 naming each entry that does not (cheap
+enough for every ``make test``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -127,13 +129,22 @@ def check_edits(tree: Path, mutations: list[Mutation]) -> list[str]:
 
 
 def check_tests(tree: Path, mutations: list[Mutation]) -> list[str]:
-    """Why each listed test cannot be run in ``tree`` (its file does not exist)."""
+    """Why each listed test cannot be run in ``tree``: its file does not exist, or the
+    test function a node id names is not in it (renamed or removed; a test the file
+    imports from another counts)."""
     problems: list[str] = []
     for mutation in mutations:
         for test in mutation.tests:
-            path = test.split("::", 1)[0]
-            if not path or not (tree / path).exists():
+            path, _, rest = test.partition("::")
+            target = tree / path
+            if not path or not target.exists():
                 problems.append(f"{mutation.name}: the test file {path!r} does not exist")
+                continue
+            function = rest.rpartition("::")[2].partition("[")[0]
+            if function and target.is_file():
+                text = target.read_text(encoding="utf-8")
+                if not re.search(rf"\b{re.escape(function)}\b", text):  # defined or imported
+                    problems.append(f"{mutation.name}: {path} defines no test {function!r}")
     return problems
 
 

@@ -51,6 +51,15 @@ original = "LIMIT = 5"
 replacement = "LIMIT = 4"
 
 [[mutation]]
+name = "test-renamed"
+guarantee = "its test function was renamed"
+tests = ["tests/test_thing.py::test_old_name[sqlite]"]
+[[mutation.edit]]
+file = "src/thing.py"
+original = "LIMIT = 5"
+replacement = "LIMIT = 3"
+
+[[mutation]]
 name = "source-gone"
 guarantee = "its source file was moved"
 tests = ["tests/test_thing.py"]
@@ -110,6 +119,7 @@ def test_each_broken_entry_is_reported_by_name(tmp_path: Path) -> None:
     assert sorted(p.split(":", 1)[0] for p in problems) == [
         "source-gone",
         "test-file-gone",
+        "test-renamed",
         "text-gone",
         "text-twice",
     ]
@@ -118,6 +128,7 @@ def test_each_broken_entry_is_reported_by_name(tmp_path: Path) -> None:
     assert "2 times" in by_name["text-twice"]
     assert "'tests/test_renamed.py' does not exist" in by_name["test-file-gone"]
     assert "src/moved.py does not exist" in by_name["source-gone"]
+    assert "tests/test_thing.py defines no test 'test_old_name'" in by_name["test-renamed"]
     assert done.stdout == ""
 
 
