@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: test test-slow test-all lint types pytest venv run screenshots bench docs docs-serve clean mutants
+.PHONY: test test-slow test-all lint types pytest venv run screenshots bench docs docs-serve clean mutants mutants-check
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,14 @@ types: venv
 pytest: venv
 	$(VENV)/bin/pytest -n 2 --dist loadfile -m "not slow"
 
-## The README's test command: lint, types, then the suite without the slow tests.
-test: lint types pytest
+## The mutation list against the code, without running a test: every edit of
+## mutants/mutations.toml still applies exactly once and every listed test file exists.
+mutants-check: venv
+	$(PY) mutants/run.py --check
+
+## The README's test command: lint, types, the mutation list, then the suite without the
+## slow tests.
+test: lint types mutants-check pytest
 
 ## The crash and multi-process tests (SIGKILL, several workers, database restarts).
 ## CI (.ci/run) runs them after `make test`.

@@ -15,12 +15,19 @@ whose text is not found exactly once, a selection that collects nothing, a timeo
     python mutants/run.py             # everything, one mutation at a time
     python mutants/run.py --list      # the entries, without running anything
     python mutants/run.py --only NAME # one entry (repeatable)
+    python mutants/run.py --check     # the list against the code only (``make test``)
+
+``--check`` runs no test: it loads the list, checks that every edit still applies
+exactly once to the current code, that every listed test file exists and holds the
+test function a node id names, and exits 1 naming each entry that does not (cheap
+enough for every ``make test``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -119,6 +126,35 @@ def check_edits(tree: Path, mutations: list[Mutation]) -> list[str]:
             if edit.original == edit.replacement:
                 problems.append(f"{mutation.name}: an edit of {edit.file} changes nothing")
     return problems
+
+
+def check_tests(tree: Path, mutations: list[Mutation]) -> list[str]:
+    """Why each listed test cannot be run in ``tree``: its file does not exist, or the
+    test function a node id names is not in it (renamed or removed; a test the file
+    imports from another counts)."""
+    problems: list[str] = []
+    for mutation in mutations:
+        for test in mutation.tests:
+            path, _, rest = test.partition("::")
+            target = tree / path
+            if not path or not target.exists():
+                problems.append(f"{mutation.name}: the test file {path!r} does not exist")
+                continue
+            function = rest.rpartition("::")[2].partition("[")[0]
+            if function and target.is_file():
+                text = target.read_text(encoding="utf-8")
+                if not re.search(rf"\b{re.escape(function)}\b", text):  # defined or imported
+                    problems.append(f"{mutation.name}: {path} defines no test {function!r}")
+    return problems
+
+
+def check(tree: Path, path: Path = LIST) -> list[str]:
+    """Everything that keeps the list at ``path`` from running on ``tree`` (empty: fine)."""
+    try:
+        mutations = load(path)
+    except (ListError, tomllib.TOMLDecodeError, KeyError) as exc:
+        return [f"{path}: {exc}"]
+    return check_edits(tree, mutations) + check_tests(tree, mutations)
 
 
 def copy_tree(into: Path) -> Path:
@@ -249,13 +285,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="show the mutations and stop")
     parser.add_argument("--only", action="append", metavar="NAME", help="run only NAME")
     parser.add_argument("--no-baseline", action="store_true", help="skip the baseline run")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only check that every edit applies exactly once and every test file exists",
+    )
     options = parser.parse_args(argv)
+    if options.check:
+        problems = check(ROOT)
+        if problems:
+            print("mutants: the list is out of step with the code:", file=sys.stderr)
+            for problem in problems:
+                print(f"  {problem}", file=sys.stderr)
+            return 1
+        print(f"mutants: {len(load())} mutations apply to the current code")
+        return 0
     try:
         mutations = load()
     except (ListError, tomllib.TOMLDecodeError, KeyError) as exc:
         print(f"mutants: {LIST}: {exc}", file=sys.stderr)
         return 1
-    problems = check_edits(ROOT, mutations)
+    problems = check_edits(ROOT, mutations) + check_tests(ROOT, mutations)
     if problems:
         print("mutants: the list is out of step with the code:", file=sys.stderr)
         for problem in problems:

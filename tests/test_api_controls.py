@@ -70,7 +70,10 @@ def test_pause_list_and_resume_queues(client: Any, mf: MailFathom) -> None:
     (mail,) = [q for q in listed if q["queue"] == "mail"]
     assert mail["pending"] == 1 and mail["paused"]["reason"] == "relay down"
     assert client.post("/api/queues/mail/pause", json={"why": "x"}).status_code == 400
-    assert client.post("/api/queues/bad name!/pause", json={}).status_code in (400, 404)
+    bad = client.post("/api/queues/bad name!/pause", json={})
+    assert bad.status_code == 400
+    assert bad.json()["error"]["type"] == "InvalidInput"
+    assert "queue 'bad name!' is not usable" in bad.json()["error"]["message"]
 
     bulk = client.post("/api/queues/bulk/resume", json={"queues": ["mail", "other"]}).json()
     assert bulk["done"] == ["mail"]

@@ -193,20 +193,44 @@ def test_a_compacted_dead_letter_cannot_be_requeued(mf: MailFathom, clock: FakeC
     assert dropped.state is JobState.DROPPED and dropped.compacted
 
 
-def test_audit_events_are_pruned_after_their_own_period(mf: MailFathom, clock: FakeClock) -> None:
+def test_an_operators_moves_are_kept_as_long_as_the_row(mf: MailFathom, clock: FakeClock) -> None:
+    """Who dropped a job (or cancelled an email), and why, outlives the audit period: a
+    kept row keeps its events for as long as it exists; past the period each keeps its
+    actor, action, states and time, and the first line of its reason."""
     _register(mf)
     job = mf.enqueue("t.work", {"outcome": "permanent"})
     _finish(mf, clock)
-    mf.jobs.drop(job.id, actor="ops")
+    why = "duplicate of the March run\n" + "the ticket says more " * 20
+    mf.jobs.drop(job.id, actor="ops", reason=why)
+    email = mf.outbox.record(invoice_email(), run_at=clock.now() + timedelta(days=1))
+    mf.outbox.cancel(email.id, actor="ops", reason="x" * 300)
+    (before,) = mf.jobs.events(job.id)
+    (email_before,) = mf.outbox.events(email.id)
     clock.advance(300 * DAY)
     report = mf.prune()
-    assert report.rows["job_events"]["all"]["deleted"] == 0
-    assert len(mf.jobs.events(job.id)) == 1
+    assert report.rows["job_events"]["all"] == {"compacted": 0}
+    assert mf.jobs.events(job.id) == [before]  # within the period: untouched
     assert mf.jobs.get(job.id).compacted  # Dropped: 30 days
     clock.advance(70 * DAY)
     report = mf.prune()
-    assert report.rows["job_events"]["all"]["deleted"] == 1
-    assert mf.jobs.events(job.id) == []
+    assert report.rows["job_events"]["all"] == {"compacted": 1}
+    assert report.rows["email_events"]["all"] == {"compacted": 1}
+    assert mf.jobs.events(job.id) == [
+        dataclasses.replace(before, reason="duplicate of the March run")
+    ]
+    assert mf.outbox.events(email.id) == [dataclasses.replace(email_before, reason="x" * 200)]
+    clock.advance(3650 * DAY)  # ten years on, the row and its events are still there
+    report = mf.prune()
+    assert report.rows["job_events"]["all"] == {"compacted": 0}
+    (after,) = mf.jobs.events(job.id)
+    assert (after.actor, after.action, after.from_state, after.to_state, after.at) == (
+        "ops",
+        "drop",
+        JobState.DEAD_LETTERED,
+        JobState.DROPPED,
+        before.at,
+    )
+    assert mf.jobs.get(job.id).state is JobState.DROPPED
 
 
 def test_a_dry_run_changes_nothing(mf: MailFathom, clock: FakeClock) -> None:
@@ -226,23 +250,25 @@ def test_a_dry_run_changes_nothing(mf: MailFathom, clock: FakeClock) -> None:
 def test_a_dry_run_counts_what_the_pass_then_does_with_deletion_on(
     mf: MailFathom, clock: FakeClock
 ) -> None:
-    """A keyless row deleted by opt-in takes its audit events with it; the events' own
-    batch runs first, so the pass reports the old events the dry run counted."""
+    """A keyless row deleted by opt-in takes its audit events with it; a kept row keeps
+    its own (events are never deleted by age). The events' own batch runs first, so the
+    pass compacts the old events the dry run counted, those of deleted rows included."""
     _register(mf)
     dropped = mf.enqueue("t.work", {"outcome": "permanent"})  # keyless
     kept = mf.enqueue("t.work", {"outcome": "permanent"}, idempotency_key="kept:dead")
     _finish(mf, clock)
-    mf.jobs.drop(dropped.id, actor="ops", reason="not needed")  # one audit event each
+    # one audit event each; two of them with a reason to compact
+    mf.jobs.drop(dropped.id, actor="ops", reason="not needed\nthe customer left")
     mf.jobs.drop(kept.id, actor="ops", reason="not needed")
     email = mf.outbox.record(invoice_email(), run_at=clock.now() + timedelta(days=1))  # keyless
-    mf.outbox.cancel(email.id, actor="ops")
+    mf.outbox.cancel(email.id, actor="ops", reason="sent by hand\nsee the ticket")
     clock.advance(400 * DAY)  # past Dropped's 30 days, Cancelled's 30 and the audit's 365
     with _app(mf, clock, retention_delete_keyless=True) as other:
         dry = other.prune(dry_run=True)
         report = other.prune()
     expected = {
-        "job_events": {"all": {"deleted": 2}},
-        "email_events": {"all": {"deleted": 1}},
+        "job_events": {"all": {"compacted": 1}},
+        "email_events": {"all": {"compacted": 1}},
         "jobs": {"Dropped": {"deleted": 1, "compacted": 1}},
         "emails": {"Cancelled": {"deleted": 1, "compacted": 0}},
     }
@@ -250,7 +276,13 @@ def test_a_dry_run_counts_what_the_pass_then_does_with_deletion_on(
         for table, states in expected.items():
             for state, actions in states.items():
                 assert rows[table][state] == actions, (table, state, rows)
-    assert mf.jobs.events(kept.id) == []
+    # the kept row keeps its event; the deleted rows' events went with them
+    assert [(e.actor, e.action) for e in mf.jobs.events(kept.id)] == [("ops", "drop")]
+    with mf.store.db.reading() as cur:
+        cur.execute("SELECT count(*) AS n FROM mf_job_events")
+        assert cur.fetchone()["n"] == 1
+        cur.execute("SELECT count(*) AS n FROM mf_outbox_events")
+        assert cur.fetchone()["n"] == 0
     assert mf.jobs.get(kept.id).compacted
     assert {j.id for j in mf.jobs.list() if j.kind == "t.work"} == {kept.id}
 

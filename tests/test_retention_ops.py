@@ -108,6 +108,36 @@ def test_a_compacted_email_keeps_envelope_replies_and_failure(
     assert api["email"]["compacted_at"] == clock.now().isoformat()
 
 
+def test_an_email_another_record_was_split_from_is_kept_for_its_link(
+    mail_app: MailFathom, smtp: FaultServer, clock: FakeClock
+) -> None:
+    """With deletion on, a keyless final record that another record points at (recorded
+    again from it) is compacted, never deleted: its link holds, and pass after pass
+    completes (a delete would fail on the foreign key and wedge every pass)."""
+    smtp.script(mail="550 5.7.1 relay misconfigured")
+    refused = mail_app.outbox.record(_message("carol@example.com"))  # keyless
+    plain = mail_app.outbox.record(_message("dave@example.com"))  # keyless, no link
+    mail_app.worker(concurrency=1).run(burst=True)
+    assert mail_app.outbox.get(refused.id).stage is OutgoingEmailStage.REFUSED
+    again = mail_app.outbox.record_again(refused.id, actor="ops", reason="relay fixed")
+    assert again.parent_id == refused.id  # Recorded; its delivery waits
+    clock.advance(31 * DAY)
+    with _app(mail_app, clock, retention_delete_keyless=True) as other:
+        dry = other.prune(dry_run=True)
+        report = other.prune()
+        assert report.ran and not (other.retention.state().last_report or {}).get("failed")
+        assert dry.rows["emails"]["Refused"] == report.rows["emails"]["Refused"]
+        assert report.rows["emails"]["Refused"] == {"deleted": 1, "compacted": 1}
+        clock.advance(DAY)
+        later = other.prune()
+        assert later.rows["emails"]["Refused"] == {"deleted": 0, "compacted": 0}
+    kept = mail_app.outbox.get(refused.id)
+    assert kept.compacted and kept.stage is OutgoingEmailStage.REFUSED
+    assert mail_app.outbox.get(again.id).parent_id == refused.id
+    assert [e.id for e in mail_app.outbox.list(OutgoingEmailStage.REFUSED)] == [refused.id]
+    assert plain.id not in {e.id for e in mail_app.outbox.list()}
+
+
 def test_the_console_shows_compacted_jobs_and_the_last_pass(
     mf: MailFathom, clock: FakeClock
 ) -> None:

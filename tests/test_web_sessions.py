@@ -12,6 +12,8 @@ import json
 import logging
 import secrets
 from base64 import b64encode
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +23,7 @@ import pytest
 from consolekit import TOKEN, csrf_of, dead_letters, make_client, register_demo_kinds
 from mailfathom import ConfigurationError, FakeClock, JobState, MailFathom
 from mailfathom.web import Access
+from mailfathom.web.sessions import SessionStore
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SECURITY_LOG = "mailfathom.web.security"
@@ -83,6 +86,49 @@ def test_the_signing_key_is_random_kept_in_the_database_and_rotated_with_the_tok
     back = make_client(mf, token=TOKEN)
     back.cookies = first.cookies
     assert back.get("/jobs", follow_redirects=False).status_code == 303
+
+
+class _ActsAfterTheFirstRead:
+    """The app's database, calling ``then`` once just after the first read ends: another
+    console acting between this one's read of the key and its write."""
+
+    def __init__(self, db: Any, then: Callable[[], None]) -> None:
+        self._db = db
+        self._then: Callable[[], None] | None = then
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+    @contextmanager
+    def reading(self) -> Iterator[Any]:
+        with self._db.reading() as cur:
+            yield cur
+        then, self._then = self._then, None
+        if then is not None:
+            then()
+
+
+def test_two_consoles_started_at_once_with_a_new_token_agree_on_one_key(mf: MailFathom) -> None:
+    """Both read the old key; the second replaces it first. The first's replacement is a
+    compare-and-swap on the key it read, so it fails, and the first takes the second's
+    key instead of overwriting it (which would leave the two signing with different keys
+    and end the session just begun under the second's)."""
+    SessionStore(mf).secret_for(TOKEN)  # the key of the token both consoles replace
+    new_token = secrets.token_urlsafe(32)
+    first, second = SessionStore(mf), SessionStore(mf)
+    seen: dict[str, str] = {}
+
+    def second_console_starts() -> None:
+        seen["second"] = second.secret_for(new_token)
+        seen["session"] = second.start("bob")
+
+    first.db = _ActsAfterTheFirstRead(mf.store.db, second_console_starts)
+    seen["first"] = first.secret_for(new_token)
+    with mf.store.db.reading() as cur:
+        cur.execute("SELECT secret FROM mf_console_secrets")
+        (row,) = cur.fetchall()
+    assert seen["first"] == seen["second"] == row["secret"]
+    assert second.check(seen["session"]) is not None  # not ended by a second rotation
 
 
 def test_no_cookie_on_api_or_unauthenticated_answers_except_login(mf: MailFathom) -> None:

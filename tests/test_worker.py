@@ -182,6 +182,44 @@ def test_a_pool_thread_runs_the_next_job_itself_never_beyond_the_slots(mf: MailF
     assert max(threads.values()) > 1
 
 
+def test_a_pool_thread_hands_its_slot_to_the_next_plain_job_on_itself(mf: MailFathom) -> None:
+    """One slot is held by an ``async def`` job throughout (it needs no pool thread), the
+    other runs plain jobs back to back. Each plain attempt's thread takes the next job
+    claimed ahead and runs it itself, so one pool thread runs them all: were the next
+    job handed to the pool instead, it would be submitted while that thread is still
+    busy, and the pool would start a second thread for it."""
+    plains = 150
+    names: list[str] = []
+    alive: set[str] = set()  # the pool's threads, as the plain jobs saw them
+    done = threading.Event()
+
+    @mf.job("plain")
+    def plain(ctx: JobContext) -> None:
+        name = threading.current_thread().name
+        names.append(name)
+        pool = name.rpartition("-")[0] + "-"
+        alive.update(t.name for t in threading.enumerate() if t.name.startswith(pool))
+        time.sleep(0.0005)
+        if len(names) == plains:
+            done.set()
+
+    @mf.job("holder")
+    async def holder(ctx: JobContext) -> None:
+        deadline = time.monotonic() + 60
+        while not done.is_set():  # holds its slot until every plain job has run
+            assert time.monotonic() < deadline, "the plain jobs did not run"
+            await asyncio.sleep(0.005)
+
+    mf.enqueue("holder", {}, priority=1)
+    mf.enqueue_many("plain", [{} for _ in range(plains)])
+    worker = mf.worker(concurrency=2)
+    assert worker.run(burst=True) == plains + 1
+    assert mf.jobs.counts()[JobState.SUCCEEDED] == plains + 1
+    assert len(names) == plains
+    assert set(names) == {f"mailfathom-{worker.id}-0"}
+    assert alive == {f"mailfathom-{worker.id}-0"}, "the pool started a second thread"
+
+
 def test_async_handlers_share_the_workers_event_loop(mf: MailFathom) -> None:
     seen: list[tuple[int, str]] = []
 

@@ -184,7 +184,26 @@ def test_a_poison_outcome_never_stops_the_worker_nor_loses_its_siblings(
     assert mf.worker(concurrency=4).run(burst=True) >= 12
     for job in [*oks, *more]:
         assert mf.jobs.get(job.id).state is JobState.SUCCEEDED
-    for job in poisons:
-        first = mf.jobs.attempts(job.id)[0]
-        assert first.outcome is AttemptOutcome.FAILED and first.message
-        assert mf.jobs.get(job.id).state is not JobState.CLAIMED
+    # Each is recorded as docs/worker.md says: a transient failure with attempts left,
+    # Pending again. The delay past 365 days is cut to 365 days, saying so; the message
+    # that cannot be printed reads as its type and what went wrong, after the backoff.
+    far_job, mute_job = (mf.jobs.get(poison.id) for poison in poisons)
+    (far_attempt,) = mf.jobs.attempts(far_job.id)
+    (mute_attempt,) = mf.jobs.attempts(mute_job.id)
+    for recorded, attempt in ((far_job, far_attempt), (mute_job, mute_attempt)):
+        assert attempt.outcome is AttemptOutcome.FAILED
+        assert attempt.failure_class is FailureClass.TRANSIENT
+        assert (recorded.state, recorded.attempts, recorded.failure_reason) == (
+            JobState.PENDING,
+            1,
+            attempt.message,
+        )
+    far_ended, far_due = far_attempt.finished_at, far_job.available_at
+    mute_ended, mute_due = mute_attempt.finished_at, mute_job.available_at
+    assert far_ended and far_due and mute_ended and mute_due
+    assert far_attempt.message is not None
+    assert far_attempt.message.startswith("later (retry_after ")
+    assert far_attempt.message.endswith(" s is over the 365-day limit: retrying in 365 days)")
+    assert far_due == far_ended + timedelta(days=365)
+    assert mute_attempt.message == "_Unprintable: <unprintable: str() raised RuntimeError>"
+    assert mute_ended < mute_due < far_due  # after the kind's (short) backoff

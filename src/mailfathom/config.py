@@ -121,7 +121,8 @@ class Settings:
     retention_kinds: Mapping[str, Mapping[str, Any]] | None = None
     #: How long Sent / Refused / Cancelled emails keep their bytes (default 30 days each).
     email_retention: Mapping[str, Any] | None = None
-    #: How long operators' audit events are kept; longer than the rows by default.
+    #: How long an operator's audit event keeps its full reason (then one line of it); the
+    #: event itself is kept as long as its job or email row.
     audit_retention: str | float | None = "365d"
     #: Delete, instead of compacting, rows past their period that have no idempotency key
     #: (nothing can ever collide with them). Off: every row stays, compacted.

@@ -1,6 +1,10 @@
 """Retention rules: how long terminal jobs, finished emails and audit events keep
 everything before the pruner compacts (or, by opt-in, deletes) them.
 
+An audit event (an operator's move on a job or an email) is kept as long as its row:
+past the audit period it is only compacted (its reason cut to one line), and it goes
+only with a row that retention deletes.
+
 A rule is a duration (``"7d"``, ``"12h"``, ``"30m"``, ``"90s"``, ``"2w"``, or a number of
 seconds) or ``"never"`` / None. Compaction keeps a row and its idempotency key forever
 and drops only its bulk (payload, tracebacks, message bytes); see docs/retention.md.
@@ -105,7 +109,8 @@ class RetentionPolicy:
     kinds: Mapping[str, Mapping[str, timedelta | None]] = field(default_factory=dict)
     #: Final email stage -> period.
     emails: Mapping[str, timedelta | None] = field(default_factory=dict)
-    #: How long operators' audit events are kept (None: forever).
+    #: How long operators' audit events keep their full reason; afterwards one line of it
+    #: (None: always the full reason). An event itself lives as long as its row.
     audit: timedelta | None = None
     #: Delete, instead of compacting, rows past their period that have no idempotency key.
     delete_keyless: bool = False

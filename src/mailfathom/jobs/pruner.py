@@ -135,12 +135,14 @@ class Pruner:
         """Every kind of work the policy asks for at ``now``: audit events first, then jobs
         and emails.
 
-        Events go first so that a pass deletes exactly the events a dry run counts: a
-        keyless row deleted by opt-in takes its events with it, and had it gone first,
-        its old events would have vanished from the count the events' own batch reports."""
+        An audit event is never deleted on its own: what an operator did to a row is a
+        fact kept as long as the row, and goes only with a row deleted by opt-in. Past
+        the audit period an event is compacted (its reason cut to one line). Events go
+        first so that a pass compacts exactly the events a dry run counts: had a keyless
+        row been deleted first, its events would have vanished from that count."""
         if self.policy.audit is not None:
             for table in ("job_events", "email_events"):
-                yield Batch(table, "delete", "all", now - self.policy.audit)
+                yield Batch(table, "compact", "all", now - self.policy.audit)
         deleting = self.policy.delete_keyless
         for table, names, rules, kinds in (
             ("jobs", JOB_STATES, self.policy.jobs, self.policy.kinds),

@@ -135,21 +135,30 @@ WHERE id IN (
 RETURNING id;
 
 -- name: count_prunable_job_events
-SELECT count(*) AS n FROM mf_job_events WHERE at < %(cutoff)s;
+-- An audit event lives as long as its row (a deleted row's events go with it, by cascade);
+-- past the audit period, an event whose reason runs over one line keeps only its first
+-- line (at most 200 characters). Who, what, from which state to which and when stay.
+SELECT count(*) AS n FROM mf_job_events
+WHERE at < %(cutoff)s AND (length(reason) > 200 OR strpos(reason, E'\n') > 0);
 
--- name: delete_job_events
-DELETE FROM mf_job_events
-WHERE id IN (SELECT id FROM mf_job_events WHERE at < %(cutoff)s ORDER BY at LIMIT %(limit)s
-                FOR UPDATE SKIP LOCKED)
+-- name: compact_job_events
+UPDATE mf_job_events
+SET reason = left(split_part(reason, E'\n', 1), 200)
+WHERE id IN (SELECT id FROM mf_job_events
+             WHERE at < %(cutoff)s AND (length(reason) > 200 OR strpos(reason, E'\n') > 0)
+             ORDER BY at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 RETURNING id;
 
 -- name: count_prunable_email_events
-SELECT count(*) AS n FROM mf_outbox_events WHERE at < %(cutoff)s;
+SELECT count(*) AS n FROM mf_outbox_events
+WHERE at < %(cutoff)s AND (length(reason) > 200 OR strpos(reason, E'\n') > 0);
 
--- name: delete_email_events
-DELETE FROM mf_outbox_events
-WHERE id IN (SELECT id FROM mf_outbox_events WHERE at < %(cutoff)s ORDER BY at LIMIT %(limit)s
-                FOR UPDATE SKIP LOCKED)
+-- name: compact_email_events
+UPDATE mf_outbox_events
+SET reason = left(split_part(reason, E'\n', 1), 200)
+WHERE id IN (SELECT id FROM mf_outbox_events
+             WHERE at < %(cutoff)s AND (length(reason) > 200 OR strpos(reason, E'\n') > 0)
+             ORDER BY at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 RETURNING id;
 
 -- name: count_jobs_compacted
