@@ -224,3 +224,26 @@ def _app(database_url: str, clock: FakeClock, smtp: FaultServer, **settings: Any
     )
     mf.migrate()
     return mf
+
+
+def test_the_pruner_settles_an_expired_record_no_delivery_reached(
+    database_url: str, clock: FakeClock, smtp: FaultServer
+) -> None:
+    mf = _app(database_url, clock, smtp)
+    try:
+        expiry = clock.now() + timedelta(seconds=30)
+        waiting = mf.outbox.record(message("a@example.org"), expires_at=expiry)
+        later = mf.outbox.record(message("b@example.org"), expires_at=expiry + timedelta(hours=1))
+        clock.advance(31)
+        assert mf.prune(dry_run=True).rows["emails"]["Recorded"] == {"expired": 1}
+        assert mf.outbox.get(waiting.id).stage is RECORDED  # a dry run changes nothing
+        report = mf.prune()
+        assert report.rows["emails"]["Recorded"] == {"expired": 1}
+        seen = mf.outbox.get(waiting.id)
+        assert (seen.stage, seen.reason) == (REFUSED, "expired")
+        assert mf.outbox.get(later.id).stage is RECORDED
+        assert mf.outbox.counts()[RECORDED] == 1
+        deliver(mf)  # the expired record's delivery finds nothing to send
+        assert [m.rcpt_tos for m in smtp.received()] == [["b@example.org"]]
+    finally:
+        mf.close()

@@ -252,7 +252,8 @@ class Deliverer:
             self._end(start.email, from_stage, _REFUSED, reason=final, outcome=outcome, reply=reply)
             raise PermanentFailure(final)
         self._end(start.email, from_stage, _RECORDED, reason=reason, outcome=outcome, reply=reply)
-        raise TransientFailure(reason, retry_after=self._until_expiry(start.email, from_stage, used))
+        wait = self._until_expiry(start.email, from_stage, used)
+        raise TransientFailure(reason, retry_after=wait)
 
     def _until_expiry(self, email: EmailRow, from_stage: str, used: int) -> timedelta | None:
         """The retry's wait when the record expires before the backoff could end: the time
