@@ -1,6 +1,6 @@
 """A message recorded as several parts, in the console against a real SMTP server: the JSON
 API and the pages show it once, with its parts; a cancel withdraws every Recorded part and
-says which had begun; every answer matches the OpenAPI document."""
+says which had begun; every answer matches the OpenAPI document; the commands do the same."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from typing import Any
 
 import jsonschema_rs
 import pytest
+from click.testing import CliRunner
 
 from consolekit import csrf_of, make_client
 from mailfathom import FakeClock, MailFathom
+from mailfathom.cli import cli
 from mailfathom.web.openapi import document
 from smtp_fixtures import FaultServer
 
@@ -97,9 +99,10 @@ def test_the_pages_show_the_parts_and_the_cancel_says_what_it_did(
     assert "2 parts: Recorded, Recorded" in listing
     detail = client.get(f"/outbox/{recorded.id}").text
     assert "<h2>Parts" in detail and f'<a href="/outbox/{part.id}">{part.id}</a>' in detail
-    assert f'<a href="/outbox/{recorded.id}">message {recorded.id}</a>' in client.get(
-        f"/outbox/{part.id}"
-    ).text
+    assert (
+        f'<a href="/outbox/{recorded.id}">message {recorded.id}</a>'
+        in client.get(f"/outbox/{part.id}").text
+    )
     confirm = client.get(f"/outbox/{recorded.id}/cancel").text
     assert "every part still Recorded becomes Cancelled" in confirm
     done = client.post(
@@ -109,3 +112,22 @@ def test_the_pages_show_the_parts_and_the_cancel_says_what_it_did(
     )
     assert "2 of its 2 parts cancelled" in done.text
     assert [p.stage.value for p in split_app.outbox.parts(recorded.id)] == ["Cancelled"] * 2
+
+
+def test_the_commands_show_the_parts_and_the_cancel_says_what_it_did(
+    split_app: MailFathom, smtp: FaultServer, database_url: str
+) -> None:
+    smtp.script(rcpt={"b@yahoo.com": "450 4.2.1 try later"})
+    recorded = split_app.outbox.record(message("a@gmail.com", "b@yahoo.com"))
+    split_app.worker(concurrency=1).run(burst=True)
+    gmail, yahoo = split_app.outbox.parts(recorded.id)
+
+    def run(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["--database", database_url, *args])
+
+    shown = run("outbox", "show", str(recorded.id)).output
+    assert "b@yahoo.com" in shown and f"{yahoo.id}" in shown and "Recorded" in shown
+    done = run("outbox", "cancel", str(recorded.id))
+    assert done.exit_code == 0
+    assert f"cancelled parts: {yahoo.id}" in done.output
+    assert f"left alone, their transmission had begun: {gmail.id} (Sent)" in done.output
