@@ -120,7 +120,7 @@ class Outbox:
             row, recipient_rows, created = self._store.insert_email(
                 email, job, now=now, connection=connection, parts=self._parts(job, others)
             )
-        return recorded_views(self._store, [(row, recipient_rows, created)])[0]
+        return recorded_views(self._store, [(row, recipient_rows, created)], [not others])[0]
 
     def record_many(
         self,
@@ -205,7 +205,7 @@ class Outbox:
                 connection=connection,
                 parts=[self._parts(job, others) for _, others in split],
             )
-        return recorded_views(self._store, rows)
+        return recorded_views(self._store, rows, [not others for _, others in split])
 
     def _freeze(
         self,

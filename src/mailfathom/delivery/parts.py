@@ -30,15 +30,23 @@ def message_views(store: OutboxStore, rows: Sequence[EmailRow]) -> list[Outgoing
 
 
 def recorded_views(
-    store: OutboxStore, found: Sequence[tuple[EmailRow, list[RecipientRow], bool]]
+    store: OutboxStore,
+    found: Sequence[tuple[EmailRow, list[RecipientRow], bool]],
+    single: Sequence[bool],
 ) -> list[RecordedEmail]:
     """What ``record``/``record_many`` return: each message's snapshot, and whether the
-    call created it."""
-    views = _views(store, [row for row, _, _ in found])
-    return [
-        RecordedEmail.from_record(row, recipients, created, view.parts)
-        for (row, _, created), (view, recipients) in zip(found, views, strict=True)
-    ]
+    call created it. ``single`` marks the messages this call created as one record: they
+    are returned as written, without reading anything again."""
+    looked = [i for i, (_, _, created) in enumerate(found) if not (created and single[i])]
+    views = dict(zip(looked, _views(store, [found[i][0] for i in looked]), strict=True))
+    results = []
+    for i, (row, recipients, created) in enumerate(found):
+        if i not in views:
+            results.append(RecordedEmail.from_record(row, recipients, created))
+            continue
+        view, every = views[i]
+        results.append(RecordedEmail.from_record(row, every, created, view.parts))
+    return results
 
 
 def _views(
