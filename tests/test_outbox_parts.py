@@ -102,6 +102,19 @@ def test_a_part_in_transmission_is_never_cancelled(
     ] * 2
 
 
+def test_a_part_whose_body_went_out_is_never_cancelled_with_its_message(
+    split_app: MailFathom, smtp: FaultServer
+) -> None:
+    smtp.script(end="451 4.7.1 greylisted, come back later")  # bodies out, back to Recorded
+    recorded = split_app.outbox.record(message("a@gmail.com", "b@yahoo.com"))
+    deliver(split_app)
+    parts = split_app.outbox.parts(recorded.id)
+    assert [(p.stage, p.body_transmissions) for p in parts] == [(RECORDED, 1)] * 2
+    with pytest.raises(IllegalTransition, match="its body already went out"):
+        split_app.outbox.cancel(recorded.id, actor="ops")
+    assert [p.stage for p in split_app.outbox.parts(recorded.id)] == [RECORDED] * 2
+
+
 def test_get_and_list_show_a_split_message_once_with_its_parts(
     split_app: MailFathom,
 ) -> None:
