@@ -117,10 +117,10 @@ class Outbox:
         email, others = self._split(email)
         with tracing.enqueue_span(self._job.kind, self._job.queue):
             job = self._traced_job()
-            row, recipient_rows, created = self._store.insert_email(
+            recorded = self._store.insert_email(
                 email, job, now=now, connection=connection, parts=self._parts(job, others)
             )
-        return recorded_views(self._store, [(row, recipient_rows, created)], [not others])[0]
+        return recorded_views([recorded])[0]
 
     def record_many(
         self,
@@ -205,7 +205,7 @@ class Outbox:
                 connection=connection,
                 parts=[self._parts(job, others) for _, others in split],
             )
-        return recorded_views(self._store, rows, [not others for _, others in split])
+        return recorded_views(rows)
 
     def _freeze(
         self,

@@ -15,7 +15,13 @@ from collections.abc import Sequence
 from mailfathom.delivery.model import CancelledEmail, OutgoingEmail, RecordedEmail
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import IllegalTransition
-from mailfathom.store.outbox_base import CancelOutcome, EmailRow, OutboxStore, RecipientRow
+from mailfathom.store.outbox_base import (
+    CancelOutcome,
+    EmailRow,
+    OutboxStore,
+    RecipientRow,
+    RecordedRows,
+)
 
 __all__ = ["cancel_result", "message_views", "recorded_views", "refusal"]
 
@@ -29,23 +35,18 @@ def message_views(store: OutboxStore, rows: Sequence[EmailRow]) -> list[Outgoing
     return [view for view, _ in _views(store, rows)]
 
 
-def recorded_views(
-    store: OutboxStore,
-    found: Sequence[tuple[EmailRow, list[RecipientRow], bool]],
-    single: Sequence[bool],
-) -> list[RecordedEmail]:
-    """What ``record``/``record_many`` return: each message's snapshot, and whether the
-    call created it. ``single`` marks the messages this call created as one record: they
-    are returned as written, without reading anything again."""
-    looked = [i for i, (_, _, created) in enumerate(found) if not (created and single[i])]
-    views = dict(zip(looked, _views(store, [found[i][0] for i in looked]), strict=True))
+def recorded_views(found: Sequence[RecordedRows]) -> list[RecordedEmail]:
+    """What ``record``/``record_many`` return, from what the recording read in its own
+    transaction (so it holds in a caller's uncommitted one too): each message with every
+    recipient and part, and whether the call created it."""
     results = []
-    for i, (row, recipients, created) in enumerate(found):
-        if i not in views:
-            results.append(RecordedEmail.from_record(row, recipients, created))
+    for one in found:
+        if not one.parts:
+            results.append(RecordedEmail.from_record(one.email, one.recipients, one.created))
             continue
-        view, every = views[i]
-        results.append(RecordedEmail.from_record(row, every, created, view.parts))
+        parts = tuple(OutgoingEmail.from_row(row, recipients) for row, recipients in one.parts)
+        every = _every_recipient([recipients for _, recipients in one.parts])
+        results.append(RecordedEmail.from_record(one.email, every, one.created, parts))
     return results
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "OutboxStore",
     "RecipientReply",
     "RecipientRow",
+    "RecordedRows",
 ]
 
 
@@ -110,6 +111,18 @@ class NewEmail:
     priority: int = 0
     #: After this instant a record whose body never went out is Refused ("expired").
     expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRows:
+    """What recording one message wrote or found, read in its own transaction: the
+    message's root record and its recipients, whether this call created it, and — for a
+    message of several records — every record with its recipients, root first."""
+
+    email: EmailRow
+    recipients: list[RecipientRow]
+    created: bool
+    parts: list[tuple[EmailRow, list[RecipientRow]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,11 +223,12 @@ class OutboxStore(Protocol):
         now: datetime,
         connection: object | None = None,
         parts: Sequence[DomainPart] = (),
-    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+    ) -> RecordedRows:
         """Write the record, its recipients and its delivery job in one transaction.
 
         Returns the record, its recipients and True; an existing idempotency key
-        returns that record and its recipients with False, and writes nothing.
+        returns that record and its recipients with False, and writes nothing (with
+        the message's parts, when it has several records).
         ``parts`` are the recipients at further domains (per-domain throttling): each
         becomes a linked record (``parent_id``) with its own delivery job, in the same
         transaction, only when the first record is new.
@@ -229,7 +243,7 @@ class OutboxStore(Protocol):
         now: datetime,
         connection: object | None = None,
         parts: Sequence[Sequence[DomainPart]] | None = None,
-    ) -> list[tuple[EmailRow, list[RecipientRow], bool]]:
+    ) -> list[RecordedRows]:
         """:meth:`insert_email` for every record of a batch, all in one transaction.
 
         Results are in the order of ``emails``; an existing idempotency key gives that

@@ -33,6 +33,7 @@ from mailfathom.store.outbox_base import (
     NewEmail,
     OutboxEventRow,
     RecipientRow,
+    RecordedRows,
 )
 from mailfathom.store.outbox_moves import OutboxMoves
 
@@ -97,7 +98,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         now: datetime,
         connection: object | None = None,
         parts: Sequence[DomainPart] = (),
-    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+    ) -> RecordedRows:
         """The record, its recipients and its delivery job: one transaction, one cursor.
 
         A dialect that defines ``record_email`` writes all three in that one statement,
@@ -120,7 +121,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         now: datetime,
         connection: object | None = None,
         parts: Sequence[Sequence[DomainPart]] | None = None,
-    ) -> list[tuple[EmailRow, list[RecipientRow], bool]]:
+    ) -> list[RecordedRows]:
         """Every record of the batch, with its recipients and delivery job, in one
         transaction (the caller's, when given): all of them are written, or none.
         ``parts``: for each email, its recipients at other domains (see insert_email)."""
@@ -174,7 +175,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         params: dict[str, Any],
         job: DeliveryJobSpec,
         parts: Sequence[DomainPart] = (),
-    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+    ) -> RecordedRows:
         """One record on ``cur``: in the one ``record_email`` statement where the dialect
         has it, else the record, its recipients and its job one statement each (and then
         each of ``parts`` as a linked record with its own delivery job)."""
@@ -215,11 +216,10 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
                 params["now"],
                 priority=params["priority"],
             )
-        return created_row, self._recipients_of(cur, email_id), True
+        recipients = self._recipients_of(cur, email_id)
+        return RecordedRows(created_row, recipients, True, self._parts_of(cur, email_id, parts))
 
-    def _recorded(
-        self, cur: Cursor, row: Any, params: dict[str, Any]
-    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+    def _recorded(self, cur: Cursor, row: Any, params: dict[str, Any]) -> RecordedRows:
         """What ``record_email`` returned: the new record, or (no row) the existing one."""
         if row is None:
             return self._existing(cur, params["idempotency_key"])
@@ -227,15 +227,38 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         recipients = created.pop("recipients")
         if created.pop("jobs") != 1:  # pragma: no cover - the statement inserts one job
             raise RuntimeError("recorded an email without its delivery job")
-        return self._email(created), [self._recipient(r) for r in recipients], True
+        return RecordedRows(
+            self._email(created), [self._recipient(r) for r in recipients], True, []
+        )
 
-    def _existing(self, cur: Cursor, key: str | None) -> tuple[EmailRow, list[RecipientRow], bool]:
+    def _existing(self, cur: Cursor, key: str | None) -> RecordedRows:
         """The record that holds idempotency ``key`` (whose insert just did nothing)."""
         cur.execute(self._q["email_by_key"], {"idempotency_key": key})
         existing = cur.fetchone()
         if existing is None:  # pragma: no cover - the conflicting row vanished
             raise RuntimeError("idempotency conflict without an existing record")
-        return self._email(existing), self._recipients_of(cur, existing["id"]), False
+        email_id = existing["id"]
+        recipients = self._recipients_of(cur, email_id)
+        return RecordedRows(self._email(existing), recipients, False, self._parts_of(cur, email_id))
+
+    def _parts_of(
+        self, cur: Cursor, root_id: int, written: Sequence[DomainPart] | None = None
+    ) -> list[tuple[EmailRow, list[RecipientRow]]]:
+        """Every record of the message rooted at ``root_id``, with its recipients, read
+        on ``cur`` (in the recording's transaction); none for a message of one record
+        (``written`` says none were: nothing to read)."""
+        if written is not None and not written:
+            return []
+        records = self._message_records(cur, [root_id])
+        if len(records) < 2:
+            return []
+        cur.execute(
+            self._q["email_recipients"], {"ids": self.db.list_param([r["id"] for r in records])}
+        )
+        found: dict[int, list[RecipientRow]] = {r["id"]: [] for r in records}
+        for row in cur.fetchall():
+            found[row["email_id"]].append(self._recipient(row))
+        return [(record, found[record["id"]]) for record in records]
 
     def _recipients_of(self, cur: Cursor, email_id: int) -> list[RecipientRow]:
         cur.execute(self._q["email_recipients"], {"ids": self.db.list_param([email_id])})
