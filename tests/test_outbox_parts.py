@@ -260,3 +260,25 @@ def test_the_pruner_settles_an_expired_record_no_delivery_reached(
         assert [m.rcpt_tos for m in smtp.received()] == [["b@example.org"]]
     finally:
         mf.close()
+
+
+def test_recipients_split_off_after_a_4xx_are_a_part_the_handle_cancels(
+    database_url: str, clock: FakeClock, smtp: FaultServer
+) -> None:
+    mf = _app(database_url, clock, smtp)  # no domain_limits: one record until the 4xx
+    try:
+        smtp.script(rcpt={"b@example.org": "450 4.2.1 try later"})
+        recorded = mf.outbox.record(message("a@example.org", "b@example.org"))
+        assert recorded.parts == ()
+        deliver(mf)
+        root, deferred = mf.outbox.parts(recorded.id)
+        assert (root.stage, deferred.stage, deferred.root_id) == (SENT, RECORDED, root.id)
+        result = mf.outbox.cancel(recorded.id, actor="ops")
+        assert [p.id for p in result.cancelled] == [deferred.id]
+        assert [p.id for p in result.begun] == [root.id]
+        clock.advance(timedelta(hours=1))
+        smtp.script()
+        deliver(mf)
+        assert [m.rcpt_tos for m in smtp.received()] == [["a@example.org"]]  # b never sent
+    finally:
+        mf.close()

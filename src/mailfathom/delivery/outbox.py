@@ -329,7 +329,7 @@ class Outbox:
         self, *, limit: int = 100, after_id: int | None = None
     ) -> builtins.list[OutgoingEmail]:
         """Unknown outcomes, oldest first: TransmissionBegun records no live worker is
-        delivering. Each waits for :meth:`resolve`; none is ever re-sent automatically.
+        delivering (each record on its own: a part of a message is resolved alone). Each waits for :meth:`resolve`; none is ever re-sent automatically.
         Page with ``after_id`` (the last id of the previous page); count with
         :meth:`unknown_count`."""
         rows = self._store.unknown_emails(
@@ -337,7 +337,8 @@ class Outbox:
             limit=check_limit(limit),
             after_id=None if after_id is None else check_id(after_id, "an outgoing email id"),
         )
-        return self._emails(rows)
+        recipients = self._store.recipients([row["id"] for row in rows])
+        return [OutgoingEmail.from_row(row, recipients[row["id"]]) for row in rows]
 
     def unknown_count(self) -> int:
         """How many unknown outcomes there are, exactly (however many pages they fill)."""
