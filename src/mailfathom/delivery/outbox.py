@@ -329,7 +329,8 @@ class Outbox:
         self, *, limit: int = 100, after_id: int | None = None
     ) -> builtins.list[OutgoingEmail]:
         """Unknown outcomes, oldest first: TransmissionBegun records no live worker is
-        delivering (each record on its own: a part of a message is resolved alone). Each waits for :meth:`resolve`; none is ever re-sent automatically.
+        delivering (each record on its own: a part of a message is resolved alone).
+        Each waits for :meth:`resolve`; none is ever re-sent automatically.
         Page with ``after_id`` (the last id of the previous page); count with
         :meth:`unknown_count`."""
         rows = self._store.unknown_emails(
