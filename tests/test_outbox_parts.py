@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from mailfathom import FakeClock, IllegalTransition, JobState, MailFathom, OutgoingEmailStage
+from mailfathom.store.migrate import load_migrations
 from smtp_fixtures import FaultServer
 
 RECORDED = OutgoingEmailStage.RECORDED
@@ -280,5 +281,34 @@ def test_recipients_split_off_after_a_4xx_are_a_part_the_handle_cancels(
         smtp.script()
         deliver(mf)
         assert [m.rcpt_tos for m in smtp.received()] == [["a@example.org"]]  # b never sent
+    finally:
+        mf.close()
+
+
+def test_the_migration_finds_each_records_message_and_what_it_was_recorded_with(
+    database_url: str, clock: FakeClock, smtp: FaultServer
+) -> None:
+    """0013's backfill: records written before it (no root_id, priority or queue) get
+    their message's root from the parent_id chain, and priority and queue from their
+    delivery job."""
+    mf = _app(database_url, clock, smtp, delivery_queue="bulk", domain_limits=LIMITS)
+    try:
+        smtp.script(rcpt={"b@gmail.com": "450 4.2.1 try later"})
+        recorded = mf.outbox.record(
+            message("a@gmail.com", "b@gmail.com", "c@yahoo.com"), priority=3
+        )
+        deliver(mf)  # a domain part, and a deferred split of the root
+        db = mf.store.db
+        with db.transaction() as cur:
+            cur.execute("UPDATE mf_outbox SET root_id = NULL, priority = 0, queue = NULL")
+        (_, _, script) = load_migrations(db.dialect)[12]
+        backfill = [s for s in script.split(";\n") if s.lstrip().startswith(("WITH", "UPDATE"))]
+        assert len(backfill) == 2
+        with db.transaction() as cur:
+            for statement in backfill:
+                cur.execute(statement)
+        root, *others = mf.outbox.parts(recorded.id)
+        assert len(others) == 2 and {p.root_id for p in others} == {root.id}
+        assert {(p.priority, p.queue) for p in [root, *others]} == {(3, "bulk")}
     finally:
         mf.close()
