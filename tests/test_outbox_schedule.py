@@ -67,12 +67,20 @@ def test_a_message_past_its_expiry_is_refused_not_sent(
     assert mail_app.jobs.get(email.job_id).state is JobState.SUCCEEDED  # nothing left to do
 
 
-def test_whoever_reads_an_expired_record_settles_it(mail_app: MailFathom, clock: FakeClock) -> None:
+def test_reading_never_settles_an_expired_record_the_worker_does(
+    mail_app: MailFathom, smtp: FaultServer, clock: FakeClock
+) -> None:
     email = mail_app.outbox.record(message(), expires_at=clock.now() + timedelta(seconds=30))
-    assert mail_app.outbox.get(email.id).stage is OutgoingEmailStage.RECORDED
     clock.advance(31)
+    # every read agrees, and none of them writes: get, list and counts say the same
+    assert mail_app.outbox.get(email.id).stage is OutgoingEmailStage.RECORDED
+    assert [e.stage for e in mail_app.outbox.list()] == [OutgoingEmailStage.RECORDED]
+    assert mail_app.outbox.counts()[OutgoingEmailStage.RECORDED] == 1
+    deliver(mail_app)
     seen = mail_app.outbox.get(email.id)
     assert (seen.stage, seen.reason) == (OutgoingEmailStage.REFUSED, "expired")
+    assert mail_app.outbox.counts()[OutgoingEmailStage.REFUSED] == 1
+    assert smtp.accepted() == []
 
 
 def test_a_record_whose_body_went_out_never_expires(

@@ -309,14 +309,22 @@ def test_partial_acceptance_splits_deferred_recipients_into_a_linked_record(
     smtp.script(rcpt={"b@example.com": "452 4.5.3 too many recipients", "c@example.com": "550 no"})
     recorded = mail_app.outbox.record(message(to="a@example.com, b@example.com, c@example.com"))
     mail_app.worker(concurrency=1).run(burst=True)
-    parent = mail_app.outbox.get(recorded.id)
+    parent, child = mail_app.outbox.parts(recorded.id)
     assert parent.stage is SENT
     assert [(r.address, r.reply_code) for r in parent.recipients] == [
         ("a@example.com", 250),
         ("b@example.com", 452),
         ("c@example.com", 550),
     ]
-    (child,) = [e for e in mail_app.outbox.list() if e.parent_id == parent.id]
+    # the message shows each recipient where it is delivered now: b by the split part
+    message_now = mail_app.outbox.get(recorded.id)
+    assert [(r.address, r.reply_code) for r in message_now.recipients] == [
+        ("a@example.com", 250),
+        ("b@example.com", None),
+        ("c@example.com", 550),
+    ]
+    assert [p.id for p in message_now.parts] == [parent.id, child.id]
+    assert child.parent_id == parent.id and child.root_id == parent.id
     assert child.stage is RECORDED
     assert child.message_id == parent.message_id
     assert [r.address for r in child.recipients] == ["b@example.com"]

@@ -7,6 +7,7 @@ from mailfathom.app import MailFathom
 from mailfathom.clock import Clock, FakeClock, SystemClock
 from mailfathom.config import Settings
 from mailfathom.delivery.model import (
+    CancelledEmail,
     OutboxEvent,
     OutgoingEmail,
     RecipientOutcome,
@@ -39,6 +40,7 @@ __all__ = [
     "Attempt",
     "AttemptOutcome",
     "Backoff",
+    "CancelledEmail",
     "Clock",
     "ConfigurationError",
     "EnqueuedJob",

@@ -122,6 +122,8 @@ def show(ctx: click.Context, /, *, email_id: int, as_json: bool) -> None:
         ("size", f"{e.size} bytes"),
         ("delivery job", e.job_id or "-"),
         ("split from", e.parent_id or "-"),
+        ("part of message", e.root_id or "-"),
+        ("priority", e.priority),
         ("last reply", f"{e.reply_code} {e.reply_text or ''}" if e.reply_code else "-"),
         ("reason", e.reason or "-"),
     ):
@@ -137,6 +139,12 @@ def show(ctx: click.Context, /, *, email_id: int, as_json: bool) -> None:
             f"{r.replied_at:%Y-%m-%d %H:%M:%S}" if r.replied_at else "—",
         )
     out.print(recipients)
+    if e.parts:
+        parts = Table("part", "stage", "recipients", "attempts")
+        for p in e.parts:
+            addresses = ", ".join(r.address for r in p.recipients)
+            parts.add_row(str(p.id), p.stage.value, escape(addresses), str(p.attempts))
+        out.print(parts)
     out.print("[bold]stage history[/]")
     for entry in detail.history:
         out.print(f"  {entry.at:%Y-%m-%d %H:%M:%S} {entry.stage}: {entry.detail}", markup=False)
@@ -149,10 +157,15 @@ def show(ctx: click.Context, /, *, email_id: int, as_json: bool) -> None:
 @click.pass_context
 @reports_errors
 def cancel(ctx: click.Context, /, *, email_id: int, reason: str | None, actor: str | None) -> None:
-    """Cancel a Recorded email: it will never be sent."""
+    """Cancel a Recorded email (every Recorded part of a message): it will never be sent."""
     with open_app(ctx) as mf:
         email = Console(mf).cancel_email(email_id, actor=actor or default_actor(), reason=reason)
     click.echo(f"email {email.id}: {email.stage.value}")
+    if email.parts:
+        click.echo("cancelled parts: " + ", ".join(str(p.id) for p in email.cancelled))
+        if email.begun:
+            begun = ", ".join(f"{p.id} ({p.stage.value})" for p in email.begun)
+            click.echo(f"left alone, their transmission had begun: {begun}")
 
 
 @outbox.command()

@@ -13,7 +13,7 @@ from datetime import datetime
 from email.message import EmailMessage
 from typing import TYPE_CHECKING
 
-from mailfathom.delivery.model import OutboxEvent, OutgoingEmail
+from mailfathom.delivery.model import CancelledEmail, OutboxEvent, OutgoingEmail
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import InvalidInput, NotFound
 from mailfathom.jobs.model import Attempt
@@ -72,7 +72,8 @@ class OutboxConsole:
     def outbox(
         self, stage: str | None = None, *, before_id: int | None = None, limit: int = 50
     ) -> EmailPage:
-        """Records newest first, optionally in one stage."""
+        """Messages newest first (each with its parts), optionally those with a record in
+        one stage."""
         chosen = None if not stage else OutgoingEmailStage.parse(stage)
         found = self.mf.outbox.list(chosen, limit=limit + 1, before_id=before_id)
         page = found[:limit]
@@ -114,8 +115,8 @@ class OutboxConsole:
 
     def cancel_email(
         self, email_id: int, *, actor: str, reason: str | None = None
-    ) -> OutgoingEmail:
-        """Recorded → Cancelled (never sent). Audited."""
+    ) -> CancelledEmail:
+        """Recorded → Cancelled (never sent): every Recorded part of a message. Audited."""
         return self.mf.outbox.cancel(email_id, actor=actor, reason=_text(reason))
 
     def resolve_email(

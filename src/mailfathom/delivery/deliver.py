@@ -9,7 +9,9 @@ Internal. Every step is written before the next one is taken:
    (``claimed_start``), under the same condition.
 2. the staged submission (:mod:`mailfathom.delivery.smtp`), which calls back
    between the 354 and the body to commit TransmissionBegun — conditional on the
-   record still being Recorded at this attempt, so a cancel that won is obeyed.
+   record still being Recorded at this attempt, so a cancel that won is obeyed, and
+   on its expiry not having passed (no body starts after ``expires_at``; the record
+   is then Refused, "expired").
 3. the answer, written only if the record is still where the attempt left it.
 
 Transient failures return the record to Recorded and retry with backoff; on the
@@ -208,11 +210,15 @@ class Deliverer:
         email = start.email
         after_body = outcome.phase is Phase.REPLY or outcome.kind in ("sent", "unknown")
         from_stage = _BEGUN if after_body else _RECORDED
-        if outcome.kind == "withdrawn":
+        if outcome.kind == "withdrawn":  # cancelled, or past its expiry, before the body
+            expired = self._store.expire_email(email["id"], now=self._clock.now())
             logger.info(
-                "outgoing email %s was cancelled before its body: not sent",
+                "outgoing email %s %s before its body: not sent",
                 email["id"],
-                extra=log_fields("email_withdrawn", email_id=email["id"]),
+                "expired: Refused" if expired else "was cancelled",
+                extra=log_fields(
+                    "email_expired" if expired else "email_withdrawn", email_id=email["id"]
+                ),
             )
             return
         if outcome.kind == "sent":
@@ -246,7 +252,21 @@ class Deliverer:
             self._end(start.email, from_stage, _REFUSED, reason=final, outcome=outcome, reply=reply)
             raise PermanentFailure(final)
         self._end(start.email, from_stage, _RECORDED, reason=reason, outcome=outcome, reply=reply)
-        raise TransientFailure(reason)
+        wait = self._until_expiry(start.email, from_stage, used)
+        raise TransientFailure(reason, retry_after=wait)
+
+    def _until_expiry(self, email: EmailRow, from_stage: str, used: int) -> timedelta | None:
+        """The retry's wait when the record expires before the backoff could end: the time
+        left until its expiry, so that its delivery job settles it then (Refused,
+        "expired") instead of leaving it Recorded past its expiry. None: the usual
+        backoff. A record whose body may have gone out never expires."""
+        expiry = email["expires_at"]
+        if expiry is None or from_stage != _RECORDED or email["body_transmissions"] > 0:
+            return None
+        left = expiry - self._clock.now()
+        if left >= self._backoff.ceiling(used):
+            return None
+        return max(left, timedelta(0))
 
     def _end(
         self,

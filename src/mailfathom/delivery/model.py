@@ -10,7 +10,7 @@ from typing import Any
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.store.outbox_base import EmailRow, OutboxEventRow, RecipientRow
 
-__all__ = ["OutboxEvent", "OutgoingEmail", "RecipientOutcome", "RecordedEmail"]
+__all__ = ["CancelledEmail", "OutboxEvent", "OutgoingEmail", "RecipientOutcome", "RecordedEmail"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +53,10 @@ class OutgoingEmail:
     or what an operator decided; ``reply_code``/``reply_text`` hold the server's last
     deciding reply. ``parent_id`` links a record split off another one (recipients
     the server deferred while accepting others): same bytes, same Message-ID.
+    Such records are **parts** of one message: the root's snapshot (what ``record``,
+    ``get`` and ``list`` return) lists every recipient of the message, each with the
+    reply of the part that delivers it now, and ``parts`` holds every record; ``stage``,
+    ``attempts`` and the other record fields are the root record's own.
     ``body_transmissions`` counts the times the body may have gone out (each write of
     TransmissionBegun); unlike ``transmission_begun_at`` it is never cleared, so a record
     that went back to Recorded (a 4xx to the end of data, or *send again*) still shows
@@ -91,6 +95,18 @@ class OutgoingEmail:
 
     #: After this instant, a record whose body never went out is Refused ("expired").
     expires_at: datetime | None = field(default=None, kw_only=True)
+    #: The message's root record when this record is one of its other parts (None: this
+    #: record is the message itself).
+    root_id: int | None = field(default=None, kw_only=True)
+    #: What the message was recorded with, kept by every part: delivery priority and
+    #: queue (None: the configured delivery queue).
+    priority: int = field(default=0, kw_only=True)
+    queue: str | None = field(default=None, kw_only=True)
+    #: A message recorded as several records (one per recipient domain with
+    #: ``domain_limits``, recipients a server deferred, a record recorded again): every
+    #: record, this root first, each with its own stage and recipients. Empty for a
+    #: message that is one record, and on a part itself.
+    parts: tuple[OutgoingEmail, ...] = field(default=(), kw_only=True)
 
     @property
     def ever_transmitted(self) -> bool:
@@ -98,9 +114,15 @@ class OutgoingEmail:
         return self.body_transmissions > 0
 
     @classmethod
-    def from_row(cls, row: EmailRow, recipients: list[RecipientRow]) -> OutgoingEmail:
-        """Build from a stored record and its recipient rows."""
-        return cls(**_public(row, recipients))
+    def from_row(
+        cls,
+        row: EmailRow,
+        recipients: list[RecipientRow],
+        parts: tuple[OutgoingEmail, ...] = (),
+    ) -> OutgoingEmail:
+        """Build from a stored record and its recipient rows (and, for a message's root,
+        its parts and every recipient of the message)."""
+        return cls(**_public(row, recipients), parts=parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +133,31 @@ class RecordedEmail(OutgoingEmail):
 
     @classmethod
     def from_record(
-        cls, row: EmailRow, recipients: list[RecipientRow], created: bool
+        cls,
+        row: EmailRow,
+        recipients: list[RecipientRow],
+        created: bool,
+        parts: tuple[OutgoingEmail, ...] = (),
     ) -> RecordedEmail:
         """Build from a stored record and whether this call inserted it."""
-        return cls(**_public(row, recipients), created=created)
+        return cls(**_public(row, recipients), created=created, parts=parts)
+
+
+@dataclass(frozen=True, slots=True)
+class CancelledEmail(OutgoingEmail):
+    """What ``cancel`` returns: the message (or part) asked for as it is now, and what the
+    cancel did to each of its records.
+
+    ``cancelled``: the records this cancel moved to Cancelled (nothing of them was ever
+    transmitted). ``begun``: records it left alone because their transmission had begun
+    (TransmissionBegun, Sent, a body already out, or a worker delivering it right now):
+    they may be, or have been, delivered. ``finished``: records that were Refused or
+    Cancelled already.
+    """
+
+    cancelled: tuple[OutgoingEmail, ...]
+    begun: tuple[OutgoingEmail, ...]
+    finished: tuple[OutgoingEmail, ...]
 
 
 def _public(row: EmailRow, recipients: list[RecipientRow]) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from mailfathom.clock import Clock
 from mailfathom.delivery.dkim import DkimSigner
 from mailfathom.delivery.domains import delivery_key, domain_parts
 from mailfathom.delivery.message import freeze
-from mailfathom.delivery.model import OutboxEvent, OutgoingEmail, RecordedEmail
+from mailfathom.delivery.model import CancelledEmail, OutboxEvent, OutgoingEmail, RecordedEmail
+from mailfathom.delivery.parts import cancel_result, message_views, recorded_views, refusal
 from mailfathom.delivery.resolution import Resolution, decision
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
@@ -93,8 +94,12 @@ class Outbox:
         of being sent (a record whose body may have gone out is never expired).
 
         Each delivery is throttled by its recipient domain when ``domain_limits`` is set;
-        a message to several domains is then recorded once per domain (the record for
-        the first domain is returned; the others name it as ``parent_id``).
+        a message to several domains is then recorded once per domain, as **parts** of
+        one message. What is returned stands for the whole message: its ``id`` (the
+        first domain's record, the message's root) is the handle to ``get`` and
+        ``cancel`` it, ``recipients`` lists every recipient, and ``parts`` every record
+        (see :meth:`parts`). Every part keeps ``run_at``, ``priority`` and
+        ``expires_at``.
         """
         key = check_key(idempotency_key)
         now = self._clock.now()
@@ -112,10 +117,10 @@ class Outbox:
         email, others = self._split(email)
         with tracing.enqueue_span(self._job.kind, self._job.queue):
             job = self._traced_job()
-            row, recipient_rows, created = self._store.insert_email(
+            recorded = self._store.insert_email(
                 email, job, now=now, connection=connection, parts=self._parts(job, others)
             )
-        return RecordedEmail.from_record(row, recipient_rows, created)
+        return recorded_views([recorded])[0]
 
     def record_many(
         self,
@@ -139,7 +144,7 @@ class Outbox:
         is refused. ``sender``, ``recipients``, ``run_at``, ``priority`` and
         ``expires_at`` apply to every message, as in :meth:`record`. With
         ``domain_limits``, a message to several domains is recorded once per domain, as
-        by :meth:`record` (its result is the first domain's record).
+        by :meth:`record` (its result stands for the whole message, with its parts).
         """
         if isinstance(messages, (bytes, bytearray, str, EmailMessage)):
             raise InvalidInput(
@@ -200,7 +205,7 @@ class Outbox:
                 connection=connection,
                 parts=[self._parts(job, others) for _, others in split],
             )
-        return [RecordedEmail.from_record(row, found, created) for row, found, created in rows]
+        return recorded_views(rows)
 
     def _freeze(
         self,
@@ -260,13 +265,30 @@ class Outbox:
     # -- reads -------------------------------------------------------------------------
 
     def get(self, email_id: int) -> OutgoingEmail:
-        """The record with ``email_id``; :class:`NotFound` if there is none."""
+        """The record with ``email_id``; :class:`NotFound` if there is none.
+
+        For a message's root (what ``record`` returned) this is the whole message: every
+        recipient and every part; for one of its other parts, that part alone (its
+        ``root_id`` names the message). Reading changes nothing: a record past its
+        expiry is settled by the delivery worker, never by a read.
+        """
         row = self._store.get_email(check_id(email_id, "an outgoing email id"))
         if row is None:
             raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
-        if _expired(row, self._clock.now()):  # whoever sees it past its expiry settles it
-            row = self._store.expire_email(row["id"], now=self._clock.now()) or row
         return self._emails([row])[0]
+
+    def parts(self, email_id: int) -> builtins.list[OutgoingEmail]:
+        """Every record of the message ``email_id`` belongs to, its root first, each with
+        its own stage and recipients: one record for a message never split; one per
+        recipient domain with ``domain_limits``, and one more for each group of
+        recipients a server deferred or that an operator recorded again. Given a part's
+        id, the parts of its whole message."""
+        row = self._store.get_email(check_id(email_id, "an outgoing email id"))
+        if row is None:
+            raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
+        rows = self._store.message_records([row["root_id"] or row["id"]])
+        recipients = self._store.recipients([r["id"] for r in rows])
+        return [OutgoingEmail.from_row(r, recipients[r["id"]]) for r in rows]
 
     def message_bytes(self, email_id: int) -> bytes:
         """The exact bytes every attempt sends (DKIM signature included)."""
@@ -287,7 +309,9 @@ class Outbox:
         limit: int = 100,
         before_id: int | None = None,
     ) -> builtins.list[OutgoingEmail]:
-        """Records newest first, optionally in one stage; page with ``before_id``."""
+        """Messages newest first (a message recorded as several parts is listed once, with
+        its parts), optionally only those with a record in ``stage``; page with
+        ``before_id``."""
         rows = self._store.list_emails(
             None if stage is None else OutgoingEmailStage.parse(stage).value,
             limit=check_limit(limit),
@@ -296,7 +320,8 @@ class Outbox:
         return self._emails(rows)
 
     def counts(self) -> dict[OutgoingEmailStage, int]:
-        """How many records are in each stage (every stage present, zeros included)."""
+        """How many records are in each stage (every stage present, zeros included): each
+        part of a message counts on its own."""
         found = self._store.count_emails()
         return {stage: found.get(stage.value, 0) for stage in OutgoingEmailStage}
 
@@ -304,7 +329,8 @@ class Outbox:
         self, *, limit: int = 100, after_id: int | None = None
     ) -> builtins.list[OutgoingEmail]:
         """Unknown outcomes, oldest first: TransmissionBegun records no live worker is
-        delivering. Each waits for :meth:`resolve`; none is ever re-sent automatically.
+        delivering (each record on its own: a part of a message is resolved alone).
+        Each waits for :meth:`resolve`; none is ever re-sent automatically.
         Page with ``after_id`` (the last id of the previous page); count with
         :meth:`unknown_count`."""
         rows = self._store.unknown_emails(
@@ -312,7 +338,8 @@ class Outbox:
             limit=check_limit(limit),
             after_id=None if after_id is None else check_id(after_id, "an outgoing email id"),
         )
-        return self._emails(rows)
+        recipients = self._store.recipients([row["id"] for row in rows])
+        return [OutgoingEmail.from_row(row, recipients[row["id"]]) for row in rows]
 
     def unknown_count(self) -> int:
         """How many unknown outcomes there are, exactly (however many pages they fill)."""
@@ -334,32 +361,38 @@ class Outbox:
         return [OutboxEvent.from_row(row) for row in rows]
 
     def _emails(self, rows: builtins.list[EmailRow]) -> builtins.list[OutgoingEmail]:
-        recipients = self._store.recipients([row["id"] for row in rows])
-        return [OutgoingEmail.from_row(row, recipients[row["id"]]) for row in rows]
+        return message_views(self._store, rows)
 
     # -- operator decisions ------------------------------------------------------------
 
-    def cancel(self, email_id: int, *, actor: str, reason: str | None = None) -> OutgoingEmail:
+    def cancel(self, email_id: int, *, actor: str, reason: str | None = None) -> CancelledEmail:
         """Recorded → Cancelled: it will never be sent. Audited.
 
-        Refused once transmission has begun, while a worker is delivering it (its
-        delivery job holds a live lease), and for a record whose body ever went out
-        (``body_transmissions`` above zero: a 4xx to the end of data, or *send again*),
-        since Cancelled says nothing was transmitted — give that one up with
-        ``resolve(id, "give_up")`` (→ Refused). A cancel either wins before any body goes
-        out, or fails with :class:`IllegalTransition`; never both.
+        Given a message's root (what ``record`` returned), every part of the message that
+        is still Recorded is withdrawn, in one transaction; the result lists the parts it
+        ``cancelled``, those whose transmission had already ``begun`` (left alone: they
+        may be delivered) and those ``finished`` before. Given one part's id, that part
+        alone. A part is refused once its transmission has begun, while a worker is
+        delivering it (its delivery job holds a live lease), and when its body ever went
+        out (``body_transmissions`` above zero: a 4xx to the end of data, or *send
+        again*), since Cancelled says nothing of it was transmitted — give that one up
+        with ``resolve(id, "give_up")`` (→ Refused). When no part can be cancelled,
+        :class:`IllegalTransition` says why and nothing changes.
         """
         check_actor(actor, reason)
-        moved, current, delivering = self._store.cancel(
+        outcome = self._store.cancel(
             check_id(email_id, "an outgoing email id"),
             actor=actor,
             reason=reason,
             now=self._clock.now(),
         )
-        if moved is not None:
-            return self._emails([moved])[0]
-        if current is None:
+        if outcome is None:
             raise NotFound(f"no outgoing email has id {email_id}: list the outbox to find it")
+        if outcome.cancelled:
+            return cancel_result(self._store, outcome)
+        if len(outcome.refused) > 1:
+            raise refusal(email_id, outcome)
+        current, delivering = outcome.refused[0]
         stage = current["stage"]
         if stage == OutgoingEmailStage.RECORDED and current["body_transmissions"] > 0:
             raise IllegalTransition(
@@ -397,7 +430,9 @@ class Outbox:
 
         Refused is final for a record; this is how an operator tries again (for example
         after fixing the relay's configuration): a new Recorded record with the same
-        bytes and Message-ID, ``parent_id`` pointing at the old one, delivered afresh.
+        bytes and Message-ID, ``parent_id`` pointing at the old one, delivered afresh. It
+        is a part of the same message (listed in :meth:`parts`), with the message's
+        priority and queue but no expiry (the operator chose to send it now).
         """
         check_actor(actor, reason)
         created, current = self._store.record_again(
@@ -511,13 +546,3 @@ def _schedule(
             f"({(due or now).isoformat()}): give a later expiry, or none; nothing was recorded"
         )
     return due, expiry
-
-
-def _expired(row: EmailRow, now: datetime) -> bool:
-    expiry = row["expires_at"]
-    return (
-        expiry is not None
-        and expiry <= now
-        and row["stage"] == OutgoingEmailStage.RECORDED.value
-        and row["body_transmissions"] == 0
-    )

@@ -69,7 +69,8 @@ class PruneReport:
     """What one pass did (or, with ``dry_run``, would do).
 
     ``rows[table][state][action]`` counts rows: tables ``jobs``, ``emails``,
-    ``job_events``, ``email_events``; actions ``compacted`` and ``deleted``. ``ran`` is
+    ``job_events``, ``email_events``; actions ``compacted`` and ``deleted`` (and
+    ``expired``: Recorded emails past their expiry, settled as Refused). ``ran`` is
     False when another pruner held the lease, so this pass did nothing.
     """
 
@@ -83,7 +84,7 @@ class PruneReport:
 
     @property
     def total(self) -> int:
-        """Rows compacted or deleted in all."""
+        """Rows compacted, deleted or expired in all."""
         return sum(
             n for states in self.rows.values() for acts in states.values() for n in acts.values()
         )
@@ -132,14 +133,18 @@ class Pruner:
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     def batches(self, now: datetime) -> Iterator[Batch]:
-        """Every kind of work the policy asks for at ``now``: audit events first, then jobs
-        and emails.
+        """Every kind of work a pass does at ``now``: Recorded emails past their expiry are
+        settled (Refused, "expired": whatever the policy, so that no read shows one as
+        Recorded for longer than a pass interval even when no delivery runs), then what
+        the policy asks for: audit events first, then jobs and emails.
 
         An audit event is never deleted on its own: what an operator did to a row is a
         fact kept as long as the row, and goes only with a row deleted by opt-in. Past
         the audit period an event is compacted (its reason cut to one line). Events go
-        first so that a pass compacts exactly the events a dry run counts: had a keyless
-        row been deleted first, its events would have vanished from that count."""
+        before jobs and emails so that a pass compacts exactly the events a dry run
+        counts: had a keyless row been deleted first, its events would have vanished
+        from that count."""
+        yield Batch("emails", "expire", "Recorded", now)
         if self.policy.audit is not None:
             for table in ("job_events", "email_events"):
                 yield Batch(table, "compact", "all", now - self.policy.audit)
@@ -298,7 +303,7 @@ def _add(rows: dict[str, dict[str, dict[str, int]]], batch: Batch, n: int) -> No
 
 
 def _past(action: str) -> str:
-    return {"compact": "compacted", "delete": "deleted"}[action]
+    return {"compact": "compacted", "delete": "deleted", "expire": "expired"}[action]
 
 
 def _failed(started: datetime, rows: dict[str, dict[str, dict[str, int]]]) -> dict[str, Any]:

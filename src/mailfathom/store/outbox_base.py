@@ -17,6 +17,7 @@ from typing import Protocol, TypedDict
 __all__ = [
     "AttemptEnd",
     "AttemptStart",
+    "CancelOutcome",
     "DeliveryJobSpec",
     "DomainPart",
     "EmailRow",
@@ -26,6 +27,7 @@ __all__ = [
     "OutboxStore",
     "RecipientReply",
     "RecipientRow",
+    "RecordedRows",
 ]
 
 
@@ -57,6 +59,14 @@ class EmailRow(TypedDict):
     reply_text: str | None
     reason: str | None
     expires_at: datetime | None
+    #: The message's first record, when this record was split off it (a recipient
+    #: domain's part, recipients a server deferred, a record recorded again); None: this
+    #: record is the message's root.
+    root_id: int | None
+    #: What the message was recorded with, inherited by every record derived from it:
+    #: its deliveries' priority and queue (None: the configured delivery queue).
+    priority: int
+    queue: str | None
 
 
 class RecipientRow(TypedDict):
@@ -101,6 +111,18 @@ class NewEmail:
     priority: int = 0
     #: After this instant a record whose body never went out is Refused ("expired").
     expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRows:
+    """What recording one message wrote or found, read in its own transaction: the
+    message's root record and its recipients, whether this call created it, and — for a
+    message of several records — every record with its recipients, root first."""
+
+    email: EmailRow
+    recipients: list[RecipientRow]
+    created: bool
+    parts: list[tuple[EmailRow, list[RecipientRow]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +188,20 @@ class AttemptEnd:
 
 
 @dataclass(frozen=True, slots=True)
+class CancelOutcome:
+    """What a cancel did to each record of a message, in one transaction.
+
+    ``record`` is the record asked for as it is now; ``cancelled`` the records moved to
+    Cancelled; ``refused`` the others, each with whether a delivery held a live lease on
+    it (its row as found).
+    """
+
+    record: EmailRow
+    cancelled: list[EmailRow]
+    refused: list[tuple[EmailRow, bool]]
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorResolve:
     """An operator's decision on a TransmissionBegun record, as store work."""
 
@@ -187,11 +223,12 @@ class OutboxStore(Protocol):
         now: datetime,
         connection: object | None = None,
         parts: Sequence[DomainPart] = (),
-    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+    ) -> RecordedRows:
         """Write the record, its recipients and its delivery job in one transaction.
 
         Returns the record, its recipients and True; an existing idempotency key
-        returns that record and its recipients with False, and writes nothing.
+        returns that record and its recipients with False, and writes nothing (with
+        the message's parts, when it has several records).
         ``parts`` are the recipients at further domains (per-domain throttling): each
         becomes a linked record (``parent_id``) with its own delivery job, in the same
         transaction, only when the first record is new.
@@ -206,7 +243,7 @@ class OutboxStore(Protocol):
         now: datetime,
         connection: object | None = None,
         parts: Sequence[Sequence[DomainPart]] | None = None,
-    ) -> list[tuple[EmailRow, list[RecipientRow], bool]]:
+    ) -> list[RecordedRows]:
         """:meth:`insert_email` for every record of a batch, all in one transaction.
 
         Results are in the order of ``emails``; an existing idempotency key gives that
@@ -256,6 +293,11 @@ class OutboxStore(Protocol):
         """Every record's operator actions, newest first, older than ``before_id``."""
         ...
 
+    def message_records(self, root_ids: Sequence[int]) -> list[EmailRow]:
+        """Every record of the messages rooted at ``root_ids`` (the roots and the records
+        whose ``root_id`` names them), oldest first."""
+        ...
+
     def expire_email(self, email_id: int, *, now: datetime) -> EmailRow | None:
         """Recorded → Refused ("expired") when past ``expires_at`` and never transmitted;
         returns the refused record, or None when nothing changed."""
@@ -291,11 +333,12 @@ class OutboxStore(Protocol):
 
     def cancel(
         self, email_id: int, *, actor: str, reason: str | None, now: datetime
-    ) -> tuple[EmailRow | None, EmailRow | None, bool]:
-        """Recorded → Cancelled unless a delivery attempt holds a live lease; audited.
+    ) -> CancelOutcome | None:
+        """Recorded → Cancelled for the record and, when it is a message's root, every
+        other record of the message, each unless a delivery attempt holds a live lease on
+        it or a body ever went out for it; each move audited; all in one transaction.
 
-        Returns ``(moved, None, False)`` on success, ``(None, current, delivering)``
-        when refused, ``(None, None, False)`` when there is no such record.
+        None when there is no such record.
         """
         ...
 

@@ -3,9 +3,10 @@
 Internal. ``OutboxStore`` runs the named queries of ``store/sql/<dialect>/outbox.sql``
 on the same :class:`~mailfathom.store.database.Database` as the job queue's
 ``SqlStore``, so that a record and its delivery job are written by one cursor in
-one transaction (the caller's, when ``connection=`` is given). Here: recording,
-reads and operator moves; a delivery's attempts (counted by the claim or by its
-handler, begun, ended, split) are its base class's,
+one transaction (the caller's, when ``connection=`` is given). Here: recording and
+reads. The operator moves (cancel, resolve, record again) are a base class's,
+:class:`~mailfathom.store.outbox_moves.OutboxMoves`, and so are a delivery's attempts
+(counted by the claim or by its handler, begun, ended, split),
 :class:`~mailfathom.store.outbox_attempts.OutboxAttempts`.
 """
 
@@ -30,10 +31,11 @@ from mailfathom.store.outbox_base import (
     DomainPart,
     EmailRow,
     NewEmail,
-    OperatorResolve,
     OutboxEventRow,
     RecipientRow,
+    RecordedRows,
 )
+from mailfathom.store.outbox_moves import OutboxMoves
 
 __all__ = ["SqlOutboxStore"]
 
@@ -47,7 +49,7 @@ _EMAIL_TIMES = (
 )
 
 
-class SqlOutboxStore(OutboxAttempts):
+class SqlOutboxStore(OutboxMoves, OutboxAttempts):
     """An :class:`~mailfathom.store.outbox_base.OutboxStore` over any :class:`Database`."""
 
     def __init__(self, database: Database, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> None:
@@ -96,7 +98,7 @@ class SqlOutboxStore(OutboxAttempts):
         now: datetime,
         connection: object | None = None,
         parts: Sequence[DomainPart] = (),
-    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+    ) -> RecordedRows:
         """The record, its recipients and its delivery job: one transaction, one cursor.
 
         A dialect that defines ``record_email`` writes all three in that one statement,
@@ -119,7 +121,7 @@ class SqlOutboxStore(OutboxAttempts):
         now: datetime,
         connection: object | None = None,
         parts: Sequence[Sequence[DomainPart]] | None = None,
-    ) -> list[tuple[EmailRow, list[RecipientRow], bool]]:
+    ) -> list[RecordedRows]:
         """Every record of the batch, with its recipients and delivery job, in one
         transaction (the caller's, when given): all of them are written, or none.
         ``parts``: for each email, its recipients at other domains (see insert_email)."""
@@ -173,7 +175,7 @@ class SqlOutboxStore(OutboxAttempts):
         params: dict[str, Any],
         job: DeliveryJobSpec,
         parts: Sequence[DomainPart] = (),
-    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+    ) -> RecordedRows:
         """One record on ``cur``: in the one ``record_email`` statement where the dialect
         has it, else the record, its recipients and its job one statement each (and then
         each of ``parts`` as a linked record with its own delivery job)."""
@@ -214,11 +216,10 @@ class SqlOutboxStore(OutboxAttempts):
                 params["now"],
                 priority=params["priority"],
             )
-        return created_row, self._recipients_of(cur, email_id), True
+        recipients = self._recipients_of(cur, email_id)
+        return RecordedRows(created_row, recipients, True, self._parts_of(cur, email_id, parts))
 
-    def _recorded(
-        self, cur: Cursor, row: Any, params: dict[str, Any]
-    ) -> tuple[EmailRow, list[RecipientRow], bool]:
+    def _recorded(self, cur: Cursor, row: Any, params: dict[str, Any]) -> RecordedRows:
         """What ``record_email`` returned: the new record, or (no row) the existing one."""
         if row is None:
             return self._existing(cur, params["idempotency_key"])
@@ -226,15 +227,38 @@ class SqlOutboxStore(OutboxAttempts):
         recipients = created.pop("recipients")
         if created.pop("jobs") != 1:  # pragma: no cover - the statement inserts one job
             raise RuntimeError("recorded an email without its delivery job")
-        return self._email(created), [self._recipient(r) for r in recipients], True
+        return RecordedRows(
+            self._email(created), [self._recipient(r) for r in recipients], True, []
+        )
 
-    def _existing(self, cur: Cursor, key: str | None) -> tuple[EmailRow, list[RecipientRow], bool]:
+    def _existing(self, cur: Cursor, key: str | None) -> RecordedRows:
         """The record that holds idempotency ``key`` (whose insert just did nothing)."""
         cur.execute(self._q["email_by_key"], {"idempotency_key": key})
         existing = cur.fetchone()
         if existing is None:  # pragma: no cover - the conflicting row vanished
             raise RuntimeError("idempotency conflict without an existing record")
-        return self._email(existing), self._recipients_of(cur, existing["id"]), False
+        email_id = existing["id"]
+        recipients = self._recipients_of(cur, email_id)
+        return RecordedRows(self._email(existing), recipients, False, self._parts_of(cur, email_id))
+
+    def _parts_of(
+        self, cur: Cursor, root_id: int, written: Sequence[DomainPart] | None = None
+    ) -> list[tuple[EmailRow, list[RecipientRow]]]:
+        """Every record of the message rooted at ``root_id``, with its recipients, read
+        on ``cur`` (in the recording's transaction); none for a message of one record
+        (``written`` says none were: nothing to read)."""
+        if written is not None and not written:
+            return []
+        records = self._message_records(cur, [root_id])
+        if len(records) < 2:
+            return []
+        cur.execute(
+            self._q["email_recipients"], {"ids": self.db.list_param([r["id"] for r in records])}
+        )
+        found: dict[int, list[RecipientRow]] = {r["id"]: [] for r in records}
+        for row in cur.fetchall():
+            found[row["email_id"]].append(self._recipient(row))
+        return [(record, found[record["id"]]) for record in records]
 
     def _recipients_of(self, cur: Cursor, email_id: int) -> list[RecipientRow]:
         cur.execute(self._q["email_recipients"], {"ids": self.db.list_param([email_id])})
@@ -358,6 +382,17 @@ class SqlOutboxStore(OutboxAttempts):
                 found.append(event)
         return found  # type: ignore[return-value]
 
+    def message_records(self, root_ids: Sequence[int]) -> list[EmailRow]:
+        """Every record of the messages rooted at ``root_ids``, oldest first."""
+        if not root_ids:
+            return []
+        with self.db.reading() as cur:
+            return self._message_records(cur, root_ids)
+
+    def _message_records(self, cur: Cursor, root_ids: Sequence[int]) -> list[EmailRow]:
+        cur.execute(self._q["message_records"], {"ids": self.db.list_param(list(root_ids))})
+        return [self._email(row) for row in cur.fetchall()]
+
     def _copy(
         self,
         cur: Cursor,
@@ -367,9 +402,16 @@ class SqlOutboxStore(OutboxAttempts):
         *,
         due: Any,
         now: Any,
+        keep_expiry: bool = True,
     ) -> EmailRow:
-        """A new Recorded record: the parent's bytes and Message-ID, some of its recipients."""
-        cur.execute(self._q["split_email"], {"parent_id": parent_id, "now": now})
+        """A new Recorded record of the parent's message: its bytes and Message-ID, some of
+        its recipients, and what the message was recorded with (priority, queue and —
+        unless ``keep_expiry`` is False — expiry), delivered by a job in that queue at
+        that priority."""
+        cur.execute(
+            self._q["split_email"],
+            {"parent_id": parent_id, "now": now, "keep_expiry": keep_expiry},
+        )
         child_id = cur.fetchone()["id"]
         cur.execute(
             self._q["split_recipients"],
@@ -379,171 +421,7 @@ class SqlOutboxStore(OutboxAttempts):
                 "positions": self.db.list_param(positions),
             },
         )
-        return self._attach_job(cur, child_id, job, due, now)
-
-    def record_again(
-        self,
-        email_id: int,
-        job: DeliveryJobSpec,
-        *,
-        actor: str,
-        reason: str | None,
-        now: datetime,
-    ) -> tuple[EmailRow | None, EmailRow | None]:
-        """A Refused record's bytes and recipients, recorded anew and linked; audited."""
-        stamp = self.db.time_param(now)
-        with self.db.transaction() as cur:
-            cur.execute(self._q["get_email"], {"id": email_id})
-            before = cur.fetchone()
-            if before is None or before["stage"] != "Refused" or before["compacted_at"]:
-                return None, None if before is None else self._email(before)
-            positions = [r["position"] for r in self._recipients_of(cur, email_id)]
-            created = self._copy(cur, email_id, positions, job, due=stamp, now=stamp)
-            self._audit(
-                cur,
-                (before, before),
-                stamp=stamp,
-                actor=actor,
-                action="record_again",
-                reason=f"recorded again as {created['id']}" + (f": {reason}" if reason else ""),
-            )
-            return created, None
-
-    # -- operator moves ----------------------------------------------------------------
-
-    def cancel(
-        self, email_id: int, *, actor: str, reason: str | None, now: datetime
-    ) -> tuple[EmailRow | None, EmailRow | None, bool]:
-        """Recorded → Cancelled, audited; refused while a delivery holds a live lease."""
-        stamp = self.db.time_param(now)
-        cutoff = self._cutoff(now)
-        with self.db.transaction() as cur:
-            cur.execute(self._q["get_email"], {"id": email_id})
-            before = cur.fetchone()
-            if before is None:
-                return None, None, False
-            text = f"cancelled by {actor}" + (f": {reason}" if reason else "")
-            params = {"id": email_id, "now": stamp, "reason": text, "lease_cutoff": cutoff}
-            cur.execute(self._q["cancel_email"], params)
-            after = cur.fetchone()
-            if after is None:
-                return None, self._email(before), self._delivering(cur, email_id, cutoff)
-            self._audit(
-                cur, (before, after), stamp=stamp, actor=actor, action="cancel", reason=reason
-            )
-            return self._email(after), None, False
-
-    def resolve(
-        self,
-        email_id: int,
-        decision: OperatorResolve,
-        *,
-        actor: str,
-        reason: str | None,
-        now: datetime,
-    ) -> tuple[EmailRow | None, EmailRow | None, bool]:
-        """TransmissionBegun → the operator's stage, with the delivery job settled to match."""
-        stamp = self.db.time_param(now)
-        cutoff = self._cutoff(now)
-        with self.db.transaction() as cur:
-            cur.execute(self._q["get_email"], {"id": email_id})
-            before = cur.fetchone()
-            if before is None:
-                return None, None, False
-            text = f"{decision.action} by {actor}" + (f": {reason}" if reason else "")
-            cur.execute(
-                self._q["resolve_email"],
-                {
-                    "id": email_id,
-                    "now": stamp,
-                    "to_stage": decision.to_stage,
-                    "reason": text,
-                    "lease_cutoff": cutoff,
-                },
-            )
-            after = cur.fetchone()
-            if after is None:
-                return None, self._email(before), self._delivering(cur, email_id, cutoff)
-            moves = (before, after)
-            self._audit(cur, moves, stamp=stamp, actor=actor, action=decision.action, reason=reason)
-            moved = self._settle_job(
-                cur, self._email(after), decision, actor=actor, reason=text, stamp=stamp
-            )
-            return moved, None, False
-
-    def _settle_job(
-        self,
-        cur: Cursor,
-        email: EmailRow,
-        decision: OperatorResolve,
-        *,
-        actor: str,
-        reason: str,
-        stamp: Any,
-    ) -> EmailRow:
-        """Requeue, drop or replace the delivery job so that it matches the decision.
-
-        send_again: a dead-lettered job is requeued; any other job that is not Pending
-        (finished, missing, or Claimed by a worker whose lease expired and which may
-        still renew it and record a success) is replaced by a fresh job — a stale
-        worker cannot send, since only the latest attempt can begin a transmission.
-        delivered / give_up: a dead-lettered job is dropped (it will never run).
-        A Pending job is left alone: it will find the record's new stage when it runs.
-        """
-        state = None
-        if email["job_id"] is not None:
-            cur.execute(self._q["get_job"], {"id": email["job_id"]})
-            job = cur.fetchone()
-            state = None if job is None else job["state"]
-        if decision.deliver_again and state not in ("Pending", "DeadLettered"):
-            return self._attach_job(cur, email["id"], decision.job, stamp, stamp)
-        if state == "DeadLettered":
-            query, action, to_state = (
-                ("requeue_job", "requeue", "Pending")
-                if decision.deliver_again
-                else ("drop_job", "drop", "Dropped")
-            )
-            cur.execute(self._q[query], {"id": email["job_id"], "now": stamp})
-            if cur.fetchone() is None:  # moved meanwhile (PostgreSQL reads committed)
-                return email
-            cur.execute(
-                self._q["insert_event"],
-                {
-                    "job_id": email["job_id"],
-                    "at": stamp,
-                    "actor": actor,
-                    "action": action,
-                    "from_state": "DeadLettered",
-                    "to_state": to_state,
-                    "reason": f"outbox: {reason}",
-                },
-            )
-        return email
-
-    def _delivering(self, cur: Cursor, email_id: int, cutoff: Any) -> bool:
-        cur.execute(self._q["delivery_in_progress"], {"id": email_id, "lease_cutoff": cutoff})
-        return cur.fetchone() is not None
-
-    def _audit(
-        self,
-        cur: Cursor,
-        moved: tuple[Any, Any],
-        *,
-        stamp: Any,
-        actor: str,
-        action: str,
-        reason: str | None,
-    ) -> None:
-        before, after = moved
-        cur.execute(
-            self._q["insert_outbox_event"],
-            {
-                "email_id": after["id"],
-                "at": stamp,
-                "actor": actor,
-                "action": action,
-                "from_stage": before["stage"],
-                "to_stage": after["stage"],
-                "reason": reason,
-            },
-        )
+        cur.execute(self._q["get_email"], {"id": child_id})
+        child = cur.fetchone()
+        inherited = job if child["queue"] is None else replace(job, queue=child["queue"])
+        return self._attach_job(cur, child_id, inherited, due, now, priority=child["priority"])

@@ -22,7 +22,8 @@ __all__ = ["Batch", "PrunerState", "RetentionStore"]
 #: Which rows a job or email batch takes: every one, only keyless ones, only keyed ones.
 Only = Literal["all", "keyless", "keyed"]
 Table = Literal["jobs", "emails", "job_events", "email_events"]
-Action = Literal["compact", "delete"]
+#: ``expire``: settle Recorded emails past their expiry (Refused, "expired").
+Action = Literal["compact", "delete", "expire"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +122,10 @@ class RetentionStore:
     def count(self, batch: Batch) -> int:
         """How many rows ``batch`` would take in all (a dry run)."""
         with self.db.reading() as cur:
-            cur.execute(self._q[f"count_prunable_{batch.table}"], self._params(batch, 0, None))
+            name = f"count_{batch.action}_{batch.table}"
+            if name not in self._q:
+                name = f"count_prunable_{batch.table}"
+            cur.execute(self._q[name], self._params(batch, 0, None))
             return int(cur.fetchone()["n"])
 
     def run(self, batch: Batch, *, limit: int, now: datetime) -> int | None:

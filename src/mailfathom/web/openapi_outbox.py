@@ -59,6 +59,10 @@ SCHEMAS: dict[str, Any] = {
             "reply_text": nullable("string"),
             "reason": nullable("string"),
             "expires_at": TIME_OR_NULL,
+            "root_id": nullable("integer"),
+            "priority": {"type": "integer"},
+            "queue": nullable("string"),
+            "parts": {"type": "array", "items": {"$ref": "#/components/schemas/Email"}},
         }
     ),
     "EmailPage": object_schema(
@@ -119,6 +123,17 @@ SCHEMAS: dict[str, Any] = {
     },
 }
 
+_PART_LIST = {"type": "array", "items": {"$ref": "#/components/schemas/Email"}}
+#: What a cancel answers: the message (an Email) and what the cancel did to each part.
+SCHEMAS["CancelledEmail"] = object_schema(
+    {
+        **SCHEMAS["Email"]["properties"],
+        "cancelled": _PART_LIST,
+        "begun": _PART_LIST,
+        "finished": _PART_LIST,
+    }
+)
+
 #: The outbox paths.
 PATHS: dict[str, Any] = {
     "/api/outbox": {
@@ -160,8 +175,10 @@ PATHS: dict[str, Any] = {
     },
     "/api/outbox/{email_id}/cancel": {
         "post": operation(
-            "Cancel a Recorded email (never sent); audited",
-            answer("The record afterwards", "Email"),
+            "Cancel a Recorded email (never sent), every Recorded part of a message; audited",
+            answer(
+                "The message afterwards, with what the cancel did to each part", "CancelledEmail"
+            ),
             params=[EMAIL_ID],
             body="ActionBody",
             errors=("404", "409"),

@@ -145,7 +145,17 @@ def cancel(request: Request, form: FormData) -> Response:
     email = _console(request).cancel_email(
         _email_id(request), actor=operator(request), reason=reason
     )
-    flash(request, f"Email {email.id} cancelled: it will never be sent.")
+    if not email.parts:
+        flash(request, f"Email {email.id} cancelled: it will never be sent.")
+    else:
+        begun = ", ".join(f"{p.id} ({p.stage.value})" for p in email.begun)
+        flash(
+            request,
+            f"Email {email.id}: {len(email.cancelled)} of its {len(email.parts)} parts cancelled "
+            "(they will never be sent)"
+            + (f"; left alone, their transmission had begun: {begun}" if begun else "")
+            + ".",
+        )
     return RedirectResponse(f"/outbox/{email.id}", status_code=303)
 
 

@@ -5,13 +5,14 @@
 -- name: insert_email
 -- Records a frozen message unless its idempotency key exists; returns nothing when it does.
 INSERT INTO mf_outbox (stage, idempotency_key, message_id, sender, subject, message, size,
-                       smtputf8, eightbit, created_at, expires_at)
+                       smtputf8, eightbit, created_at, expires_at, priority, queue)
 VALUES ('Recorded', %(idempotency_key)s, %(message_id)s, %(sender)s, %(subject)s, %(message)s, %(size)s,
-        %(smtputf8)s, %(eightbit)s, %(now)s, %(expires_at)s)
+        %(smtputf8)s, %(eightbit)s, %(now)s, %(expires_at)s, %(priority)s, %(queue)s)
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue;
 
 -- name: record_email
 -- The whole record in one statement (one round trip, and one commit when it runs on its
@@ -24,16 +25,18 @@ WITH ids AS MATERIALIZED (
     SELECT nextval('mf_outbox_id_seq') AS email_id, nextval('mf_jobs_id_seq') AS job_id
 ), email AS (
     INSERT INTO mf_outbox (id, stage, idempotency_key, message_id, sender, subject, message,
-                           size, smtputf8, eightbit, created_at, job_id, expires_at)
+                           size, smtputf8, eightbit, created_at, job_id, expires_at,
+                           priority, queue)
     OVERRIDING SYSTEM VALUE
     SELECT email_id, 'Recorded', %(idempotency_key)s, %(message_id)s, %(sender)s, %(subject)s,
            %(message)s, %(size)s, %(smtputf8)s, %(eightbit)s, %(now)s, job_id,
-           %(expires_at)s::timestamptz
+           %(expires_at)s::timestamptz, %(priority)s, %(queue)s
     FROM ids
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
               smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-              body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
+              body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
 ), job AS (
     INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, available_at,
                          max_attempts, created_at, trace_context, limit_key)
@@ -57,7 +60,8 @@ FROM email;
 -- name: email_by_key
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
 FROM mf_outbox WHERE idempotency_key = %(idempotency_key)s;
 
 -- name: insert_recipients
@@ -70,12 +74,14 @@ FROM jsonb_array_elements_text(%(addresses)s::jsonb) WITH ORDINALITY;
 UPDATE mf_outbox SET job_id = %(job_id)s WHERE id = %(id)s
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue;
 
 -- name: get_email
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
 FROM mf_outbox WHERE id = %(id)s;
 
 -- name: email_message
@@ -94,14 +100,18 @@ WHERE email_id = %(id)s AND (reply_code IS NULL OR reply_code < 500)
 ORDER BY position;
 
 -- name: list_emails
--- Newest first, keyset-paginated by id; the stage filter is optional.
+-- Messages newest first (each message's root record: its parts are message_records),
+-- keyset-paginated by id; with a stage, the messages that have a record in that stage.
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
-FROM mf_outbox
-WHERE (%(stage)s::text IS NULL OR stage = %(stage)s::text)
-  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
-ORDER BY id DESC
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
+FROM mf_outbox AS m
+WHERE m.root_id IS NULL
+  AND (%(stage)s::text IS NULL OR m.stage = %(stage)s::text
+       OR EXISTS (SELECT 1 FROM mf_outbox AS p WHERE p.root_id = m.id AND p.stage = %(stage)s::text))
+  AND (%(before_id)s::bigint IS NULL OR m.id < %(before_id)s::bigint)
+ORDER BY m.id DESC
 LIMIT %(limit)s;
 
 -- name: unknown_emails
@@ -109,7 +119,8 @@ LIMIT %(limit)s;
 -- Oldest first, keyset-paginated by id (after_id).
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
 FROM mf_outbox AS o
 WHERE o.stage = 'TransmissionBegun'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
@@ -148,7 +159,8 @@ WHERE id = ANY(%(ids)s::bigint[]) AND stage = 'Recorded'
   AND (expires_at IS NULL OR expires_at > %(now)s OR body_transmissions > 0)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at, message
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue, message
 )
 SELECT started.*, owed.*
 FROM started CROSS JOIN LATERAL (
@@ -173,10 +185,13 @@ WHERE id = ANY(%(ids)s::bigint[]) AND stage = 'Recorded' AND attempts > 0;
 -- name: mark_transmission_begun
 -- After the 354, before the body: only if nothing (cancel, newer attempt) moved it meanwhile.
 -- Counts one more body that may go out (never reset: Cancelled needs a count of 0).
+-- Never once the record is past its expiry with no body out: no body starts after
+-- expires_at (the delivery then refuses the record as expired).
 UPDATE mf_outbox
 SET stage = 'TransmissionBegun', transmission_begun_at = %(now)s,
     body_transmissions = body_transmissions + 1
 WHERE id = %(id)s AND stage = 'Recorded' AND attempts = %(attempt)s
+  AND (expires_at IS NULL OR expires_at > %(now)s OR body_transmissions > 0)
 RETURNING id;
 
 -- name: end_attempt_whole
@@ -193,7 +208,8 @@ SET stage = %(to_stage)s::text,
 WHERE id = %(id)s AND stage = %(from_stage)s AND attempts = %(attempt)s
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
 ), replies AS (
     UPDATE mf_outbox_recipients AS r
     SET reply_code = x.reply_code, enhanced_status = x.enhanced_status,
@@ -213,20 +229,24 @@ SET reply_code = %(reply_code)s, enhanced_status = %(enhanced_status)s, reply_te
 WHERE email_id = %(email_id)s AND position = %(position)s;
 
 -- name: split_email
--- A new Recorded record with the same bytes and Message-ID, linked to its parent.
-INSERT INTO mf_outbox (stage, parent_id, message_id, sender, subject, message, size, smtputf8,
-                       eightbit, created_at)
-SELECT 'Recorded', id, message_id, sender, subject, message, size, smtputf8, eightbit, %(now)s
+-- A new Recorded record with the same bytes and Message-ID, linked to its parent and part of
+-- the same message (root_id), with what the message was recorded with: its priority, queue
+-- and (unless keep_expiry is false: an operator recorded it again) its expiry.
+INSERT INTO mf_outbox (stage, parent_id, root_id, message_id, sender, subject, message, size,
+                       smtputf8, eightbit, created_at, expires_at, priority, queue)
+SELECT 'Recorded', id, coalesce(root_id, id), message_id, sender, subject, message, size,
+       smtputf8, eightbit, %(now)s, CASE WHEN %(keep_expiry)s THEN expires_at END, priority, queue
 FROM mf_outbox WHERE id = %(parent_id)s
 RETURNING id;
 
 -- name: record_domain_part
 -- At record time, one more record for a message's recipients at another domain (per-domain
--- throttling): the same bytes, Message-ID and expiry, linked to the first domain's record.
-INSERT INTO mf_outbox (stage, parent_id, message_id, sender, subject, message, size, smtputf8,
-                       eightbit, created_at, expires_at)
-SELECT 'Recorded', id, message_id, sender, subject, message, size, smtputf8, eightbit,
-       %(now)s, expires_at
+-- throttling): the same bytes, Message-ID, expiry, priority and queue, linked to the first domain's
+-- record, which is the message's root.
+INSERT INTO mf_outbox (stage, parent_id, root_id, message_id, sender, subject, message, size,
+                       smtputf8, eightbit, created_at, expires_at, priority, queue)
+SELECT 'Recorded', id, id, message_id, sender, subject, message, size, smtputf8, eightbit,
+       %(now)s, expires_at, priority, queue
 FROM mf_outbox WHERE id = %(parent_id)s
 RETURNING id;
 
@@ -247,7 +267,8 @@ WHERE id = %(id)s AND stage = 'Recorded' AND body_transmissions = 0
                   AND j.state = 'Claimed' AND j.lease_expires_at > %(lease_cutoff)s)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue;
 
 -- name: resolve_email
 -- Operator: settle an unknown outcome (TransmissionBegun, no live delivery lease), or give up
@@ -265,7 +286,8 @@ WHERE id = %(id)s
                   AND j.state = 'Claimed' AND j.lease_expires_at > %(lease_cutoff)s)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue;
 
 -- name: insert_outbox_event
 INSERT INTO mf_outbox_events (email_id, at, actor, action, from_stage, to_stage, reason)
@@ -289,4 +311,16 @@ WHERE id = %(id)s AND stage = 'Recorded' AND expires_at IS NOT NULL AND expires_
   AND body_transmissions = 0
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue;
+
+-- name: message_records
+-- Every record of the messages whose roots are in the JSON array %(ids)s: the roots and
+-- the records split off them (root_id), oldest first.
+SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+       smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
+FROM mf_outbox
+WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text(%(ids)s::jsonb)) OR root_id IN (SELECT value::bigint FROM jsonb_array_elements_text(%(ids)s::jsonb))
+ORDER BY id;

@@ -5,18 +5,20 @@
 -- name: insert_email
 -- Records a frozen message unless its idempotency key exists; returns nothing when it does.
 INSERT INTO mf_outbox (stage, idempotency_key, message_id, sender, subject, message, size,
-                       smtputf8, eightbit, created_at, expires_at)
+                       smtputf8, eightbit, created_at, expires_at, priority, queue)
 VALUES ('Recorded', :idempotency_key, :message_id, :sender, :subject, :message, :size,
-        :smtputf8, :eightbit, :now, :expires_at)
+        :smtputf8, :eightbit, :now, :expires_at, :priority, :queue)
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue;
 
 -- name: email_by_key
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
 FROM mf_outbox WHERE idempotency_key = :idempotency_key;
 
 -- name: insert_recipients
@@ -28,12 +30,14 @@ SELECT :email_id, key, value FROM json_each(:addresses);
 UPDATE mf_outbox SET job_id = :job_id WHERE id = :id
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue;
 
 -- name: get_email
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
 FROM mf_outbox WHERE id = :id;
 
 -- name: email_message
@@ -52,14 +56,18 @@ WHERE email_id = :id AND (reply_code IS NULL OR reply_code < 500)
 ORDER BY position;
 
 -- name: list_emails
--- Newest first, keyset-paginated by id; the stage filter is optional.
+-- Messages newest first (each message's root record: its parts are message_records),
+-- keyset-paginated by id; with a stage, the messages that have a record in that stage.
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
-FROM mf_outbox
-WHERE (:stage IS NULL OR stage = :stage)
-  AND (:before_id IS NULL OR id < :before_id)
-ORDER BY id DESC
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
+FROM mf_outbox AS m
+WHERE m.root_id IS NULL
+  AND (:stage IS NULL OR m.stage = :stage
+       OR EXISTS (SELECT 1 FROM mf_outbox AS p WHERE p.root_id = m.id AND p.stage = :stage))
+  AND (:before_id IS NULL OR m.id < :before_id)
+ORDER BY m.id DESC
 LIMIT :limit;
 
 -- name: unknown_emails
@@ -67,7 +75,8 @@ LIMIT :limit;
 -- Oldest first, keyset-paginated by id (after_id).
 SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
        smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
 FROM mf_outbox AS o
 WHERE o.stage = 'TransmissionBegun'
   AND NOT EXISTS (SELECT 1 FROM mf_jobs AS j WHERE j.id = o.job_id AND j.state = 'Claimed'
@@ -100,7 +109,8 @@ WHERE id = :id AND stage = 'Recorded'
   AND (expires_at IS NULL OR expires_at > :now OR body_transmissions > 0)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue;
 
 -- name: start_attempts
 -- The delivery jobs a claim has just leased, in the claim's own transaction (no write of
@@ -113,7 +123,8 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND stage = 'Recorded'
   AND (expires_at IS NULL OR expires_at > :now OR body_transmissions > 0)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at,
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue,
           message;
 
 -- name: owed_recipients_of
@@ -133,10 +144,13 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND stage = 'Recorded' AND attem
 -- name: mark_transmission_begun
 -- After the 354, before the body: only if nothing (cancel, newer attempt) moved it meanwhile.
 -- Counts one more body that may go out (never reset: Cancelled needs a count of 0).
+-- Never once the record is past its expiry with no body out: no body starts after
+-- expires_at (the delivery then refuses the record as expired).
 UPDATE mf_outbox
 SET stage = 'TransmissionBegun', transmission_begun_at = :now,
     body_transmissions = body_transmissions + 1
 WHERE id = :id AND stage = 'Recorded' AND attempts = :attempt
+  AND (expires_at IS NULL OR expires_at > :now OR body_transmissions > 0)
 RETURNING id;
 
 -- name: end_attempt
@@ -150,7 +164,8 @@ SET stage = :to_stage,
 WHERE id = :id AND stage = :from_stage AND attempts = :attempt
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue;
 
 -- name: set_recipient_reply
 UPDATE mf_outbox_recipients
@@ -159,20 +174,24 @@ SET reply_code = :reply_code, enhanced_status = :enhanced_status, reply_text = :
 WHERE email_id = :email_id AND position = :position;
 
 -- name: split_email
--- A new Recorded record with the same bytes and Message-ID, linked to its parent.
-INSERT INTO mf_outbox (stage, parent_id, message_id, sender, subject, message, size, smtputf8,
-                       eightbit, created_at)
-SELECT 'Recorded', id, message_id, sender, subject, message, size, smtputf8, eightbit, :now
+-- A new Recorded record with the same bytes and Message-ID, linked to its parent and part of
+-- the same message (root_id), with what the message was recorded with: its priority, queue
+-- and (unless keep_expiry is false: an operator recorded it again) its expiry.
+INSERT INTO mf_outbox (stage, parent_id, root_id, message_id, sender, subject, message, size,
+                       smtputf8, eightbit, created_at, expires_at, priority, queue)
+SELECT 'Recorded', id, coalesce(root_id, id), message_id, sender, subject, message, size,
+       smtputf8, eightbit, :now, CASE WHEN :keep_expiry THEN expires_at END, priority, queue
 FROM mf_outbox WHERE id = :parent_id
 RETURNING id;
 
 -- name: record_domain_part
 -- At record time, one more record for a message's recipients at another domain (per-domain
--- throttling): the same bytes, Message-ID and expiry, linked to the first domain's record.
-INSERT INTO mf_outbox (stage, parent_id, message_id, sender, subject, message, size, smtputf8,
-                       eightbit, created_at, expires_at)
-SELECT 'Recorded', id, message_id, sender, subject, message, size, smtputf8, eightbit,
-       :now, expires_at
+-- throttling): the same bytes, Message-ID, expiry, priority and queue, linked to the first domain's
+-- record, which is the message's root.
+INSERT INTO mf_outbox (stage, parent_id, root_id, message_id, sender, subject, message, size,
+                       smtputf8, eightbit, created_at, expires_at, priority, queue)
+SELECT 'Recorded', id, id, message_id, sender, subject, message, size, smtputf8, eightbit,
+       :now, expires_at, priority, queue
 FROM mf_outbox WHERE id = :parent_id
 RETURNING id;
 
@@ -192,7 +211,8 @@ WHERE id = :id AND stage = 'Recorded' AND body_transmissions = 0
                   AND j.state = 'Claimed' AND j.lease_expires_at > :lease_cutoff)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue;
 
 -- name: resolve_email
 -- Operator: settle an unknown outcome (TransmissionBegun, no live delivery lease), or give up
@@ -210,7 +230,8 @@ WHERE id = :id
                   AND j.state = 'Claimed' AND j.lease_expires_at > :lease_cutoff)
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue;
 
 -- name: insert_outbox_event
 INSERT INTO mf_outbox_events (email_id, at, actor, action, from_stage, to_stage, reason)
@@ -234,4 +255,16 @@ WHERE id = :id AND stage = 'Recorded' AND expires_at IS NOT NULL AND expires_at 
   AND body_transmissions = 0
 RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
           smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
-          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason, expires_at;
+          body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue;
+
+-- name: message_records
+-- Every record of the messages whose roots are in the JSON array :ids: the roots and
+-- the records split off them (root_id), oldest first.
+SELECT id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+       smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+       body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
+FROM mf_outbox
+WHERE id IN (SELECT value FROM json_each(:ids)) OR root_id IN (SELECT value FROM json_each(:ids))
+ORDER BY id;

@@ -184,3 +184,24 @@ SELECT state, count(*) AS n, count(compacted_at) AS compacted FROM mf_jobs GROUP
 -- name: count_emails_compacted
 SELECT stage AS state, count(*) AS n, count(compacted_at) AS compacted
 FROM mf_outbox GROUP BY stage;
+
+-- name: count_expire_emails
+-- How many Recorded records are past their expiry with no body ever out (expire_emails).
+SELECT count(*) AS n FROM mf_outbox
+WHERE stage = 'Recorded' AND expires_at IS NOT NULL AND expires_at <= :cutoff
+  AND body_transmissions = 0;
+
+-- name: expire_emails
+-- Settles up to :limit Recorded records past their expiry (:cutoff, the pass's instant) whose
+-- body never went out: Refused, "expired", as their delivery would (expire_email). No body
+-- can start for them any more (mark_transmission_begun checks the expiry too).
+UPDATE mf_outbox SET stage = 'Refused', finished_at = :now, reason = 'expired'
+WHERE id IN (
+    SELECT id FROM mf_outbox
+    WHERE stage = 'Recorded' AND expires_at IS NOT NULL AND expires_at <= :cutoff
+      AND body_transmissions = 0
+    ORDER BY id
+    LIMIT :limit
+)
+  AND stage = 'Recorded' AND body_transmissions = 0
+RETURNING id;
