@@ -260,7 +260,9 @@ class HandOver:
             return
         try:
             released = self._store.release_unstarted(
-                owner=self.id, held=[(job.id, job.attempts) for job in jobs]
+                owner=self.id,
+                held=[(job.id, job.attempts) for job in jobs],
+                now=self._clock.now(),
             )
         except StoreError as exc:
             with self._lock:

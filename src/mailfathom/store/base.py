@@ -373,10 +373,14 @@ class Store(Protocol):
         """Per queue with unfinished jobs: ``queue``, ``pending``, ``held``, ``running``."""
         ...
 
-    def release_unstarted(self, *, owner: str, held: Sequence[tuple[int, int]]) -> set[int]:
+    def release_unstarted(
+        self, *, owner: str, held: Sequence[tuple[int, int]], now: datetime
+    ) -> set[int]:
         """Give back ``(job id, attempt)`` leases of jobs ``owner`` claimed and never
         started: Pending again at once, the claim's attempt not counted, no attempt
-        recorded. Returns the ids released (a lease that moved on is left alone)."""
+        recorded; a job an operator asked to abort meanwhile is dead-lettered at ``now``
+        instead (it never starts). Returns the ids released (a lease that moved on is
+        left alone)."""
         ...
 
     def record_outcomes(

@@ -335,17 +335,20 @@ class JobClaims:
         aborts = {row["id"]: row["abort_reason"] for row in rows if row["abort_reason"]}
         return {row["id"] for row in rows}, aborts
 
-    def release_unstarted(self, *, owner: str, held: Sequence[tuple[int, int]]) -> set[int]:
+    def release_unstarted(
+        self, *, owner: str, held: Sequence[tuple[int, int]], now: datetime
+    ) -> set[int]:
         """Jobs claimed by ``owner`` that never started go back to Pending, their attempt
-        uncounted; returns the ids released. Idle workers are woken (``NOTIFY`` on
-        PostgreSQL; SQLite's watchers see the commit)."""
+        uncounted (or, asked to abort meanwhile, are dead-lettered: they never start);
+        returns the ids released. Idle workers are woken (``NOTIFY`` on PostgreSQL;
+        SQLite's watchers see the commit)."""
         if not held:
             return set()
         after: list[Callable[[], None]] = []
         with self.db.transaction() as cur:
             cur.execute(
                 self._q["release_unstarted"],
-                {"owner": owner, **self._pairs(held)},
+                {"owner": owner, "now": self.db.time_param(now), **self._pairs(held)},
             )
             released = {row["id"] for row in cur.fetchall()}
             if released and self._release_hooks:
@@ -405,12 +408,34 @@ class JobClaims:
                     **self._pairs(succeeded),
                 },
             )
-            done = {row["id"] for row in cur.fetchall()}
+            rows = cur.fetchall()
+            done = {row["id"] for row in rows}
             lost.update(job_id for job_id, _ in succeeded if job_id not in done)
+            for row in rows:
+                if row["abort_reason"] is not None:
+                    self._abort_too_late(cur, owner, stamp, row["id"], row["abort_reason"])
         for failure in failed:
             if not self._record_failure(cur, owner, stamp, failure):
                 lost.add(failure.job_id)
         return lost
+
+    def _abort_too_late(self, cur: Cursor, owner: str, now: Any, job_id: int, abort: str) -> None:
+        """An attempt succeeded after an operator asked to abort it (its handler ended before
+        it could see the request): the work was done, so the job stays Succeeded, without
+        the request on its row; its audit trail says the abort came too late."""
+        cur.execute(self._q["clear_late_abort"], {"id": job_id})
+        cur.execute(
+            self._q["insert_event"],
+            {
+                "job_id": job_id,
+                "at": now,
+                "actor": owner,
+                "action": "abort_too_late",
+                "from_state": "Claimed",
+                "to_state": "Succeeded",
+                "reason": f"{abort}: the attempt had already succeeded, and stays Succeeded",
+            },
+        )
 
     def _pairs(self, pairs: Sequence[tuple[int, int]]) -> dict[str, Any]:
         """(id, attempt) pairs as a statement takes them: PostgreSQL two arrays (``ids``,
