@@ -68,13 +68,15 @@ def _dead_by_abort(mf: MailFathom, job_id: int, reason: str) -> Job:
     return job
 
 
-def _gated(mf: MailFathom, kind: str, end: object) -> tuple[threading.Event, list[int]]:
+def _gated(
+    mf: MailFathom, kind: str, end: object, *, max_attempts: int = 5
+) -> tuple[threading.Event, list[int]]:
     """Register ``kind``: its handler waits for the gate, then raises ``end`` (an
     exception) or returns. Returns the gate and the list of attempts that ran."""
     gate = threading.Event()
     ran: list[int] = []
 
-    @mf.job(kind, max_attempts=5)
+    @mf.job(kind, max_attempts=max_attempts)
     def handler(ctx: JobContext) -> None:
         ran.append(ctx.job.attempts)
         assert gate.wait(30)
@@ -111,6 +113,20 @@ def test_a_transient_failure_after_an_abort_dead_letters_instead_of_retrying(
     assert attempt.outcome is AttemptOutcome.FAILED  # what the attempt itself did
     assert attempt.message is not None and "connection reset" in attempt.message
     assert mf.worker().run(burst=True) == 0 and ran == [1]  # never starts again
+
+
+def test_a_last_attempt_failing_after_an_abort_is_dead_lettered_as_the_abort(
+    mf: MailFathom,
+) -> None:
+    """Out of attempts, it would be dead-lettered anyway: as the operator's abort
+    (permanent, the actor in the reason), not as a transient failure."""
+    gate, ran = _gated(mf, "last", RuntimeError("connection reset"), max_attempts=1)
+    job, _ = _abort_while_it_runs(mf, "last", gate)
+    _dead_by_abort(mf, job.id, "aborted by erin: wrong customer")
+    (attempt,) = mf.jobs.attempts(job.id)
+    assert attempt.outcome is AttemptOutcome.FAILED
+    assert attempt.failure_class is FailureClass.TRANSIENT
+    assert ran == [1]
 
 
 def test_a_snooze_after_an_abort_dead_letters_instead_of_waiting(mf: MailFathom) -> None:
