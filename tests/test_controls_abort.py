@@ -217,9 +217,7 @@ def test_a_lost_lease_of_an_aborted_job_is_reaped_into_the_dead_letters(
     mf.jobs.abort(job.id, actor="erin", reason="wrong customer")
     clock.advance(LEASE + timedelta(minutes=1))
     assert mf.store.reap_expired(now=clock.now()) == 1
-    assert mf.store.record_outcomes(owner="w", now=clock.now(), succeeded=[(job.id, 1)]) == {
-        job.id
-    }
+    assert mf.store.record_outcomes(owner="w", now=clock.now(), succeeded=[(job.id, 1)]) == {job.id}
     _dead_by_abort(mf, job.id, "aborted by erin: wrong customer (its worker w was gone)")
     assert mf.queue.claim("w2", 10, LEASE) == []
 

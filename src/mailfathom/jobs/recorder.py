@@ -57,6 +57,8 @@ class Claim:
     reap: bool
     #: Per-queue slots still free (``{"mail": 2}``), or None for one ``limit`` overall.
     queue_limits: Mapping[str, int] | None = None
+    #: The (id, attempt) leases this worker holds and renews: its reaping leaves them.
+    live: Sequence[Pair] = ()
 
 
 class OutcomeRecorder:
@@ -134,6 +136,7 @@ class OutcomeRecorder:
                 queues=claim.queues,
                 reap=claim.reap,
                 queue_limits=claim.queue_limits,
+                live=claim.live,
             )
             jobs = [Job.from_row(row) for row in rows]
         except Exception as exc:  # whatever it is, the loop must go on

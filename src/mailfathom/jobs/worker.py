@@ -428,8 +428,17 @@ class Worker(HandOver):
             wanted = sum(free.values())
             if wanted <= 0:
                 return None
+        # What this worker holds and renews is never reaped by itself, whatever its clock.
+        live = [(job.id, job.attempts) for job in self._held()] if reap else []
         jobs = self._recorder.record_and_claim(
-            Claim(limit=wanted, lease=self.lease, queues=self.queues, reap=reap, queue_limits=free),
+            Claim(
+                limit=wanted,
+                lease=self.lease,
+                queues=self.queues,
+                reap=reap,
+                queue_limits=free,
+                live=live,
+            ),
             carry=self._completer is None,
         )
         if jobs is None:

@@ -86,9 +86,15 @@ SELECT * FROM mf_jobs WHERE id = %(id)s;
 -- Rows another transaction holds (being finished, or reaped by another worker) are skipped.
 -- A job an operator asked to abort is dead-lettered as permanent instead, whatever attempts
 -- it has left: the abort takes effect even though its worker is gone.
+-- The reaper's own live leases (%(owner)s at the attempts in %(ids)s / %(attempts)s, which
+-- its heartbeat renews) are never reaped, whatever its clock says: a clock stepped forward
+-- must not make a worker take its own running jobs away from itself.
 WITH expired AS MATERIALIZED (
     SELECT id FROM mf_jobs
     WHERE state = 'Claimed' AND lease_expires_at <= %(lease_cutoff)s
+      AND NOT (lease_owner = %(owner)s
+               AND (id, attempts) IN (SELECT * FROM unnest(%(ids)s::bigint[],
+                                                           %(attempts)s::integer[])))
     FOR UPDATE SKIP LOCKED
 )
 UPDATE mf_jobs

@@ -26,6 +26,9 @@ SELECT * FROM mf_jobs WHERE id = :id;
 -- clock_skew), so a reaper whose clock runs ahead of the claimer's takes no healthy job.
 -- A job an operator asked to abort is dead-lettered as permanent instead, whatever attempts
 -- it has left: the abort takes effect even though its worker is gone.
+-- The reaper's own live leases (:owner at the attempts in :held, which its heartbeat
+-- renews) are never reaped, whatever its clock says: a clock stepped forward must not
+-- make a worker take its own running jobs away from itself.
 UPDATE mf_jobs
 SET state = CASE WHEN abort_reason IS NOT NULL OR attempts - attempt_base >= max_attempts
                  THEN 'DeadLettered' ELSE 'Pending' END,
@@ -38,6 +41,8 @@ SET state = CASE WHEN abort_reason IS NOT NULL OR attempts - attempt_base >= max
     lease_owner = NULL,
     lease_expires_at = NULL
 WHERE state = 'Claimed' AND lease_expires_at <= :lease_cutoff
+  AND NOT (lease_owner = :owner
+           AND (id, attempts) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:held)))
 RETURNING id, attempts, state, claimed_by, claimed_at, failure_class, failure_reason,
           abort_reason;
 
