@@ -176,11 +176,12 @@ def test_a_job_claimed_ahead_and_released_at_stop_after_an_abort_never_starts(
             mf.jobs.abort(victim, actor="erin", reason="wrong customer")
             worker.stop()
             gate.set()
-            released = worker.signals.released.wait()
+            released = worker.signals.released.wait_for(
+                lambda jobs: victim in {job.id for job in jobs}
+            )
             worker.signals.stopped.wait()
     finally:
         gate.set()
-    assert victim in {job.id for job in released}
     worker.signals.abort_seen.require_empty()
     dead = _dead_by_abort(mf, victim, "aborted by erin: wrong customer (before it started)")
     assert dead.attempts == 0 and mf.jobs.attempts(victim) == []  # it never ran

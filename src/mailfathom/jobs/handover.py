@@ -71,7 +71,8 @@ class HandOver:
     # -- starting attempts -------------------------------------------------------------
 
     def _start_ready(self) -> None:
-        """Start jobs claimed ahead while slots are free, oldest claim first.
+        """Start jobs claimed ahead while slots are free, oldest claim first (none once
+        the worker is stopping: what it claimed ahead is given back).
 
         Called by the loop and by the thread whose attempt just ended (so a freed slot
         is filled at once, even while the loop waits for a claim); one caller at a
@@ -83,7 +84,11 @@ class HandOver:
         try:
             while True:
                 with self._lock:
-                    if not self._ready or len(self._running) >= self.concurrency:
+                    # checked here, under the lock, as well as by the callers: a caller
+                    # may have looked just before the worker began stopping
+                    if self._stopping or not self._ready:
+                        return
+                    if len(self._running) >= self.concurrency:
                         return
                     job = self._ready.next()
                 self._begin(job)
