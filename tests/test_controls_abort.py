@@ -90,12 +90,16 @@ def _abort_while_it_runs(mf: MailFathom, kind: str, gate: threading.Event) -> tu
     """Start ``kind``'s job on a worker, abort it, let the handler end, wait until its
     outcome is recorded; the worker is stopped on return."""
     job = mf.enqueue(kind)
-    with running(mf.worker(lease=LONG_LEASE, poll_interval=0.05)) as worker:
-        worker.signals.started.wait_for(lambda started: started.id == job.id)
-        asked = mf.jobs.abort(job.id, actor="erin", reason="wrong customer")
-        assert asked.state is JobState.CLAIMED
-        gate.set()
-        _recorded(worker, job.id)
+    worker = mf.worker(lease=LONG_LEASE, poll_interval=0.05, shutdown_timeout=5)
+    try:
+        with running(worker):
+            worker.signals.started.wait_for(lambda started: started.id == job.id)
+            asked = mf.jobs.abort(job.id, actor="erin", reason="wrong customer")
+            assert asked.state is JobState.CLAIMED
+            gate.set()
+            _recorded(worker, job.id)
+    finally:
+        gate.set()  # whatever failed, the handler ends and the worker can stop
     worker.signals.abort_seen.require_empty()  # the heartbeat did not come first
     return job, worker
 
