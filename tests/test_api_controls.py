@@ -53,8 +53,10 @@ def test_bulk_hold_and_abort_over_a_filter(client: Any, mf: MailFathom) -> None:
     assert claimed == sorted([jobs[0], other.id])
     by_filter = client.post("/api/jobs/bulk/abort", json={"filter": {}, "reason": "drain"})
     assert sorted(by_filter.json()["done"]) == claimed
-    by_ids = client.post("/api/jobs/bulk/abort", json={"ids": [jobs[1]]}).json()
-    assert by_ids["done"] == [] and by_ids["refused"][0]["id"] == jobs[1]
+    # by id, a Pending (here held) job is aborted too: dead-lettered, it never starts
+    by_ids = client.post("/api/jobs/bulk/abort", json={"ids": [jobs[1], jobs[0]]}).json()
+    assert by_ids["done"] == [jobs[1]] and by_ids["refused"][0]["id"] == jobs[0]  # asked already
+    assert mf.jobs.get(jobs[1]).state is JobState.DEAD_LETTERED
     wrong = client.post("/api/jobs/bulk/abort", json={"filter": {"state": "Pending"}})
     assert wrong.status_code == 400
 

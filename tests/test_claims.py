@@ -147,16 +147,24 @@ def test_a_job_claimed_and_never_started_goes_back_unspent(
     job = mf.enqueue("k", max_attempts=1)
     (claimed,) = mf.queue.claim("w1", 1, LEASE)
     assert claimed.attempts == 1
-    assert mf.store.release_unstarted(owner="w2", held=[(job.id, 1)]) == set()  # not its lease
-    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 2)]) == set()  # not this attempt
+    assert (
+        mf.store.release_unstarted(owner="w2", held=[(job.id, 1)], now=mf.clock.now()) == set()
+    )  # not its lease
+    assert (
+        mf.store.release_unstarted(owner="w1", held=[(job.id, 2)], now=mf.clock.now()) == set()
+    )  # not this attempt
     assert mf.jobs.get(job.id).state is JobState.CLAIMED
-    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)]) == {job.id}
+    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)], now=mf.clock.now()) == {
+        job.id
+    }
     back = mf.jobs.get(job.id)
     assert back.state is JobState.PENDING and back.attempts == 0
     assert (back.lease_owner, back.lease_expires_at) == (None, None)
     assert back.available_at == job.available_at  # due as before: first in line again
     assert mf.jobs.attempts(job.id) == []
-    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)]) == set()  # once only
+    assert (
+        mf.store.release_unstarted(owner="w1", held=[(job.id, 1)], now=mf.clock.now()) == set()
+    )  # once only
     (again,) = mf.queue.claim("w2", 1, LEASE)  # at once, its one attempt still unspent
     assert (again.id, again.attempts, again.attempts_left) == (job.id, 1, 0)
 
@@ -168,7 +176,9 @@ def test_a_release_wakes_idle_workers(mf: MailFathom) -> None:
     mf.store.wait_for_jobs(0.01)  # listening, and every earlier wake-up consumed
     while mf.store.wait_for_jobs(0.01):
         pass
-    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)]) == {job.id}
+    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)], now=mf.clock.now()) == {
+        job.id
+    }
     assert mf.store.wait_for_jobs(10)
 
 
@@ -180,8 +190,8 @@ def test_a_job_released_after_its_lease_moved_on_stays_with_its_new_owner(
     clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
     (again,) = mf.queue.claim("w2", 1, LEASE)  # reaped, then claimed by w2
     assert again.id == job.id
-    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)]) == set()
-    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 2)]) == set()
+    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)], now=mf.clock.now()) == set()
+    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 2)], now=mf.clock.now()) == set()
     taken = mf.jobs.get(job.id)
     assert (taken.state, taken.lease_owner, taken.attempts) == (JobState.CLAIMED, "w2", 2)
 
@@ -209,9 +219,9 @@ def test_reap_expired_without_claiming(mf: MailFathom, clock: FakeClock) -> None
     job = mf.enqueue("k")
     mf.queue.claim("w", 1, LEASE)
     clock.advance(LEASE + DEFAULT_CLOCK_SKEW - timedelta(microseconds=1))
-    assert mf.store.reap_expired(now=clock.now()) == 0
+    assert mf.store.reap_expired(now=mf.clock.now()) == 0
     clock.advance(timedelta(microseconds=1))
-    assert mf.store.reap_expired(now=clock.now()) == 1
+    assert mf.store.reap_expired(now=mf.clock.now()) == 1
     back = mf.jobs.get(job.id)
     assert back.state is JobState.PENDING and back.available_at == clock.now()
     assert back.lease_owner is None

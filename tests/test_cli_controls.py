@@ -69,7 +69,12 @@ def test_run_now_by_filter_takes_only_jobs_not_due(app: MailFathom, database_url
     assert all((app.jobs.get(i).available_at or now) <= now for i in later)
 
 
-def test_abort_a_claimed_job_and_refuse_a_pending_one(app: MailFathom, database_url: str) -> None:
+def test_abort_a_claimed_and_a_pending_job_and_refuse_a_finished_one(
+    app: MailFathom, database_url: str
+) -> None:
+    done = app.enqueue("k")
+    app.queue.claim("w", 1, timedelta(seconds=30))
+    app.store.record_outcomes(owner="w", now=app.clock.now(), succeeded=[(done.id, 1)])
     job = app.enqueue("k")
     pending = app.enqueue("k", delay=60)
     app.queue.claim("w", 1, timedelta(seconds=30))
@@ -79,9 +84,13 @@ def test_abort_a_claimed_job_and_refuse_a_pending_one(app: MailFathom, database_
     assert shown["state"] == "Claimed"
     reason = shown["abort_reason"]
     assert reason.startswith("aborted by cli:") and reason.endswith(": runaway")
-    refused = run(database_url, "jobs", "abort", str(pending.id))
-    assert refused.exit_code == 2 and "only Claimed jobs can be aborted" in refused.output
-    assert app.jobs.get(pending.id).state is JobState.PENDING
+    stopped = run(database_url, "jobs", "abort", str(pending.id))
+    assert stopped.exit_code == 0, stopped.output
+    assert app.jobs.get(pending.id).state is JobState.DEAD_LETTERED
+    refused = run(database_url, "jobs", "abort", str(done.id))
+    assert refused.exit_code == 2
+    assert "only Pending or Claimed jobs can be aborted" in refused.output
+    assert app.jobs.get(done.id).state is JobState.SUCCEEDED
 
 
 def test_queues_pause_list_resume(app: MailFathom, database_url: str) -> None:

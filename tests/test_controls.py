@@ -116,9 +116,11 @@ def test_abort_is_a_request_on_a_claimed_job_returned_by_the_lease_renewal(
     )
 
 
-def test_abort_is_refused_unless_claimed(mf: MailFathom) -> None:
+def test_abort_is_refused_for_a_finished_job(mf: MailFathom, clock: FakeClock) -> None:
     job = mf.enqueue("k")
-    with pytest.raises(IllegalTransition, match="it is Pending, and only Claimed"):
+    mf.queue.claim("w", 10, LEASE)
+    mf.store.record_outcomes(owner="w", now=clock.now(), succeeded=[(job.id, 1)])
+    with pytest.raises(IllegalTransition, match="it is Succeeded, and only Pending or Claimed"):
         mf.jobs.abort(job.id, actor="ops")
     assert mf.jobs.get(job.id).abort_reason is None
 

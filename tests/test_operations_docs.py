@@ -12,4 +12,4 @@ DOC = ROOT / "docs" / "operations.md"
 
 def test_the_operations_page_shows_the_refusal_the_library_gives(tmp_path: Path) -> None:
     output = run_page(parse(DOC.read_text(encoding="utf-8"), "docs/operations.md"), tmp_path)
-    assert "only Claimed jobs can be aborted" in output
+    assert "only Pending or Claimed jobs can be aborted" in output

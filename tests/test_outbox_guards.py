@@ -118,12 +118,12 @@ def test_send_again_replaces_a_delivery_job_whose_lease_expired(
     assert mf.outbox.get(recorded.id).stage is OutgoingEmailStage.RECORDED
     assert [j.id for j in mf.queue.claim("w2", 10, LEASE)] == [email.job_id]
     store = SqlOutboxStore(mf.store.db)
-    start, _ = store.begin_attempt(recorded.id, now=clock.now())
+    start, _ = store.begin_attempt(recorded.id, now=mf.clock.now())
     # counted anew (on PostgreSQL the claim above counted one attempt already)
     assert start is not None and start.email["attempts"] > stale_attempt
     # only the latest attempt may begin a transmission
-    assert not store.mark_transmission_begun(recorded.id, stale_attempt, now=clock.now())
-    assert store.mark_transmission_begun(recorded.id, start.email["attempts"], now=clock.now())
+    assert not store.mark_transmission_begun(recorded.id, stale_attempt, now=mf.clock.now())
+    assert store.mark_transmission_begun(recorded.id, start.email["attempts"], now=mf.clock.now())
 
 
 @pytest.mark.parametrize(
@@ -153,7 +153,9 @@ def test_the_claim_counts_a_delivery_attempt_once_and_forgets_it_on_a_later_leas
     (job,) = mf.queue.claim("w1", 10, LEASE)
     assert mf.outbox.get(recorded.id).attempts == 1
     # w1 gives the job back unstarted; the record is cancelled meanwhile
-    assert mf.store.release_unstarted(owner="w1", held=[(job.id, job.attempts)]) == {job.id}
+    assert mf.store.release_unstarted(
+        owner="w1", held=[(job.id, job.attempts)], now=mf.clock.now()
+    ) == {job.id}
     # given back unstarted, the job spent no attempt, and neither did its message
     assert mf.outbox.get(recorded.id).attempts == 0
     mf.outbox.cancel(recorded.id, actor="ops", reason="not needed")
@@ -173,7 +175,9 @@ def test_a_delivery_given_back_unstarted_is_counted_once_when_it_runs(
     counts the message's attempt again, once, and hands its handler what to send."""
     recorded = mf.outbox.record(message())
     (job,) = mf.queue.claim("w1", 10, LEASE)
-    assert mf.store.release_unstarted(owner="w1", held=[(job.id, job.attempts)]) == {job.id}
+    assert mf.store.release_unstarted(
+        owner="w1", held=[(job.id, job.attempts)], now=mf.clock.now()
+    ) == {job.id}
     assert mf.deliverer._store.claimed_start(job.id, job.attempts) is None  # dropped
     (again,) = mf.queue.claim("w2", 10, LEASE)
     assert mf.outbox.get(recorded.id).attempts == 1

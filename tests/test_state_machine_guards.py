@@ -61,6 +61,7 @@ JOB_COLUMNS: dict[JobState, dict[str, object]] = {
         "lease_expires_at": None,
         "failure_class": "Permanent",
         "failure_reason": "x",
+        "abort_reason": "aborted by x",  # Pending -> DeadLettered only with one
     },
     JobState.DROPPED: {
         "finished_at": _T,
@@ -180,11 +181,22 @@ def test_every_job_move_python_allows_the_database_allows_and_no_other(mf: MailF
         assert fired.startswith(trigger("illegal job state move")), (source, target, fired)
         assert _state_of(mf, "mf_jobs", "state", job_id) == source.value
         refused.append((source, target))
-    # the table itself: six moves, the other fourteen refused
+    # the table itself: seven moves, the other thirteen refused
     assert sorted(allowed) == sorted(
         (s, t) for t, sources in job_states.LEGAL_SOURCES.items() for s in sources if s is not t
     )
-    assert len(allowed) == 6 and len(refused) == 14
+    assert len(allowed) == 7 and len(refused) == 13
+
+
+def test_a_pending_job_is_dead_lettered_only_by_an_abort(mf: MailFathom) -> None:
+    """Pending -> DeadLettered is an operator's abort: without an abort request on the row
+    the database refuses it."""
+    job_id = _job_in(mf, JobState.PENDING)
+    move = {"state": "DeadLettered", **_values(mf, JOB_COLUMNS[JobState.DEAD_LETTERED])}
+    move["abort_reason"] = None
+    write = partial(_update_in, mf=mf, table="mf_jobs", row_id=job_id, columns=move)
+    assert refused_by(mf, "mf_jobs", write).startswith(trigger("illegal job state move"))
+    assert _state_of(mf, "mf_jobs", "state", job_id) == "Pending"
 
 
 def test_every_email_move_python_allows_the_database_allows_and_no_other(mf: MailFathom) -> None:

@@ -284,7 +284,8 @@ _action_command("hold", "Hold Pending jobs no worker has (by id, or by filter) u
 _action_command("run_now", "Make delayed or backed-off Pending jobs due now (by id, or by filter).")
 _action_command(
     "abort",
-    "Abort running (Claimed) jobs: their worker stops them and they are dead-lettered.",
+    "Abort jobs for good: a Pending one is dead-lettered at once, a running (Claimed) one "
+    "is stopped by its worker and dead-lettered. Over a filter, only Claimed jobs are taken.",
 )
 
 

@@ -27,7 +27,7 @@ DROP = OperatorAction("drop", "drop_job", ("DeadLettered",), "Dropped")
 RELEASE = OperatorAction("release", "release_job", ("Pending",), "Pending")
 HOLD = OperatorAction("hold", "hold_job", ("Pending",), "Pending")
 RUN_NOW = OperatorAction("run_now", "run_now_job", ("Pending",), "Pending")
-ABORT = OperatorAction("abort", "abort_job", ("Claimed",), "Claimed")
+ABORT = OperatorAction("abort", "abort_job", ("Pending", "Claimed"), "DeadLettered")
 #: How often an action is tried when the job keeps racing back into a state it starts from.
 _TRIES = 3
 
@@ -177,14 +177,20 @@ class Jobs:
         return self._move(job_id, RUN_NOW, actor, reason)
 
     def abort(self, job_id: int, *, actor: str, reason: str | None = None) -> Job:
-        """Ask the worker running a Claimed job to abort it.
+        """Stop a job for good: once this returns, the job never starts again.
 
-        The worker learns of it at its next heartbeat (a third of the lease): it cancels
-        a coroutine, kills a process-isolated attempt, and sets ``ctx.abort_requested``
-        for a plain handler. The attempt is recorded as ``Aborted`` and the job
-        dead-lettered as permanent, "aborted by <actor>: <reason>"; requeue and drop
-        apply from there. If the worker is gone, the reaper dead-letters the job the
-        same way when its lease expires. Returns the job, still Claimed.
+        A Pending job (held or not) is dead-lettered at once, as permanent, "aborted by
+        <actor>: <reason> (before it started)". A Claimed one is asked to stop: its
+        worker learns of it at its next heartbeat (a third of the lease) and cancels a
+        coroutine, kills a process-isolated attempt, and sets ``ctx.abort_requested``
+        for a plain handler; the attempt is recorded as ``Aborted`` and the job
+        dead-lettered as permanent, "aborted by <actor>: <reason>". However the
+        attempt ends before that (a failure, a ``Snooze``, a release of a job claimed
+        ahead, a lost lease reaped) it is dead-lettered the same way, never retried. A
+        handler that returned before it could see the request keeps its success (the
+        work was done): the row stays Succeeded and its audit trail says the abort came
+        too late. Requeue and drop apply to the dead letter. Returns the job: Claimed
+        (asked to stop) or DeadLettered.
         """
         return self._move(job_id, ABORT, actor, reason)
 

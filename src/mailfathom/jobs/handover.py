@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime
 
 from mailfathom.clock import Clock
@@ -26,13 +27,14 @@ from mailfathom.jobs.claim_ahead import ReadyJobs
 from mailfathom.jobs.completer import Completer
 from mailfathom.jobs.execute import aborted
 from mailfathom.jobs.model import Job
+from mailfathom.jobs.observed import Observed
 from mailfathom.jobs.outcomes import Outage, Unrecorded
 from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.reasons import describe_error
-from mailfathom.jobs.runner import Runner, Running, log_attempt
+from mailfathom.jobs.runner import Runner, Running
 from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.jobs.testsignal import WorkerSignals
-from mailfathom.observability.hooks import attempt_ended, attempt_started, attempt_stopped
+from mailfathom.observability.hooks import attempt_started, attempt_stopped
 from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import Store
 
@@ -69,7 +71,8 @@ class HandOver:
     # -- starting attempts -------------------------------------------------------------
 
     def _start_ready(self) -> None:
-        """Start jobs claimed ahead while slots are free, oldest claim first.
+        """Start jobs claimed ahead while slots are free, oldest claim first (none once
+        the worker is stopping: what it claimed ahead is given back).
 
         Called by the loop and by the thread whose attempt just ended (so a freed slot
         is filled at once, even while the loop waits for a claim); one caller at a
@@ -81,7 +84,11 @@ class HandOver:
         try:
             while True:
                 with self._lock:
-                    if not self._ready or len(self._running) >= self.concurrency:
+                    # checked here, under the lock, as well as by the callers: a caller
+                    # may have looked just before the worker began stopping
+                    if self._stopping or not self._ready:
+                        return
+                    if len(self._running) >= self.concurrency:
                         return
                     job = self._ready.next()
                 self._begin(job)
@@ -156,6 +163,9 @@ class HandOver:
         following: Running | None = None
         if running.abort.reason is not None and not running.abandoned:
             result = aborted(running.job, running.abort.reason, running.started_at, result)
+        if result is not None and not running.abandoned:
+            # counted, its span ended and its line logged once the outcome is committed
+            result = replace(result, observer=Observed(running, self.id, time.monotonic()))
         with self._lock:
             if self._running.get(running.job.id) is running:
                 del self._running[running.job.id]
@@ -197,27 +207,6 @@ class HandOver:
                     outcome=result.outcome.value,
                 ),
             )
-        else:
-            attempt_ended(running, result.outcome.value, result.message)
-            try:
-                log_attempt(running, result, self.id)
-            except Exception as exc:  # a result that cannot be printed must not stop us
-                logger.warning(
-                    "job_id=%d kind=%s attempt=%d outcome=%s (its log line failed: %s)",
-                    job.id,
-                    job.kind,
-                    job.attempts,
-                    result.outcome.value,
-                    type(exc).__name__,
-                    extra=log_fields(
-                        "attempt",
-                        job_id=job.id,
-                        kind=job.kind,
-                        attempt=job.attempts,
-                        outcome=result.outcome.value,
-                        error=type(exc).__name__,
-                    ),
-                )
         return following
 
     def _take_next(self) -> Running | None:
@@ -260,7 +249,9 @@ class HandOver:
             return
         try:
             released = self._store.release_unstarted(
-                owner=self.id, held=[(job.id, job.attempts) for job in jobs]
+                owner=self.id,
+                held=[(job.id, job.attempts) for job in jobs],
+                now=self._clock.now(),
             )
         except StoreError as exc:
             with self._lock:

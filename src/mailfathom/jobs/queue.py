@@ -7,8 +7,8 @@ Internal; the public face is :class:`mailfathom.MailFathom`. Every operation rea
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -48,6 +48,12 @@ __all__ = ["Finished", "JobQueue", "describe_error", "transient_attempt"]
 _DEFAULT_BACKOFF = Backoff()
 
 
+#: Told what became of an attempt's outcome once its transaction has committed: the
+#: outcome the store recorded (the attempt's own, or the fallback ``Failed``) and its
+#: message, or ``(None, None)`` when nothing was recorded (the lease had moved on).
+Observer = Callable[["Finished", "str | None", "str | None"], None]
+
+
 @dataclass(frozen=True, slots=True)
 class Finished:
     """How one attempt of a claimed job ended, before the store records it."""
@@ -58,6 +64,9 @@ class Finished:
     traceback: str | None = None
     message: str | None = None
     started_at: datetime | None = None
+    #: Called by the recorder after the outcome's commit (metrics, span, log line), so
+    #: that nothing is counted or logged as done that the database does not hold.
+    observer: Observer | None = field(default=None, compare=False, repr=False)
 
 
 class JobQueue:

@@ -57,6 +57,8 @@ class Claim:
     reap: bool
     #: Per-queue slots still free (``{"mail": 2}``), or None for one ``limit`` overall.
     queue_limits: Mapping[str, int] | None = None
+    #: The (id, attempt) leases this worker holds and renews: its reaping leaves them.
+    live: Sequence[Pair] = ()
 
 
 class OutcomeRecorder:
@@ -134,6 +136,7 @@ class OutcomeRecorder:
                 queues=claim.queues,
                 reap=claim.reap,
                 queue_limits=claim.queue_limits,
+                live=claim.live,
             )
             jobs = [Job.from_row(row) for row in rows]
         except Exception as exc:  # whatever it is, the loop must go on
@@ -227,10 +230,19 @@ class OutcomeRecorder:
         fallbacks: list[tuple[Finished, str]],
     ) -> None:
         self.unrecorded.recorded(batch, lost)
+        instead = {id(result): reason for result, reason in fallbacks}
         for result, reason in fallbacks:
             if result.job.id not in lost:
                 _log_fallback(result, reason)
                 self._signals.fallback_recorded.signal((result.job, reason))
+        for result in batch:  # committed: only now counted, traced and logged
+            if result.observer is not None:
+                if result.job.id in lost:
+                    _observe(result, None, None)
+                elif id(result) in instead:
+                    _observe(result, AttemptOutcome.FAILED.value, instead[id(result)])
+                else:
+                    _observe(result, result.outcome.value, result.message)
         if batch and self._signals.batch_recorded.on:
             self._signals.batch_recorded.signal(
                 Recorded(
@@ -313,6 +325,7 @@ class OutcomeRecorder:
 
     def _left_to_lease(self, result: Finished, reason: str) -> None:
         job = result.job
+        _observe(result, None, None)  # nothing recorded: nothing counted
         logger.error(
             "job_id=%d kind=%s attempt=%d: %s; the job keeps its lease until it expires, "
             "then runs again",
@@ -339,6 +352,20 @@ def _as_store_error(error: BaseException) -> StoreError:
     if isinstance(error, StoreError):
         return error
     return StoreError(f"unexpected error: {describe_error(error)}")
+
+
+def _observe(result: Finished, outcome: str | None, message: str | None) -> None:
+    """Tell ``result``'s observer what became of it; an observer never hurts the worker."""
+    if result.observer is None:
+        return
+    try:
+        result.observer(result, outcome, message)
+    except Exception:
+        logger.debug(
+            "observing a recorded outcome failed",
+            exc_info=True,
+            extra=log_fields("observe_failed", step="recorded", job_id=result.job.id),
+        )
 
 
 def _log_fallback(result: Finished, reason: str) -> None:

@@ -309,13 +309,17 @@ def _has_tasks(loop: asyncio.AbstractEventLoop) -> bool:
         return True
 
 
-def log_attempt(running: Running, result: Finished, worker_id: str) -> None:
-    """One structured line per attempt; the traceback follows when it failed."""
+def log_attempt(
+    running: Running, result: Finished, worker_id: str, *, duration: float | None = None
+) -> None:
+    """One structured line per attempt, once its outcome is recorded; the traceback
+    follows when it failed. ``duration``: how long it ran (default: until now)."""
     succeeded = result.outcome is AttemptOutcome.SUCCEEDED
     if not logger.isEnabledFor(logging.INFO if succeeded else logging.WARNING):
         return  # nothing would be written: skip building the line on the hot path
     job = running.job
-    duration = time.monotonic() - running.began
+    if duration is None:
+        duration = time.monotonic() - running.began
     fields: dict[str, Any] = {
         "job_id": job.id,
         "kind": job.kind,

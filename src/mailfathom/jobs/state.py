@@ -71,7 +71,7 @@ LEGAL_SOURCES: dict[JobState, tuple[JobState, ...]] = {
     JobState.PENDING: (JobState.CLAIMED, JobState.DEAD_LETTERED),
     JobState.CLAIMED: (JobState.PENDING, JobState.CLAIMED),
     JobState.SUCCEEDED: (JobState.CLAIMED,),
-    JobState.DEAD_LETTERED: (JobState.CLAIMED,),
+    JobState.DEAD_LETTERED: (JobState.CLAIMED, JobState.PENDING),  # Pending: an abort
     JobState.DROPPED: (JobState.DEAD_LETTERED,),
 }
 

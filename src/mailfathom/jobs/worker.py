@@ -47,6 +47,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from mailfathom.errors import InvalidInput, StoreError
@@ -61,6 +62,7 @@ from mailfathom.jobs.interruptions import mark_lost, mark_overruns, report_overr
 from mailfathom.jobs.limits import free_slots, resolve_slots
 from mailfathom.jobs.limits_admin import Limits
 from mailfathom.jobs.model import Job
+from mailfathom.jobs.observed import Observed
 from mailfathom.jobs.outcomes import Outage
 from mailfathom.jobs.pacing import ClaimPacer, Load
 from mailfathom.jobs.pruner import PeriodicPruner
@@ -70,10 +72,8 @@ from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.runner import Runner, Running
 from mailfathom.jobs.schedules import Scheduler, ScheduleSpec
 from mailfathom.jobs.signals import HardStop, StopSignals
-from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.jobs.testsignal import WorkerSignals
 from mailfathom.jobs.watcher import MAX_BACKOFF, Watcher
-from mailfathom.observability.hooks import attempt_ended
 from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.validate import check_seconds
@@ -435,8 +435,17 @@ class Worker(HandOver):
             wanted = sum(free.values())
             if wanted <= 0:
                 return None
+        # What this worker holds and renews is never reaped by itself, whatever its clock.
+        live = [(job.id, job.attempts) for job in self._held()] if reap else []
         jobs = self._recorder.record_and_claim(
-            Claim(limit=wanted, lease=self.lease, queues=self.queues, reap=reap, queue_limits=free),
+            Claim(
+                limit=wanted,
+                lease=self.lease,
+                queues=self.queues,
+                reap=reap,
+                queue_limits=free,
+                live=live,
+            ),
             carry=self._completer is None,
         )
         if jobs is None:
@@ -524,12 +533,15 @@ class Worker(HandOver):
                     "process": "its process was killed",
                     "none": "it had not started",
                 }[running.mode]
+                timed_out = shutdown_timed_out(
+                    running.job, running.started_at, self.shutdown_timeout, how
+                )
+                # counted and its span ended once the ShutdownTimeout is recorded
                 self._done.add(
-                    shutdown_timed_out(running.job, running.started_at, self.shutdown_timeout, how)
+                    replace(timed_out, observer=Observed(running, self.id, time.monotonic()))
                 )
         for running in victims:
             running.cancel()
-            attempt_ended(running, AttemptOutcome.SHUTDOWN_TIMEOUT.value)
             logger.warning(
                 "job_id=%d kind=%s attempt=%d outcome=ShutdownTimeout: still running after "
                 "the %gs grace period; released for another worker",

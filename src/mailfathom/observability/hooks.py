@@ -43,8 +43,11 @@ def attempt_started(running: Running) -> None:
             )
 
 
-def attempt_ended(running: Running, outcome: str, message: str | None = None) -> None:
-    """An attempt ended with ``outcome`` (an AttemptOutcome's value): count it, end its span."""
+def attempt_ended(
+    running: Running, outcome: str, message: str | None = None, *, duration: float | None = None
+) -> None:
+    """An attempt ended with ``outcome`` (an AttemptOutcome's value) and it is recorded:
+    count it, end its span. ``duration``: how long it ran (default: until now)."""
     try:
         counted = metrics.current()
         if counted is not None:
@@ -53,7 +56,7 @@ def attempt_ended(running: Running, outcome: str, message: str | None = None) ->
                 job.kind,
                 job.queue,
                 outcome,
-                time.monotonic() - running.began,
+                time.monotonic() - running.began if duration is None else duration,
                 job.available_at or job.created_at,
                 running.started_at,
             )
@@ -68,13 +71,16 @@ def attempt_ended(running: Running, outcome: str, message: str | None = None) ->
         )
 
 
-def attempt_stopped(running: Running) -> None:
+def attempt_stopped(
+    running: Running, status: str = "Stopped", why: str = "this worker gave the job up"
+) -> None:
     """The worker stopped an attempt it gave up (no outcome of its own: the lease's
-    expiry or the shutdown records one): end its span, count nothing."""
+    expiry or the shutdown records one), or its outcome was discarded (``status``
+    ``Discarded``): end its span, count nothing."""
     span, running.span = running.span, None
     if span is not None:
         try:
-            tracing.end_attempt(span, "Stopped", "this worker gave the job up")
+            tracing.end_attempt(span, status, why)
         except Exception:
             logger.debug(
                 "ending an attempt's span failed",

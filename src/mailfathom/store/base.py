@@ -329,16 +329,21 @@ class Store(Protocol):
         queues: Sequence[str] | None = None,
         reap: bool = True,
         queue_limits: Mapping[str, int] | None = None,
+        live: Sequence[tuple[int, int]] = (),
     ) -> list[JobRow]:
         """Lease up to ``limit`` due jobs to ``owner``, after returning expired leases
-        (unless ``reap`` is False: a busy worker reaps on a timer, not on every claim).
+        (unless ``reap`` is False: a busy worker reaps on a timer, not on every claim),
+        except ``owner``'s own ``live`` (id, attempt) leases, which it renews.
         ``queue_limits`` (per-queue slots) leases up to that many of each queue instead.
         Flow-control limits (``mf_flow_limits``) hold whichever way jobs are claimed."""
         ...
 
-    def reap_expired(self, *, now: datetime) -> int:
-        """Return jobs whose lease expired (``clock_skew`` or more before ``now``) to the
-        queue, or dead-letter them; count them."""
+    def reap_expired(
+        self, *, now: datetime, owner: str = "", live: Sequence[tuple[int, int]] = ()
+    ) -> int:
+        """Return leases that expired (by ``clock_skew`` before ``now``) to the queue, or
+        to the dead letters; ``owner``'s ``live`` (id, attempt) leases, which it renews,
+        are never reaped. Returns how many there were."""
         ...
 
     def renew_leases(
@@ -373,10 +378,14 @@ class Store(Protocol):
         """Per queue with unfinished jobs: ``queue``, ``pending``, ``held``, ``running``."""
         ...
 
-    def release_unstarted(self, *, owner: str, held: Sequence[tuple[int, int]]) -> set[int]:
+    def release_unstarted(
+        self, *, owner: str, held: Sequence[tuple[int, int]], now: datetime
+    ) -> set[int]:
         """Give back ``(job id, attempt)`` leases of jobs ``owner`` claimed and never
         started: Pending again at once, the claim's attempt not counted, no attempt
-        recorded. Returns the ids released (a lease that moved on is left alone)."""
+        recorded; a job an operator asked to abort meanwhile is dead-lettered at ``now``
+        instead (it never starts). Returns the ids released (a lease that moved on is
+        left alone)."""
         ...
 
     def record_outcomes(
@@ -402,6 +411,7 @@ class Store(Protocol):
         queues: Sequence[str] | None = None,
         reap: bool = True,
         queue_limits: Mapping[str, int] | None = None,
+        live: Sequence[tuple[int, int]] = (),
     ) -> tuple[set[int], list[JobRow]]:
         """``record_outcomes`` then ``claim`` in one transaction: a busy worker's loop
         commits once per batch. Returns the lost ids and the claimed jobs."""

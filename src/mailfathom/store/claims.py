@@ -24,6 +24,9 @@ from mailfathom.store.flow_store import FlowClaims
 
 __all__ = ["ClaimHook", "JobClaims", "ReleaseHook"]
 
+#: Who reaps in a claim's transaction: the claimer, and the (id, attempt) leases it holds
+#: and renews (never reaped by itself).
+Reaping = tuple[str, Sequence[tuple[int, int]]]
 #: Work done in a claim's transaction on the jobs of one kind it leased (add_claim_hook).
 ClaimHook = Callable[[Cursor, list[JobRow], datetime], Callable[[], None] | None]
 #: Work done in the transaction that gives claims back unstarted, on their (id, attempt)
@@ -63,9 +66,11 @@ class JobClaims:
         queues: Sequence[str] | None = None,
         reap: bool = True,
         queue_limits: Mapping[str, int] | None = None,
+        live: Sequence[tuple[int, int]] = (),
     ) -> list[JobRow]:
-        """Return expired leases to the queue (when ``reap``), then lease up to ``limit``
-        due jobs (with ``queue_limits``, up to that many of each queue instead)."""
+        """Return expired leases to the queue (when ``reap``; ``owner``'s ``live`` leases
+        excepted), then lease up to ``limit`` due jobs (with ``queue_limits``, up to that
+        many of each queue instead)."""
         _, claimed = self.record_and_claim(
             owner=owner,
             now=now,
@@ -76,6 +81,7 @@ class JobClaims:
             queues=queues,
             reap=reap,
             queue_limits=queue_limits,
+            live=live,
         )
         return claimed
 
@@ -91,11 +97,14 @@ class JobClaims:
         queues: Sequence[str] | None = None,
         reap: bool = True,
         queue_limits: Mapping[str, int] | None = None,
+        live: Sequence[tuple[int, int]] = (),
     ) -> tuple[set[int], list[JobRow]]:
         """:meth:`record_outcomes` then :meth:`claim`, in one transaction (one commit);
-        the claim planned by the dialect's ``plan_claims`` when it has one."""
+        the claim planned by the dialect's ``plan_claims`` when it has one. ``live``: the
+        (id, attempt) leases ``owner`` holds and renews, which its reaping leaves alone."""
         with self.db.transaction() as cur:
             lost = self._record(cur, owner, now, succeeded, failed)
+            reaping = (owner, live) if reap else None
             if self._plan_claims is not None:
                 cur.execute(self._plan_claims)
             if queue_limits is not None:
@@ -105,7 +114,7 @@ class JobClaims:
                     now=now,
                     lease_until=lease_until,
                     queue_limits=queue_limits,
-                    reap=reap,
+                    reap=reaping,
                 )
             else:
                 claimed = self._claim(
@@ -115,7 +124,7 @@ class JobClaims:
                     now=now,
                     lease_until=lease_until,
                     queues=queues,
-                    reap=reap,
+                    reap=reaping,
                 )
             after = self._run_claim_hooks(cur, claimed, now) if self._claim_hooks else []
         for committed in after:
@@ -153,7 +162,7 @@ class JobClaims:
         now: datetime,
         lease_until: datetime,
         queue_limits: Mapping[str, int],
-        reap: bool,
+        reap: Reaping | None,
     ) -> list[JobRow]:
         """Per-queue slots: up to ``queue_limits[q]`` jobs of each queue ``q``."""
         claimed: list[JobRow] = []
@@ -168,7 +177,7 @@ class JobClaims:
                     queues=[queue],
                     reap=reap,
                 )
-                reap = False  # once per transaction
+                reap = None  # once per transaction
         claimed.sort(key=_claim_order)
         return claimed
 
@@ -181,12 +190,12 @@ class JobClaims:
         now: datetime,
         lease_until: datetime,
         queues: Sequence[str] | None,
-        reap: bool,
+        reap: Reaping | None,
     ) -> list[JobRow]:
         limits = self.flow.active(cur)
         if limits:
-            if reap:
-                self._reap(cur, now)
+            if reap is not None:
+                self._reap(cur, now, *reap)
             return self._flow_claim(
                 cur,
                 limits,
@@ -209,8 +218,8 @@ class JobClaims:
             query = self._queue_claim(len(named))
             params["queues"] = self.db.list_param(named)
             params.update({f"queue_{n}": queue for n, queue in enumerate(named)})
-        if reap:
-            self._reap(cur, now)
+        if reap is not None:
+            self._reap(cur, now, *reap)
         cur.execute(query, params)
         claimed = self._jobs(cur.fetchall())
         claimed.sort(key=_claim_order)
@@ -286,17 +295,27 @@ class JobClaims:
             built = self._queue_claims[count] = query.replace("{each_queue}", each)
         return built
 
-    def reap_expired(self, *, now: datetime) -> int:
-        """Return expired leases to the queue or the dead letters; how many there were."""
+    def reap_expired(
+        self, *, now: datetime, owner: str = "", live: Sequence[tuple[int, int]] = ()
+    ) -> int:
+        """Return expired leases to the queue or the dead letters (``owner``'s ``live``
+        leases excepted); how many there were."""
         with self.db.transaction() as cur:
-            return self._reap(cur, now)
+            return self._reap(cur, now, owner, live)
 
-    def _reap(self, cur: Cursor, moment: datetime) -> int:
+    def _reap(
+        self, cur: Cursor, moment: datetime, owner: str, live: Sequence[tuple[int, int]]
+    ) -> int:
         """Reap leases that ended at least ``clock_skew`` before ``moment``: a reaper whose
-        clock runs ahead of the claimer's (by up to the margin) takes no healthy job."""
+        clock runs ahead of the claimer's (by up to the margin) takes no healthy job. The
+        reaper's own ``live`` leases (those its heartbeat renews) are never taken, however
+        far its clock has stepped ahead."""
         now = self.db.time_param(moment)
         cutoff = self.db.time_param(moment - self.clock_skew)
-        cur.execute(self._q["reap_expired_leases"], {"now": now, "lease_cutoff": cutoff})
+        cur.execute(
+            self._q["reap_expired_leases"],
+            {"now": now, "lease_cutoff": cutoff, "owner": owner, **self._pairs(live)},
+        )
         expired = cur.fetchall()
         for row in expired:
             cur.execute(
@@ -336,17 +355,20 @@ class JobClaims:
         aborts = {row["id"]: row["abort_reason"] for row in rows if row["abort_reason"]}
         return {row["id"] for row in rows}, aborts
 
-    def release_unstarted(self, *, owner: str, held: Sequence[tuple[int, int]]) -> set[int]:
+    def release_unstarted(
+        self, *, owner: str, held: Sequence[tuple[int, int]], now: datetime
+    ) -> set[int]:
         """Jobs claimed by ``owner`` that never started go back to Pending, their attempt
-        uncounted; returns the ids released. Idle workers are woken (``NOTIFY`` on
-        PostgreSQL; SQLite's watchers see the commit)."""
+        uncounted (or, asked to abort meanwhile, are dead-lettered: they never start);
+        returns the ids released. Idle workers are woken (``NOTIFY`` on PostgreSQL;
+        SQLite's watchers see the commit)."""
         if not held:
             return set()
         after: list[Callable[[], None]] = []
         with self.db.transaction() as cur:
             cur.execute(
                 self._q["release_unstarted"],
-                {"owner": owner, **self._pairs(held)},
+                {"owner": owner, "now": self.db.time_param(now), **self._pairs(held)},
             )
             released = {row["id"] for row in cur.fetchall()}
             if released and self._release_hooks:
@@ -406,12 +428,34 @@ class JobClaims:
                     **self._pairs(succeeded),
                 },
             )
-            done = {row["id"] for row in cur.fetchall()}
+            rows = cur.fetchall()
+            done = {row["id"] for row in rows}
             lost.update(job_id for job_id, _ in succeeded if job_id not in done)
+            for row in rows:
+                if row["abort_reason"] is not None:
+                    self._abort_too_late(cur, owner, stamp, row["id"], row["abort_reason"])
         for failure in failed:
             if not self._record_failure(cur, owner, stamp, failure):
                 lost.add(failure.job_id)
         return lost
+
+    def _abort_too_late(self, cur: Cursor, owner: str, now: Any, job_id: int, abort: str) -> None:
+        """An attempt succeeded after an operator asked to abort it (its handler ended before
+        it could see the request): the work was done, so the job stays Succeeded, without
+        the request on its row; its audit trail says the abort came too late."""
+        cur.execute(self._q["clear_late_abort"], {"id": job_id})
+        cur.execute(
+            self._q["insert_event"],
+            {
+                "job_id": job_id,
+                "at": now,
+                "actor": owner,
+                "action": "abort_too_late",
+                "from_state": "Claimed",
+                "to_state": "Succeeded",
+                "reason": f"{abort}: the attempt had already succeeded, and stays Succeeded",
+            },
+        )
 
     def _pairs(self, pairs: Sequence[tuple[int, int]]) -> dict[str, Any]:
         """(id, attempt) pairs as a statement takes them: PostgreSQL two arrays (``ids``,

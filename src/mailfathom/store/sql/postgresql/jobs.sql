@@ -95,9 +95,15 @@ SELECT * FROM mf_jobs WHERE id = %(id)s;
 -- Rows another transaction holds (being finished, or reaped by another worker) are skipped.
 -- A job an operator asked to abort is dead-lettered as permanent instead, whatever attempts
 -- it has left: the abort takes effect even though its worker is gone.
+-- The reaper's own live leases (%(owner)s at the attempts in %(ids)s / %(attempts)s, which
+-- its heartbeat renews) are never reaped, whatever its clock says: a clock stepped forward
+-- must not make a worker take its own running jobs away from itself.
 WITH expired AS MATERIALIZED (
     SELECT id FROM mf_jobs
     WHERE state = 'Claimed' AND lease_expires_at <= %(lease_cutoff)s
+      AND NOT (lease_owner = %(owner)s
+               AND (id, attempts) IN (SELECT * FROM unnest(%(ids)s::bigint[],
+                                                           %(attempts)s::integer[])))
     FOR UPDATE SKIP LOCKED
 )
 UPDATE mf_jobs
@@ -198,13 +204,18 @@ RETURNING mf_jobs.id, mf_jobs.abort_reason;
 -- name: release_unstarted
 -- Jobs %(owner)s claimed (ahead of its free slots) and never started: Pending again, due
 -- as before, the claim's attempt taken back. Matched on (id, attempt) and the lease owner,
--- so a lease that moved on is left alone.
+-- so a lease that moved on is left alone. A job an operator asked to abort meanwhile
+-- never starts: dead-lettered as permanent, the abort's text as its reason.
 UPDATE mf_jobs
-SET state = 'Pending', attempts = attempts - 1, lease_owner = NULL, lease_expires_at = NULL
+SET state = CASE WHEN abort_reason IS NULL THEN 'Pending' ELSE 'DeadLettered' END,
+    attempts = attempts - 1, lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = CASE WHEN abort_reason IS NOT NULL THEN %(now)s END,
+    failure_class = CASE WHEN abort_reason IS NULL THEN failure_class ELSE 'Permanent' END,
+    failure_reason = coalesce(abort_reason || ' (before it started)', failure_reason)
 FROM unnest(%(ids)s::bigint[], %(attempts)s::integer[]) AS held (id, attempt)
 WHERE state = 'Claimed' AND lease_owner = %(owner)s
   AND mf_jobs.id = held.id AND mf_jobs.attempts = held.attempt
-RETURNING mf_jobs.id;
+RETURNING mf_jobs.id, mf_jobs.state;
 
 -- name: notify_jobs
 -- Wakes the workers listening on this schema (jobs became claimable without an insert).
@@ -212,6 +223,7 @@ SELECT pg_notify('mailfathom_jobs', current_schema());
 
 -- name: complete_jobs
 -- Marks succeeded every (id, attempt) of %(ids)s and %(attempts)s that %(owner)s still holds.
+-- Returns each one's abort request, if an operator asked one meanwhile (it came too late).
 -- The pairs come as two arrays joined to the table, never as a JSON document in an
 -- `IN (SELECT … jsonb_array_elements(…))`: the planner cannot size that function (it
 -- assumes 100 rows) and, believing from the statistics that hardly any row is Claimed
@@ -225,28 +237,43 @@ SET state = 'Succeeded', finished_at = %(now)s, lease_owner = NULL, lease_expire
 FROM unnest(%(ids)s::bigint[], %(attempts)s::integer[]) AS held (id, attempt)
 WHERE state = 'Claimed' AND lease_owner = %(owner)s
   AND mf_jobs.id = held.id AND mf_jobs.attempts = held.attempt
-RETURNING mf_jobs.id;
+RETURNING mf_jobs.id, mf_jobs.abort_reason;
 
 -- name: retry_job
+-- The attempt failed and may be retried: Pending again at %(retry_at)s. Unless an
+-- operator asked to abort the job meanwhile: then it never runs again, whichever way the
+-- attempt ended (dead-lettered as permanent, the abort's text as its reason).
 UPDATE mf_jobs
-SET state = 'Pending', available_at = %(retry_at)s, lease_owner = NULL, lease_expires_at = NULL,
-    failure_class = %(failure_class)s, failure_reason = %(failure_reason)s
+SET state = CASE WHEN abort_reason IS NULL THEN 'Pending' ELSE 'DeadLettered' END,
+    available_at = %(retry_at)s, lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = CASE WHEN abort_reason IS NOT NULL THEN %(now)s END,
+    failure_class = CASE WHEN abort_reason IS NULL THEN %(failure_class)s ELSE 'Permanent' END,
+    failure_reason = coalesce(abort_reason || ' (its attempt had failed first)', %(failure_reason)s)
 WHERE id = %(id)s AND attempts = %(attempt)s AND state = 'Claimed' AND lease_owner = %(owner)s
 RETURNING id;
 
 -- name: snooze_job
 -- The handler snoozed: Pending again at %(retry_at)s, the attempt given back (attempt_base
 -- grows with attempts, so attempt numbers stay unique and the budget is untouched).
+-- An operator's abort asked meanwhile wins: dead-lettered as permanent (as retry_job).
 UPDATE mf_jobs
-SET state = 'Pending', available_at = %(retry_at)s, lease_owner = NULL, lease_expires_at = NULL,
-    attempt_base = attempt_base + 1, snoozes = snoozes + 1
+SET state = CASE WHEN abort_reason IS NULL THEN 'Pending' ELSE 'DeadLettered' END,
+    available_at = %(retry_at)s, lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = CASE WHEN abort_reason IS NOT NULL THEN %(now)s END,
+    failure_class = CASE WHEN abort_reason IS NULL THEN failure_class ELSE 'Permanent' END,
+    failure_reason = coalesce(abort_reason || ' (its attempt had snoozed first)', failure_reason),
+    attempt_base = attempt_base + CASE WHEN abort_reason IS NULL THEN 1 ELSE 0 END,
+    snoozes = snoozes + CASE WHEN abort_reason IS NULL THEN 1 ELSE 0 END
 WHERE id = %(id)s AND attempts = %(attempt)s AND state = 'Claimed' AND lease_owner = %(owner)s
 RETURNING id;
 
 -- name: dead_letter_job
+-- The attempt failed for good (permanent, or its attempts ran out, or it was aborted). An
+-- operator's abort asked meanwhile gives the reason: permanent, the abort's text.
 UPDATE mf_jobs
 SET state = 'DeadLettered', finished_at = %(now)s, lease_owner = NULL, lease_expires_at = NULL,
-    failure_class = %(failure_class)s, failure_reason = %(failure_reason)s
+    failure_class = CASE WHEN abort_reason IS NULL THEN %(failure_class)s ELSE 'Permanent' END,
+    failure_reason = coalesce(abort_reason, %(failure_reason)s)
 WHERE id = %(id)s AND attempts = %(attempt)s AND state = 'Claimed' AND lease_owner = %(owner)s
 RETURNING id;
 
@@ -293,11 +320,25 @@ WHERE id = %(id)s AND state = 'Pending' AND available_at > %(now)s
 RETURNING *;
 
 -- name: abort_job
--- Operator: ask the worker holding a Claimed job to stop it (%(abort)s names the actor).
--- Asked once: a second request changes nothing and is refused.
-UPDATE mf_jobs SET abort_reason = %(abort)s
-WHERE id = %(id)s AND state = 'Claimed' AND abort_reason IS NULL
+-- Operator: stop a job for good (%(abort)s names the actor). A Pending one (held or not)
+-- never starts: dead-lettered as permanent at once. A Claimed one keeps running until its
+-- worker learns of the request (its next lease renewal), and every statement that ends the
+-- attempt honours it (retry_job, snooze_job, release_unstarted, reap_expired_leases: it
+-- never runs again). Asked once: a second request on a Claimed job is refused.
+UPDATE mf_jobs
+SET abort_reason = %(abort)s,
+    state = CASE WHEN state = 'Pending' THEN 'DeadLettered' ELSE state END,
+    finished_at = CASE WHEN state = 'Pending' THEN %(now)s ELSE finished_at END,
+    failure_class = CASE WHEN state = 'Pending' THEN 'Permanent' ELSE failure_class END,
+    failure_reason = CASE WHEN state = 'Pending' THEN %(abort)s::text || ' (before it started)'
+                          ELSE failure_reason END
+WHERE id = %(id)s AND (state = 'Pending' OR (state = 'Claimed' AND abort_reason IS NULL))
 RETURNING *;
+
+-- name: clear_late_abort
+-- A success recorded after an operator's abort: the work was done and stays Succeeded,
+-- and the row keeps no abort request (the audit trail says the abort came too late).
+UPDATE mf_jobs SET abort_reason = NULL WHERE id = %(id)s AND state = 'Succeeded';
 
 -- name: insert_event
 INSERT INTO mf_job_events (job_id, at, actor, action, from_state, to_state, reason)

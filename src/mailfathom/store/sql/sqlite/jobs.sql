@@ -35,6 +35,9 @@ SELECT * FROM mf_jobs WHERE id = :id;
 -- clock_skew), so a reaper whose clock runs ahead of the claimer's takes no healthy job.
 -- A job an operator asked to abort is dead-lettered as permanent instead, whatever attempts
 -- it has left: the abort takes effect even though its worker is gone.
+-- The reaper's own live leases (:owner at the attempts in :held, which its heartbeat
+-- renews) are never reaped, whatever its clock says: a clock stepped forward must not
+-- make a worker take its own running jobs away from itself.
 UPDATE mf_jobs
 SET state = CASE WHEN abort_reason IS NOT NULL OR attempts - attempt_base >= max_attempts
                  THEN 'DeadLettered' ELSE 'Pending' END,
@@ -47,6 +50,8 @@ SET state = CASE WHEN abort_reason IS NOT NULL OR attempts - attempt_base >= max
     lease_owner = NULL,
     lease_expires_at = NULL
 WHERE state = 'Claimed' AND lease_expires_at <= :lease_cutoff
+  AND NOT (lease_owner = :owner
+           AND (id, attempts) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:held)))
 RETURNING id, attempts, state, claimed_by, claimed_at, failure_class, failure_reason,
           abort_reason;
 
@@ -107,42 +112,63 @@ RETURNING id, abort_reason;
 -- name: release_unstarted
 -- Jobs :owner claimed (ahead of its free slots) and never started: Pending again, due as
 -- before, the claim's attempt taken back. Matched on (id, attempt) and the lease owner,
--- so a lease that moved on is left alone.
+-- so a lease that moved on is left alone. A job an operator asked to abort meanwhile
+-- never starts: dead-lettered as permanent, the abort's text as its reason.
 UPDATE mf_jobs
-SET state = 'Pending', attempts = attempts - 1, lease_owner = NULL, lease_expires_at = NULL
+SET state = CASE WHEN abort_reason IS NULL THEN 'Pending' ELSE 'DeadLettered' END,
+    attempts = attempts - 1, lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = CASE WHEN abort_reason IS NOT NULL THEN :now END,
+    failure_class = CASE WHEN abort_reason IS NULL THEN failure_class ELSE 'Permanent' END,
+    failure_reason = coalesce(abort_reason || ' (before it started)', failure_reason)
 WHERE state = 'Claimed' AND lease_owner = :owner
   AND (id, attempts) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:held))
-RETURNING id;
+RETURNING id, state;
 
 -- name: complete_jobs
 -- Marks succeeded every (id, attempt) in :held that :owner still holds.
+-- Returns each one's abort request, if an operator asked one meanwhile (it came too late).
 UPDATE mf_jobs
 SET state = 'Succeeded', finished_at = :now, lease_owner = NULL, lease_expires_at = NULL,
     failure_class = NULL, failure_reason = NULL
 WHERE state = 'Claimed' AND lease_owner = :owner
   AND (id, attempts) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:held))
-RETURNING id;
+RETURNING id, abort_reason;
 
 -- name: retry_job
+-- The attempt failed and may be retried: Pending again at :retry_at. Unless an
+-- operator asked to abort the job meanwhile: then it never runs again, whichever way the
+-- attempt ended (dead-lettered as permanent, the abort's text as its reason).
 UPDATE mf_jobs
-SET state = 'Pending', available_at = :retry_at, lease_owner = NULL, lease_expires_at = NULL,
-    failure_class = :failure_class, failure_reason = :failure_reason
+SET state = CASE WHEN abort_reason IS NULL THEN 'Pending' ELSE 'DeadLettered' END,
+    available_at = :retry_at, lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = CASE WHEN abort_reason IS NOT NULL THEN :now END,
+    failure_class = CASE WHEN abort_reason IS NULL THEN :failure_class ELSE 'Permanent' END,
+    failure_reason = coalesce(abort_reason || ' (its attempt had failed first)', :failure_reason)
 WHERE id = :id AND attempts = :attempt AND state = 'Claimed' AND lease_owner = :owner
 RETURNING id;
 
 -- name: snooze_job
 -- The handler snoozed: Pending again at :retry_at, the attempt given back (attempt_base
 -- grows with attempts, so attempt numbers stay unique and the budget is untouched).
+-- An operator's abort asked meanwhile wins: dead-lettered as permanent (as retry_job).
 UPDATE mf_jobs
-SET state = 'Pending', available_at = :retry_at, lease_owner = NULL, lease_expires_at = NULL,
-    attempt_base = attempt_base + 1, snoozes = snoozes + 1
+SET state = CASE WHEN abort_reason IS NULL THEN 'Pending' ELSE 'DeadLettered' END,
+    available_at = :retry_at, lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = CASE WHEN abort_reason IS NOT NULL THEN :now END,
+    failure_class = CASE WHEN abort_reason IS NULL THEN failure_class ELSE 'Permanent' END,
+    failure_reason = coalesce(abort_reason || ' (its attempt had snoozed first)', failure_reason),
+    attempt_base = attempt_base + CASE WHEN abort_reason IS NULL THEN 1 ELSE 0 END,
+    snoozes = snoozes + CASE WHEN abort_reason IS NULL THEN 1 ELSE 0 END
 WHERE id = :id AND attempts = :attempt AND state = 'Claimed' AND lease_owner = :owner
 RETURNING id;
 
 -- name: dead_letter_job
+-- The attempt failed for good (permanent, or its attempts ran out, or it was aborted). An
+-- operator's abort asked meanwhile gives the reason: permanent, the abort's text.
 UPDATE mf_jobs
 SET state = 'DeadLettered', finished_at = :now, lease_owner = NULL, lease_expires_at = NULL,
-    failure_class = :failure_class, failure_reason = :failure_reason
+    failure_class = CASE WHEN abort_reason IS NULL THEN :failure_class ELSE 'Permanent' END,
+    failure_reason = coalesce(abort_reason, :failure_reason)
 WHERE id = :id AND attempts = :attempt AND state = 'Claimed' AND lease_owner = :owner
 RETURNING id;
 
@@ -189,11 +215,25 @@ WHERE id = :id AND state = 'Pending' AND available_at > :now
 RETURNING *;
 
 -- name: abort_job
--- Operator: ask the worker holding a Claimed job to stop it (:abort names the actor).
--- Asked once: a second request changes nothing and is refused.
-UPDATE mf_jobs SET abort_reason = :abort
-WHERE id = :id AND state = 'Claimed' AND abort_reason IS NULL
+-- Operator: stop a job for good (:abort names the actor). A Pending one (held or not)
+-- never starts: dead-lettered as permanent at once. A Claimed one keeps running until its
+-- worker learns of the request (its next lease renewal), and every statement that ends the
+-- attempt honours it (retry_job, snooze_job, release_unstarted, reap_expired_leases: it
+-- never runs again). Asked once: a second request on a Claimed job is refused.
+UPDATE mf_jobs
+SET abort_reason = :abort,
+    state = CASE WHEN state = 'Pending' THEN 'DeadLettered' ELSE state END,
+    finished_at = CASE WHEN state = 'Pending' THEN :now ELSE finished_at END,
+    failure_class = CASE WHEN state = 'Pending' THEN 'Permanent' ELSE failure_class END,
+    failure_reason = CASE WHEN state = 'Pending' THEN :abort || ' (before it started)'
+                          ELSE failure_reason END
+WHERE id = :id AND (state = 'Pending' OR (state = 'Claimed' AND abort_reason IS NULL))
 RETURNING *;
+
+-- name: clear_late_abort
+-- A success recorded after an operator's abort: the work was done and stays Succeeded,
+-- and the row keeps no abort request (the audit trail says the abort came too late).
+UPDATE mf_jobs SET abort_reason = NULL WHERE id = :id AND state = 'Succeeded';
 
 -- name: insert_event
 INSERT INTO mf_job_events (job_id, at, actor, action, from_state, to_state, reason)
