@@ -55,7 +55,7 @@ _RECLAIM_STEP = 256
 #: The share of its time a worker's pruning thread spends inside batches while due jobs
 #: wait to be claimed (see Pruner.duty): claimers first. Measured in bench/retention.py:
 #: at 0.25 a SQLite claimer lost 18-20 % of its throughput (one writer at a time), at
-#: 0.1 it keeps within the issue's 20 %.
+#: 0.1 it stays within a budget of 20 %.
 WORKER_DUTY = 0.1
 #: ... and while nothing is due: a quiet queue lets the pruner catch up.
 WORKER_IDLE_DUTY = 0.5
