@@ -11,6 +11,7 @@ EXPECTED = {
     "Attempt",
     "AttemptOutcome",
     "Backoff",
+    "CancelledEmail",
     "Clock",
     "ConfigurationError",
     "EnqueuedJob",
