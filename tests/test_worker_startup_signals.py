@@ -8,7 +8,8 @@ store), each sent SIGTERM at a known point of its start:
   after delays that spread over the whole start;
 * while the app is imported (``startup_app`` pauses there until told to go on);
 * while it registers (the test holds SQLite's write lock, so registering waits);
-* the supervisor, while it imports the app: it starts no worker process.
+* the supervisor, while it imports the app: it starts no worker process;
+* started as the ``mailfathom`` command is, while it imports mailfathom itself.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -109,6 +112,50 @@ def test_a_supervised_worker_signalled_at_any_moment_of_its_start_exits_cleanly(
             _check_clean(app, jobs, status, log)
     finally:
         readiness.close()
+    assert "SIGTERM received: stopping gracefully" in log.read_text()
+
+
+def _blocks_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` has SIGTERM blocked (``SigBlk`` in /proc/<pid>/status)."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigBlk:"):
+                return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    return False
+
+
+def test_the_command_is_started_by_its_entry_point_module() -> None:
+    (command,) = entry_points(group="console_scripts", name="mailfathom")
+    assert command.value == "_mailfathom_command:main"
+
+
+def test_a_worker_signalled_while_it_imports_mailfathom_exits_cleanly(
+    app: MailFathom, tmp_path: Path
+) -> None:
+    """The command's entry blocks SIGTERM before the package's import (about a second),
+    so a SIGTERM then waits for the worker's handler instead of killing the process."""
+    jobs = _enqueue(app, tmp_path)
+    log = tmp_path / "worker.log"
+    command = [sys.executable, "-c", "from _mailfathom_command import main; main()"]
+    with log.open("ab") as out:
+        worker = subprocess.Popen(
+            [*command, *_worker()[len(CLI) :]],
+            env=_environ(app),
+            cwd=TESTS,
+            stdout=out,
+            stderr=out,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not _blocks_sigterm(worker.pid):  # polled: the window lasts the import
+            assert worker.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "SIGTERM was never blocked\n" + log.read_text()
+            time.sleep(0.005)
+        worker.send_signal(signal.SIGTERM)
+        status = worker.wait(60)
+    finally:
+        stop(worker)
+    _check_clean(app, jobs, status, log)
     assert "SIGTERM received: stopping gracefully" in log.read_text()
 
 
