@@ -62,6 +62,25 @@ def _healthy(url: str) -> bool:
         return False
 
 
+_SUCCEEDED = (
+    "mailfathom_job_attempts_total",
+    frozenset({"kind": "test.sleep", "queue": "default", "outcome": "Succeeded"}.items()),
+)
+
+
+def _scrape(base: str) -> str:
+    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
+        return str(response.read().decode())
+
+
+def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
 def test_worker_serves_metrics_and_healthz_while_it_runs(database_url: str, tmp_path: Path) -> None:
     port = _free_port()
     log = tmp_path / "worker.log"
@@ -80,20 +99,22 @@ def test_worker_serves_metrics_and_healthz_while_it_runs(database_url: str, tmp_
                 log,
                 process,
             )
-            with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
-                text = response.read().decode()
+            # an attempt is counted once its outcome is committed, just after the commit
+            wait_for(
+                lambda: _SUCCEEDED in _samples(_scrape(base)),
+                30,
+                "the attempt to be counted",
+                log,
+                process,
+            )
+            text = _scrape(base)
             (worker,) = app.workers.list()
             live = run_cli("--database", database_url, "health", "--worker", worker.id)
         finally:
             assert stop(process) == 0, log.read_text()
         after = run_cli("--database", database_url, "health", "--worker", worker.id)
-    samples = {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-    key = frozenset({"kind": "test.sleep", "queue": "default", "outcome": "Succeeded"}.items())
-    assert samples[("mailfathom_job_attempts_total", key)] == 1
+    samples = _samples(text)
+    assert samples[_SUCCEEDED] == 1
     assert samples[("mailfathom_workers_alive", frozenset())] == 1
     assert live.returncode == 0, live.stdout + live.stderr
     assert "ok heartbeat: last beat" in live.stdout

@@ -246,7 +246,12 @@ def test_three_worker_processes_enqueue_each_tick_once(
     ]
     try:
         wait_for(lambda: len(real_app.workers.list()) == 3, 30, "three workers", log)
-        wait_for(lambda: len(real_app.jobs.list(kind="test.tick")) >= 4, 30, "ticks", log)
+        wait_for(
+            lambda: len(real_app.jobs.list(kind="test.tick", state=JobState.SUCCEEDED)) >= 4,
+            30,
+            "four ticks run",
+            log,
+        )
     finally:
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
@@ -261,11 +266,17 @@ def test_three_worker_processes_enqueue_each_tick_once(
     assert [b - a for a, b in itertools.pairwise(ticks)] == [timedelta(seconds=1)] * (
         len(ticks) - 1
     ), "a tick was skipped"
-    assert all(job.state is JobState.SUCCEEDED and job.attempts == 1 for job in jobs)
+    # A tick enqueued as the workers stopped may not have started: it waits, untouched.
+    assert all(
+        (job.state, job.attempts) in {(JobState.SUCCEEDED, 1), (JobState.PENDING, 0)}
+        for job in jobs
+    )
+    ran = [job for job in jobs if job.state is JobState.SUCCEEDED]
+    assert len(ran) >= 4
     # Each tick's job ran exactly once, under its own tick's key: the whole count compared.
     runs = Counter(tuple(line.split()) for line in tick_log.read_text().splitlines())
-    assert runs == Counter({(str(job.id), job.idempotency_key or ""): 1 for job in jobs}), (
+    assert runs == Counter({(str(job.id), job.idempotency_key or ""): 1 for job in ran}), (
         "a tick's job ran twice, or ran without being recorded"
     )
-    claimed_by = {job.claimed_by for job in jobs}
+    claimed_by = {job.claimed_by for job in ran}
     assert all(w is not None and w.split(":")[1] != str(os.getpid()) for w in claimed_by)
