@@ -20,6 +20,7 @@ from typing import Any
 
 from mailfathom.store.base import FailedAttempt, JobRow
 from mailfathom.store.database import Cursor, Database
+from mailfathom.store.dialect import Capabilities
 from mailfathom.store.flow_store import FlowClaims
 
 __all__ = ["ClaimHook", "JobClaims", "ReleaseHook"]
@@ -46,6 +47,7 @@ class JobClaims:
     clock_skew: timedelta
     flow: FlowClaims
     _q: Mapping[str, str]
+    _caps: Capabilities
     _plan_claims: str | None
     _queue_claims: dict[int, str]
     _claim_hooks: dict[str, ClaimHook]
@@ -275,9 +277,8 @@ class JobClaims:
 
     def _unlimited_queue_claim(self, count: int) -> str:
         """``claim_jobs_in_queues`` leaving out limited kinds, for ``count`` queues."""
-        query = self._q.get("claim_jobs_in_queues_unlimited")
-        if query is not None:
-            return query
+        if not self._caps.claim_block_per_queue:
+            return self._q["claim_jobs_in_queues_unlimited"]
         block = self._q["claim_jobs_in_one_queue_unlimited"]
         each = " UNION ALL ".join(block.replace("{n}", str(n)) for n in range(count))
         return self._q["claim_jobs_in_queues"].replace("{each_queue}", each)
@@ -286,9 +287,9 @@ class JobClaims:
         """The claim restricted to ``count`` queues. A dialect that defines
         ``claim_jobs_in_one_queue`` gets one block per queue (built once per count)."""
         query = self._q["claim_jobs_in_queues"]
-        block = self._q.get("claim_jobs_in_one_queue")
-        if block is None:
+        if not self._caps.claim_block_per_queue:
             return query
+        block = self._q["claim_jobs_in_one_queue"]
         built = self._queue_claims.get(count)
         if built is None:
             each = " UNION ALL ".join(block.replace("{n}", str(n)) for n in range(count))
@@ -377,7 +378,7 @@ class JobClaims:
                     committed = hook(cur, pairs)
                     if committed is not None:
                         after.append(committed)
-            notify = self._q.get("notify_jobs")
+            notify = self._q["notify_jobs"] if self._caps.notifies_workers else None
             if released and notify is not None:
                 cur.execute(notify)
         for committed in after:

@@ -14,6 +14,7 @@ from typing import Any
 
 from mailfathom.store.base import PausedQueueRow, QueueEventRow
 from mailfathom.store.database import Database
+from mailfathom.store.dialect import Capabilities
 
 __all__ = ["ControlStore"]
 
@@ -23,6 +24,7 @@ class ControlStore:
 
     db: Database
     _q: Mapping[str, str]
+    _caps: Capabilities
 
     def paused_queues(self) -> list[PausedQueueRow]:
         """Every paused queue, by name."""
@@ -59,7 +61,7 @@ class ControlStore:
             cur.execute(
                 self._q["insert_queue_event"], {**params, "action": "resume", "reason": reason}
             )
-            notify = self._q.get("notify_jobs")
+            notify = self._q["notify_jobs"] if self._caps.notifies_workers else None
             if notify is not None:
                 cur.execute(notify)
             return self._paused(row)

@@ -5,12 +5,11 @@ to and from its own representation (SQLite keeps times as ISO-8601 text, JSON as
 text and lists as JSON arrays; PostgreSQL has native types). All queue logic
 lives once, in ``SqlStore``; only this seam differs per database.
 
-``queries`` holds the dialect's named SQL blocks. Every dialect defines the same
-names, with two optional extras: ``insert_jobs`` and ``insert_keyless_jobs``, a
-whole enqueue batch in one statement (the payloads as one newline-joined text, the
-keys one array). PostgreSQL defines them because a round trip per job is what costs
-there; SQLite runs in-process, so it inserts row by row with ``insert_job`` and pays
-nothing for it.
+``queries`` holds the dialect's named SQL blocks (see :mod:`mailfathom.store.queries`);
+``capabilities`` says which ways of doing one thing the dialect's statements offer
+(:mod:`mailfathom.store.dialect`). PostgreSQL, for instance, enqueues a whole batch in
+one statement because a round trip per job is what costs there; SQLite runs
+in-process, so it inserts row by row with ``insert_job`` and pays nothing for it.
 """
 
 from __future__ import annotations
@@ -19,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
+
+from mailfathom.store.dialect import Capabilities
 
 __all__ = ["Cursor", "Database"]
 
@@ -49,6 +50,7 @@ class Database(Protocol):
 
     dialect: str
     queries: Mapping[str, str]
+    capabilities: Capabilities
 
     def transaction(
         self, connection: object | None = None, *, timeout: float | None = None

@@ -83,6 +83,7 @@ class FlowClaims:
     def __init__(self, db: Database, *, database_clock: Clock | None = None) -> None:
         self.db = db
         self._q = db.queries
+        self._caps = db.capabilities
         #: What rate windows are judged on: None for the database's own clock (see the
         #: module docstring); a clock given here stands in for it (tests move time).
         self.database_clock = database_clock
@@ -196,7 +197,7 @@ class FlowClaims:
         base["queues"] = None if queues is None else self.db.list_param(list(queues))
         if not self._limited_ahead(cur, base, limit):
             return []  # every place goes to an unlimited job: no lock, nothing counted
-        lock = self._q.get("flow_lock")
+        lock = self._q["flow_lock"] if self._caps.advisory_locks else None
         if lock is not None:
             cur.execute(lock, {})
         counts = self._counts(cur, limits, self.rate_time(cur, limits), trim=True)

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from mailfathom.store.base import JobRow
 from mailfathom.store.database import Cursor, Database
+from mailfathom.store.dialect import Capabilities
 from mailfathom.store.group_commit import GroupCommit
 from mailfathom.store.outbox_base import (
     AttemptEnd,
@@ -49,6 +50,7 @@ class OutboxAttempts:
 
     db: Database
     _q: Mapping[str, str]
+    _caps: Capabilities
     _grouped: GroupCommit | None
     _claimed: dict[tuple[int, int], AttemptStart]
     _claimed_lock: threading.Lock
@@ -86,7 +88,7 @@ class OutboxAttempts:
         commits on its own (one round trip instead of five).
         """
         stamp = self.db.time_param(now)
-        if "owed_recipients_of" not in self._q:
+        if self._caps.attempts_start_in_one_statement:
             with self.db.single_write() as cur:
                 cur.execute(self._q["start_attempts"], {"ids": [email_id], "now": stamp})
                 row = cur.fetchone()
@@ -114,7 +116,7 @@ class OutboxAttempts:
 
     def counts_at_claim(self) -> bool:
         """Whether this dialect counts delivery attempts in the claim (``start_claimed``)."""
-        return "start_attempts" in self._q
+        return self._caps.attempts_counted_at_claim
 
     def start_claimed(
         self, cur: Cursor, jobs: Sequence[JobRow], now: datetime
@@ -183,7 +185,7 @@ class OutboxAttempts:
         ids = email_ids if self.db.dialect == "postgresql" else self.db.list_param(email_ids)
         cur.execute(self._q["start_attempts"], {"ids": ids, "now": self.db.time_param(now)})
         rows = [dict(row) for row in cur.fetchall()]
-        if "owed_recipients_of" not in self._q:
+        if self._caps.attempts_start_in_one_statement:
             return [self._started(row) for row in rows]
         owed: dict[int, list[RecipientRow]] = {row["id"]: [] for row in rows}
         if rows:
@@ -258,7 +260,7 @@ class OutboxAttempts:
 
     def end_attempt(self, end: AttemptEnd) -> EmailRow | None:
         """Write the end of an attempt (and a split) if the record is still where it was."""
-        if "end_attempt_whole" in self._q:
+        if self._caps.end_attempt_in_one_statement:
             return self._write(lambda cur: self._end_attempt_whole(cur, end), single=not end.split)
         return self._write(lambda cur: self._end_attempt(cur, end))
 

@@ -57,6 +57,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         #: A delivery's lease is live until ``clock_skew`` after its end (see mailfathom.clock).
         self.clock_skew = clock_skew
         self._q = database.queries
+        self._caps = database.capabilities
         # On SQLite, where one connection writes at a time anyway, a delivery thread's
         # writes share their commit with the other threads' (one disk flush for all);
         # each call still returns only once its write is durable. PostgreSQL already
@@ -107,7 +108,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         if the first record is new) as a linked record with its own delivery job.
         """
         params = self._record_params(email, job, now)
-        if "record_email" in self._q and connection is None and not parts:
+        if self._caps.record_email_in_one_statement and connection is None and not parts:
             with self.db.single_write() as cur:
                 return self._insert_one(cur, params, job)
         with self.db.transaction(connection) as cur:
@@ -129,7 +130,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         split = [()] * len(emails) if parts is None else parts
         with self.db.transaction(connection) as cur:
             each = getattr(cur, "execute_each", None)
-            if each is not None and "record_email" in self._q and not any(split):
+            if each is not None and self._caps.record_email_in_one_statement and not any(split):
                 # one record_email per message, pipelined: no round trip each
                 rows: list[list[Any]] = each(self._q["record_email"], params)
                 return [
@@ -179,7 +180,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         """One record on ``cur``: in the one ``record_email`` statement where the dialect
         has it, else the record, its recipients and its job one statement each (and then
         each of ``parts`` as a linked record with its own delivery job)."""
-        if "record_email" in self._q and not parts:
+        if self._caps.record_email_in_one_statement and not parts:
             cur.execute(self._q["record_email"], params)
             return self._recorded(cur, cur.fetchone(), params)
         cur.execute(self._q["insert_email"], params)

@@ -37,6 +37,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
 from mailfathom.store.callers import driver_connection
 from mailfathom.store.database import Cursor
+from mailfathom.store.dialect import CAPABILITIES
 from mailfathom.store.pg_network import PROBE_TIMEOUT, StallWatch, tcp_defaults
 from mailfathom.store.queries import load_queries
 
@@ -58,6 +59,7 @@ class PostgresDatabase:
     ) -> None:
         self.url = url
         self.queries: Mapping[str, str] = load_queries("postgresql")
+        self.capabilities = CAPABILITIES["postgresql"]
         self._max = max_connections
         self.pool_timeout = _pool_timeout(url) if pool_timeout is None else pool_timeout
         self._pool: ConnectionPool[Conn] | None = None

@@ -19,6 +19,10 @@ from mailfathom.store.database import Database
 
 __all__ = ["Batch", "PrunerState", "RetentionStore"]
 
+#: The dry runs with a statement of their own; every other batch counts what it could
+#: prune (``count_prunable_<table>``).
+_OWN_COUNTS = frozenset({"count_expire_emails"})
+
 #: Which rows a job or email batch takes: every one, only keyless ones, only keyed ones.
 Only = Literal["all", "keyless", "keyed"]
 Table = Literal["jobs", "emails", "job_events", "email_events"]
@@ -60,6 +64,7 @@ class RetentionStore:
         self.db = database
         self.clock_skew = clock_skew
         self._q = database.queries
+        self._caps = database.capabilities
 
     # -- the lease ---------------------------------------------------------------------
 
@@ -123,7 +128,7 @@ class RetentionStore:
         """How many rows ``batch`` would take in all (a dry run)."""
         with self.db.reading() as cur:
             name = f"count_{batch.action}_{batch.table}"
-            if name not in self._q:
+            if name not in _OWN_COUNTS:
                 name = f"count_prunable_{batch.table}"
             cur.execute(self._q[name], self._params(batch, 0, None))
             return int(cur.fetchone()["n"])
@@ -138,10 +143,10 @@ class RetentionStore:
         advisory lock)."""
         params = self._params(batch, limit, now)
         compacting_jobs = batch.table == "jobs" and batch.action == "compact"
-        repack = compacting_jobs and "repack_jobs" in self._q
+        repack = compacting_jobs and self._caps.repack_jobs
         pruning = getattr(self.db, "pruning", None)
         with pruning(repack=repack) if pruning is not None else self.db.transaction() as cur:
-            lock = self._q.get("prune_lock")
+            lock = self._q["prune_lock"] if self._caps.advisory_locks else None
             if lock is not None:
                 cur.execute(lock, {})
                 if not cur.fetchone()["locked"]:

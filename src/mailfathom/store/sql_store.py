@@ -66,9 +66,10 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
         #: A lease is expired only once ``lease_expires_at + clock_skew <= now``.
         self.clock_skew = clock_skew
         self._q = database.queries
+        self._caps = database.capabilities
         #: What makes a claim's plan walk the claim-order index whatever the statistics
         #: say (PostgreSQL's ``plan_claims``; SQLite's claims name their index).
-        self._plan_claims = self._q.get("plan_claims")
+        self._plan_claims = self._q["plan_claims"] if self._caps.claim_plan_setting else None
         self._queue_claims: dict[int, str] = {}  # claim_jobs_in_queues by queue count
         #: Flow control: limit definitions and the limited claim (flow_store.py).
         #: Rate windows are judged on the database's clock, or on ``database_clock``.
@@ -157,13 +158,13 @@ class SqlStore(JobClaims, WorkerStore, ControlStore):
         if connection is None and limits is None and timeout is None:
             if len(payloads) == 1:
                 return [self._enqueue_one(batch.job(0), stamp)]
-            if batch.idempotency_keys is None and "insert_keyless_jobs" in self._q:
+            if batch.idempotency_keys is None and self._caps.keyless_batch_insert:
                 # One statement that commits itself (atomic all the same): one round trip
                 # instead of three with BEGIN and COMMIT, and nothing else to read.
                 with self.db.single_write() as cur:
                     return self._insert_batch(cur, batch, stamp)  # type: ignore[return-value]
         with self.db.transaction(connection, timeout=timeout) as cur:
-            if "insert_jobs" in self._q:  # ids only: the rows are the batch's values
+            if self._caps.batch_insert_returning_ids:  # ids only: the rows are the batch's values
                 ids = self._insert_batch(cur, batch, stamp)
             else:
                 ids = list(self._insert_each(cur, batch, stamp))

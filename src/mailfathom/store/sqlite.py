@@ -27,6 +27,7 @@ from typing import Any
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
 from mailfathom.store.callers import driver_connection
 from mailfathom.store.database import Cursor
+from mailfathom.store.dialect import CAPABILITIES
 from mailfathom.store.migrate import split_statements
 from mailfathom.store.queries import load_queries
 from mailfathom.store.sqlite_file import (
@@ -92,6 +93,7 @@ class SQLiteDatabase:
                 "or choose another path"
             )
         self.queries: Mapping[str, str] = load_queries("sqlite")
+        self.capabilities = CAPABILITIES["sqlite"]
         self._busy_ms = int(busy_timeout * 1000)
         self._file = FileIdentity(self.path)
         self._local = threading.local()

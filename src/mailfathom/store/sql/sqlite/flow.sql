@@ -2,27 +2,14 @@
 -- SQLite's write lock serialises claims, so two claimers never both see a free slot.
 -- `now` always comes from the injected clock; rate windows alone are judged on the
 -- database's clock (flow_clock), the one clock every claimer shares.
-
--- name: flow_limits
-SELECT * FROM mf_flow_limits ORDER BY name;
+-- Only what differs from common/flow.sql: each block overrides the common one of
+-- its name (`-- dialect-only`: a statement the other dialect does without).
 
 -- name: flow_clock
 -- The database's clock, which every rate window is judged on: the clock of the machine
 -- holding the file (every process sharing a SQLite file runs there), as the text
 -- time_param writes (microseconds; SQLite tells milliseconds).
 SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now') || '000+00:00' AS now;
-
--- name: flow_upsert_limit
-INSERT INTO mf_flow_limits (name, scope, target, limit_key, max_running, rate_count,
-                            rate_window_ms, max_running_per_key, rate_per_key_count,
-                            rate_per_key_window_ms, updated_at)
-VALUES (:name, :scope, :target, :limit_key, :max_running, :rate_count, :rate_window_ms,
-        :max_running_per_key, :rate_per_key_count, :rate_per_key_window_ms, :now)
-ON CONFLICT (name) DO UPDATE SET
-    max_running = excluded.max_running, rate_count = excluded.rate_count,
-    rate_window_ms = excluded.rate_window_ms, max_running_per_key = excluded.max_running_per_key,
-    rate_per_key_count = excluded.rate_per_key_count,
-    rate_per_key_window_ms = excluded.rate_per_key_window_ms, updated_at = excluded.updated_at;
 
 -- name: flow_delete_limits
 -- Every row of one kind or queue whose name is not in the JSON array :keep.
@@ -42,15 +29,6 @@ WHERE state = 'Claimed' AND lease_expires_at IS NOT NULL
   AND (kind IN (SELECT value FROM json_each(:kinds))
        OR queue IN (SELECT value FROM json_each(:queues)))
 GROUP BY kind, queue, limit_key;
-
--- name: flow_trim_starts
--- Starts of one limit that left its longest window (started at or before :cutoff).
-DELETE FROM mf_flow_starts WHERE limit_name = :name AND started_at <= :cutoff;
-
--- name: flow_starts_whole
--- Starts of a whole kind or queue in the window (after :since).
-SELECT count(*) AS n FROM mf_flow_starts
-WHERE limit_name = :name AND limit_key = '' AND started_at > :since;
 
 -- name: flow_starts_keys
 -- Starts per key in the window (after :since), for every key (:keys NULL) or some keys.
@@ -127,6 +105,7 @@ WHERE id IN (
 RETURNING *;
 
 -- name: claim_jobs_in_one_queue_unlimited
+-- dialect-only
 -- claim_jobs_in_one_queue leaving out the limited kinds (a limited queue is not asked).
 SELECT * FROM (
     SELECT id, priority, available_at FROM mf_jobs INDEXED BY mf_jobs_queue_claimable

@@ -1,21 +1,7 @@
 -- Named queries behind the database gauges of /metrics (SQLite). Read-only; run at
 -- most once per collector interval, however often Prometheus scrapes.
-
--- name: metrics_jobs
--- Live and dead-lettered jobs by state and queue: a range of mf_jobs_state per state,
--- so the cost follows those rows, never the Succeeded history (which only grows).
-SELECT state, queue, count(*) AS n
-FROM mf_jobs
-WHERE state IN ('Pending', 'Claimed', 'DeadLettered')
-GROUP BY state, queue;
-
--- name: metrics_jobs_history
--- Succeeded and Dropped jobs by queue: every such row is read (they only accumulate),
--- so the collector runs this far less often than the others (its history_interval).
-SELECT state, queue, count(*) AS n
-FROM mf_jobs
-WHERE state IN ('Succeeded', 'Dropped')
-GROUP BY state, queue;
+-- Only what differs from common/metrics.sql: each block overrides the common one of
+-- its name (`-- dialect-only`: a statement the other dialect does without).
 
 -- name: metrics_oldest_due
 -- Per queue, the earliest instant a claimable job became due (walks the claim index).
@@ -23,18 +9,3 @@ SELECT queue, min(available_at) AS oldest
 FROM mf_jobs INDEXED BY mf_jobs_queue_claimable
 WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
 GROUP BY queue;
-
--- name: metrics_lease_expiries
--- Attempts lost to an expired lease, per queue, as recorded in the attempt history.
-SELECT j.queue AS queue, count(*) AS n
-FROM mf_job_attempts AS a JOIN mf_jobs AS j ON j.id = a.job_id
-WHERE a.outcome = 'LeaseExpired'
-GROUP BY j.queue;
-
--- name: metrics_migrations
--- The migration versions applied, for the health check.
-SELECT version FROM mf_migrations ORDER BY version;
-
--- name: metrics_ping
--- The cheapest statement that proves the database answers.
-SELECT 1 AS one;

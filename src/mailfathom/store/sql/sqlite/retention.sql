@@ -3,17 +3,8 @@
 -- The job filter, shared by every job block: terminal rows of :state not yet compacted,
 -- finished before :cutoff, of :kind (NULL: any kind not in the JSON array
 -- :except_kinds), and with a key or not as :only says ('all', 'keyless', 'keyed').
-
--- name: acquire_pruner
--- Takes the one pruner lease unless another holder's lease is still live (it counts as
--- expired only a clock-skew margin after its end). Returns the row when taken.
-UPDATE mf_pruner SET holder = :holder, lease_until = :lease_until, last_started_at = :now
-WHERE id = 1 AND (holder IS NULL OR holder = :holder OR lease_until <= :lease_cutoff)
-RETURNING id;
-
--- name: renew_pruner
-UPDATE mf_pruner SET lease_until = :lease_until WHERE id = 1 AND holder = :holder
-RETURNING id;
+-- Only what differs from common/retention.sql: each block overrides the common one of
+-- its name (`-- dialect-only`: a statement the other dialect does without).
 
 -- name: finish_pruner
 -- Gives the lease back and keeps what the pass did, for the console.
@@ -21,10 +12,6 @@ UPDATE mf_pruner
 SET holder = NULL, lease_until = NULL, last_finished_at = :now, last_report = :report
 WHERE id = 1 AND holder = :holder
 RETURNING id;
-
--- name: pruner_state
-SELECT holder, lease_until, last_started_at, last_finished_at, last_report
-FROM mf_pruner WHERE id = 1;
 
 -- name: claims_waiting
 -- Whether a due job waits to be claimed (queues that are paused aside): the pruner then
@@ -73,6 +60,7 @@ WHERE job_id IN (SELECT value FROM json_each(:ids))
   AND (traceback IS NOT NULL OR length(message) > 200 OR instr(message, char(10)) > 0);
 
 -- name: repack_copy
+-- dialect-only
 -- SQLite only: the repack, in four statements of one transaction run with foreign keys
 -- off on this connection (nothing cascades, nothing is set NULL; no trigger fires on
 -- insert or delete). Shrinking a row in place leaves its leaf page mostly empty, and new
@@ -84,12 +72,15 @@ WHERE job_id IN (SELECT value FROM json_each(:ids))
 CREATE TEMP TABLE mf_repack AS SELECT * FROM mf_jobs WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: repack_jobs
+-- dialect-only
 DELETE FROM mf_jobs WHERE id IN (SELECT id FROM temp.mf_repack);
 
 -- name: repack_restore
+-- dialect-only
 INSERT INTO mf_jobs SELECT * FROM temp.mf_repack;
 
 -- name: repack_drop
+-- dialect-only
 DROP TABLE temp.mf_repack;
 
 -- name: delete_jobs
@@ -176,20 +167,6 @@ WHERE id IN (SELECT id FROM mf_outbox_events
              WHERE at < :cutoff AND (length(reason) > 200 OR instr(reason, char(10)) > 0)
              ORDER BY at LIMIT :limit)
 RETURNING id;
-
--- name: count_jobs_compacted
--- Rows per state, and how many of them are compacted.
-SELECT state, count(*) AS n, count(compacted_at) AS compacted FROM mf_jobs GROUP BY state;
-
--- name: count_emails_compacted
-SELECT stage AS state, count(*) AS n, count(compacted_at) AS compacted
-FROM mf_outbox GROUP BY stage;
-
--- name: count_expire_emails
--- How many Recorded records are past their expiry with no body ever out (expire_emails).
-SELECT count(*) AS n FROM mf_outbox
-WHERE stage = 'Recorded' AND expires_at IS NOT NULL AND expires_at <= :cutoff
-  AND body_transmissions = 0;
 
 -- name: expire_emails
 -- Settles up to :limit Recorded records past their expiry (:cutoff, the pass's instant) whose

@@ -1,4 +1,6 @@
 -- Named queries for recurring schedules (SQLite).
+-- Only what differs from common/schedules.sql: each block overrides the common one of
+-- its name (`-- dialect-only`: a statement the other dialect does without).
 
 -- name: upsert_schedule
 -- Declares a schedule. An unchanged definition writes nothing; a new cron or time zone
@@ -16,37 +18,3 @@ WHERE mf_schedules.cron <> excluded.cron OR mf_schedules.timezone <> excluded.ti
    OR mf_schedules.kind <> excluded.kind OR mf_schedules.queue <> excluded.queue
    OR json(mf_schedules.payload) <> json(excluded.payload)
 RETURNING name;
-
--- name: list_schedules
-SELECT * FROM mf_schedules ORDER BY name;
-
--- name: get_schedule
-SELECT * FROM mf_schedules WHERE name = :name;
-
--- name: pause_schedule
-UPDATE mf_schedules
-SET paused = 1, paused_by = :actor, paused_at = :now, pause_reason = :reason, updated_at = :now
-WHERE name = :name AND paused = 0
-RETURNING *;
-
--- name: resume_schedule
--- Ticks that fell while paused are skipped: not_before moves to :now.
-UPDATE mf_schedules
-SET paused = 0, paused_by = NULL, paused_at = NULL, pause_reason = NULL, not_before = :now,
-    updated_at = :now
-WHERE name = :name AND paused = 1
-RETURNING *;
-
--- name: delete_schedule
-DELETE FROM mf_schedules WHERE name = :name RETURNING name;
-
--- name: advance_schedule
--- Claims :tick for the caller: only one transaction can move last_tick past it, and
--- only while the definition the tick was computed from is still the stored one.
-UPDATE mf_schedules SET last_tick = :tick
-WHERE name = :name AND paused = 0 AND cron = :cron AND timezone = :timezone AND kind = :kind
-  AND not_before < :tick AND (last_tick IS NULL OR last_tick < :tick)
-RETURNING kind, queue, payload;
-
--- name: set_schedule_job
-UPDATE mf_schedules SET last_job_id = :job_id WHERE name = :name;

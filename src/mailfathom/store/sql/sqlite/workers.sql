@@ -1,4 +1,6 @@
 -- Named queries for the worker registry (SQLite).
+-- Only what differs from common/workers.sql: each block overrides the common one of
+-- its name (`-- dialect-only`: a statement the other dialect does without).
 
 -- name: upsert_worker
 -- Registers a worker, or refreshes its heartbeat when it is registered already.
@@ -10,13 +12,3 @@ VALUES (:id, :host, :pid, :queues, :kinds, :concurrency, :lease_seconds, :starte
         max(:now, :started_at))
 ON CONFLICT (id) DO UPDATE
 SET last_heartbeat_at = max(excluded.last_heartbeat_at, mf_workers.started_at);
-
--- name: delete_worker
-DELETE FROM mf_workers WHERE id = :id;
-
--- name: list_workers
-SELECT * FROM mf_workers ORDER BY started_at, id;
-
--- name: prune_workers
--- Forgets workers silent since before :before (long dead; their jobs were reclaimed).
-DELETE FROM mf_workers WHERE last_heartbeat_at < :before;

@@ -1,4 +1,6 @@
 -- The web console's session key and sessions (migration 0007).
+-- Written once with :name parameters (translated to the driver's style when loaded);
+-- a `-- per-dialect` block has no body here: each dialect's file defines it.
 
 -- name: console_secret
 SELECT secret, token_fingerprint FROM mf_console_secrets WHERE name = :name;
