@@ -1,5 +1,4 @@
 -- Flow control: the limit definitions, the claim of limited jobs, the starts log.
--- Each dialect's file holds the statements that differ (`-- per-dialect` here).
 -- `now` always comes from the injected clock; rate windows alone are judged on the
 -- database's clock (flow_clock), the one clock every claimer shares.
 -- Written once with :name parameters (translated to the driver's style when loaded);
