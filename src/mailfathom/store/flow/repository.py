@@ -41,7 +41,7 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.store.database import Cursor, Database
-from mailfathom.store.flow_rows import (
+from mailfathom.store.flow.rows import (
     Limit,
     LimitRow,
     LimitUsageRow,
