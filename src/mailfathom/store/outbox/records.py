@@ -59,6 +59,7 @@ class OutboxRecords:
         return self.db.time_param(now - self.clock_skew)
 
     def email_row(self, row: Any) -> EmailRow:
+        """A fetched ``mf_emails`` row as an :class:`EmailRow` (aware instants, flags)."""
         email: dict[str, Any] = dict(row)
         for key in _EMAIL_TIMES:
             email[key] = self.db.time_value(email[key])
@@ -67,6 +68,7 @@ class OutboxRecords:
         return email  # type: ignore[return-value]
 
     def recipient_row(self, row: Any) -> RecipientRow:
+        """A fetched recipient row as a :class:`RecipientRow` (its reply instant aware)."""
         recipient: dict[str, Any] = dict(row)
         recipient["replied_at"] = self.db.time_value(recipient["replied_at"])
         return recipient  # type: ignore[return-value]
@@ -246,6 +248,7 @@ class OutboxRecords:
         return [(record, found[record["id"]]) for record in records]
 
     def recipients_of(self, cur: Cursor, email_id: int) -> list[RecipientRow]:
+        """The record's recipients in envelope order, read on ``cur``."""
         cur.execute(self._q["email_recipients"], {"ids": self.db.list_param([email_id])})
         return [self.recipient_row(row) for row in cur.fetchall()]
 
@@ -375,6 +378,7 @@ class OutboxRecords:
             return self.message_records_in(cur, root_ids)
 
     def message_records_in(self, cur: Cursor, root_ids: Sequence[int]) -> list[EmailRow]:
+        """:meth:`message_records`, read on ``cur`` (a caller's transaction)."""
         cur.execute(self._q["message_records"], {"ids": self.db.list_param(list(root_ids))})
         return [self.email_row(row) for row in cur.fetchall()]
 
