@@ -116,7 +116,7 @@ def plan(mf: MailFathom, query: JobQuery, before: int | None) -> str:
     assert isinstance(store, SqlStore)
     arguments = query.list_arguments(NOW)
     job_filter = JobFilter(**arguments)  # type: ignore[arg-type]
-    sql, params = store.list_jobs_query(job_filter, limit=51, before_id=before)
+    sql, params = store.jobs.list_jobs_query(job_filter, limit=51, before_id=before)
     explain = "EXPLAIN QUERY PLAN " if store.dialect == "sqlite" else "EXPLAIN "
     with store.db.reading() as cur:
         cur.execute(explain + sql, params)

@@ -22,7 +22,6 @@ from typing import Any
 from bench.console_listing import NOW, fill
 from mailfathom import FakeClock, MailFathom
 from mailfathom.observability.gauges import DatabaseGauges
-from mailfathom.store.metrics_store import read_history
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -52,7 +51,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         recounts = []
         for _ in range(args.repeat):
             began = time.perf_counter()
-            history = read_history(mf.store)
+            history = mf.store.console.history()
             recounts.append((time.perf_counter() - began) * 1000)
         cached = DatabaseGauges(mf.store, mf.clock, min_interval=3600, history_interval=3600)
         list(cached.collect())

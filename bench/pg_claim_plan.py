@@ -37,8 +37,8 @@ from psycopg.rows import dict_row
 from bench.pg_common import conditions, quantile_ms, schema_url, scratch_schema
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
 from mailfathom.store.base import NewJobs
+from mailfathom.store.jobs.repository import batch_params as insert_params
 from mailfathom.store.queries import load_queries
-from mailfathom.store.sql_store import batch_params as insert_params
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -48,9 +48,9 @@ def app_for(setup: str) -> Iterator[MailFathom]:
         return
     with scratch_schema("enqueue") as schema, MailFathom(schema_url(schema)) as app:
         if setup == "postgresql loop":
-            queries = dict(app.store._q)
+            queries = dict(app.store.jobs._q)
             del queries["insert_jobs"], queries["insert_keyless_jobs"]
-            app.store._q = queries
+            app.store.jobs._q = queries
         yield app
 
 

@@ -43,7 +43,7 @@ def waiter(url: str, ready: Any, results: Any, expected: int) -> None:
             for job in jobs:
                 results.put((job.payload["began"], woken, claimed))
             done = [(job.id, job.attempts) for job in jobs]
-            app.store.record_outcomes(owner="waiter", now=app.clock.now(), succeeded=done)
+            app.store.claims.record_outcomes(owner="waiter", now=app.clock.now(), succeeded=done)
             seen += len(jobs)
 
 

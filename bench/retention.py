@@ -197,10 +197,12 @@ class _Claimer:
             while not self.stop.is_set():
                 now = self._clock.now()
                 began = time.perf_counter()
-                jobs = store.claim(owner="bench", limit=_CLAIM, now=now, lease_until=now + _LEASE)
+                jobs = store.claims.claim(
+                    owner="bench", limit=_CLAIM, now=now, lease_until=now + _LEASE
+                )
                 claimed = time.perf_counter()
                 if jobs:
-                    store.record_outcomes(
+                    store.claims.record_outcomes(
                         owner="bench",
                         now=self._clock.now(),
                         succeeded=[(j["id"], j["attempts"]) for j in jobs],
@@ -305,10 +307,10 @@ def _drain(mf: MailFathom, clock: Clock) -> None:
     """Claim and complete every due job, a hundred at a time."""
     while True:
         now = clock.now()
-        jobs = mf.store.claim(owner="bench", limit=100, now=now, lease_until=now + _LEASE)
+        jobs = mf.store.claims.claim(owner="bench", limit=100, now=now, lease_until=now + _LEASE)
         if not jobs:
             return
-        mf.store.record_outcomes(
+        mf.store.claims.record_outcomes(
             owner="bench", now=clock.now(), succeeded=[(j["id"], j["attempts"]) for j in jobs]
         )
 

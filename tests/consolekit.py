@@ -109,7 +109,7 @@ def register_worker(
     registration = WorkerRegistration(
         worker_id, "host-a", 4242, queues, ("demo.ok",), 8, 30.0, mf.clock.now()
     )
-    mf.store.heartbeat(registration, now=mf.clock.now())
+    mf.store.workers.heartbeat(registration, now=mf.clock.now())
 
 
 def store_schedule(mf: MailFathom, name: str = "reports/nightly") -> None:

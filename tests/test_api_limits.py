@@ -193,7 +193,7 @@ def test_a_rate_used_up_blocks_until_its_window_passes(
     mf.limits.sync()
     jobs = mf.enqueue_many("report", [{}] * 3)
     assert len(claimed(mf)) == 2
-    mf.store.record_outcomes(
+    mf.store.claims.record_outcomes(
         owner="w1",
         now=clock.now(),
         succeeded=[(job.id, job.attempts) for job in mf.jobs.list(state=JobState.CLAIMED)],

@@ -27,6 +27,7 @@ from mailfathom.jobs.recorder import OutcomeRecorder
 from mailfathom.jobs.testsignal import Recorded, WorkerSignals
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.store.sql_store import SqlStore
+from reaping import reap
 
 LEASE = timedelta(seconds=30)
 
@@ -148,22 +149,25 @@ def test_a_job_claimed_and_never_started_goes_back_unspent(
     (claimed,) = mf.queue.claim("w1", 1, LEASE)
     assert claimed.attempts == 1
     assert (
-        mf.store.release_unstarted(owner="w2", held=[(job.id, 1)], now=mf.clock.now()) == set()
+        mf.store.claims.release_unstarted(owner="w2", held=[(job.id, 1)], now=mf.clock.now())
+        == set()
     )  # not its lease
     assert (
-        mf.store.release_unstarted(owner="w1", held=[(job.id, 2)], now=mf.clock.now()) == set()
+        mf.store.claims.release_unstarted(owner="w1", held=[(job.id, 2)], now=mf.clock.now())
+        == set()
     )  # not this attempt
     assert mf.jobs.get(job.id).state is JobState.CLAIMED
-    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)], now=mf.clock.now()) == {
-        job.id
-    }
+    assert mf.store.claims.release_unstarted(
+        owner="w1", held=[(job.id, 1)], now=mf.clock.now()
+    ) == {job.id}
     back = mf.jobs.get(job.id)
     assert back.state is JobState.PENDING and back.attempts == 0
     assert (back.lease_owner, back.lease_expires_at) == (None, None)
     assert back.available_at == job.available_at  # due as before: first in line again
     assert mf.jobs.attempts(job.id) == []
     assert (
-        mf.store.release_unstarted(owner="w1", held=[(job.id, 1)], now=mf.clock.now()) == set()
+        mf.store.claims.release_unstarted(owner="w1", held=[(job.id, 1)], now=mf.clock.now())
+        == set()
     )  # once only
     (again,) = mf.queue.claim("w2", 1, LEASE)  # at once, its one attempt still unspent
     assert (again.id, again.attempts, again.attempts_left) == (job.id, 1, 0)
@@ -176,9 +180,9 @@ def test_a_release_wakes_idle_workers(mf: MailFathom) -> None:
     mf.store.wait_for_jobs(0.01)  # listening, and every earlier wake-up consumed
     while mf.store.wait_for_jobs(0.01):
         pass
-    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)], now=mf.clock.now()) == {
-        job.id
-    }
+    assert mf.store.claims.release_unstarted(
+        owner="w1", held=[(job.id, 1)], now=mf.clock.now()
+    ) == {job.id}
     assert mf.store.wait_for_jobs(10)
 
 
@@ -190,8 +194,14 @@ def test_a_job_released_after_its_lease_moved_on_stays_with_its_new_owner(
     clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
     (again,) = mf.queue.claim("w2", 1, LEASE)  # reaped, then claimed by w2
     assert again.id == job.id
-    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 1)], now=mf.clock.now()) == set()
-    assert mf.store.release_unstarted(owner="w1", held=[(job.id, 2)], now=mf.clock.now()) == set()
+    assert (
+        mf.store.claims.release_unstarted(owner="w1", held=[(job.id, 1)], now=mf.clock.now())
+        == set()
+    )
+    assert (
+        mf.store.claims.release_unstarted(owner="w1", held=[(job.id, 2)], now=mf.clock.now())
+        == set()
+    )
     taken = mf.jobs.get(job.id)
     assert (taken.state, taken.lease_owner, taken.attempts) == (JobState.CLAIMED, "w2", 2)
 
@@ -219,9 +229,9 @@ def test_reap_expired_without_claiming(mf: MailFathom, clock: FakeClock) -> None
     job = mf.enqueue("k")
     mf.queue.claim("w", 1, LEASE)
     clock.advance(LEASE + DEFAULT_CLOCK_SKEW - timedelta(microseconds=1))
-    assert mf.store.reap_expired(now=mf.clock.now()) == 0
+    assert reap(mf.store, now=mf.clock.now()) == 0
     clock.advance(timedelta(microseconds=1))
-    assert mf.store.reap_expired(now=mf.clock.now()) == 1
+    assert reap(mf.store, now=mf.clock.now()) == 1
     back = mf.jobs.get(job.id)
     assert back.state is JobState.PENDING and back.available_at == clock.now()
     assert back.lease_owner is None
@@ -249,7 +259,7 @@ def test_sqlite_queue_claims_walk_each_queues_index_instead_of_sorting_the_backl
         app.migrate()
         store = app.store
         assert isinstance(store, SqlStore)
-        query = store._queue_claim(2)
+        query = store.claims._queue_claim(2)
         select = query[query.index("SELECT id FROM (") : query.rindex(")\nRETURNING")]
         conn = sqlite3.connect(tmp_path / "plan.db")
         plan = [

@@ -74,7 +74,7 @@ def test_abort_a_claimed_and_a_pending_job_and_refuse_a_finished_one(
 ) -> None:
     done = app.enqueue("k")
     app.queue.claim("w", 1, timedelta(seconds=30))
-    app.store.record_outcomes(owner="w", now=app.clock.now(), succeeded=[(done.id, 1)])
+    app.store.claims.record_outcomes(owner="w", now=app.clock.now(), succeeded=[(done.id, 1)])
     job = app.enqueue("k")
     pending = app.enqueue("k", delay=60)
     app.queue.claim("w", 1, timedelta(seconds=30))

@@ -24,7 +24,7 @@ from mailfathom import (
     OutgoingEmailStage,
 )
 from mailfathom.store.base import WorkerRegistration
-from mailfathom.store.outbox_store import SqlOutboxStore
+from reaping import reap
 
 AHEAD = timedelta(seconds=9.5)
 SKEW = timedelta(seconds=10)
@@ -76,7 +76,7 @@ def test_a_worker_whose_clock_runs_ahead_leaves_a_healthy_job_alone(
         assert started.wait(10)
         # 9.5 s ahead of a 1 s lease: without the margin the lease looks long expired
         assert ahead.worker(lease=LEASE.total_seconds()).run(burst=True) == 0
-        assert ahead.store.reap_expired(now=ahead.clock.now()) == 0
+        assert reap(ahead.store, now=ahead.clock.now()) == 0
     finally:
         release.set()
         thread.join(30)
@@ -96,7 +96,7 @@ def test_a_dead_workers_job_returns_once_lease_and_margin_have_passed(
     assert expires == behind.clock.now() + LEASE
     _clock(ahead).set(expires + SKEW - timedelta(microseconds=1))
     assert ahead.queue.claim("ahead", 1, LEASE) == []
-    assert ahead.store.reap_expired(now=ahead.clock.now()) == 0
+    assert reap(ahead.store, now=ahead.clock.now()) == 0
     assert ahead.jobs.get(job.id).state is JobState.CLAIMED
     _clock(ahead).set(expires + SKEW)
     (taken,) = ahead.queue.claim("ahead", 1, LEASE)
@@ -113,7 +113,7 @@ def test_the_margin_is_a_validated_setting(database_url: str) -> None:
         job = app.enqueue("k")
         app.queue.claim("dead-worker", 1, LEASE)
         clock.advance(LEASE)
-        assert app.store.reap_expired(now=clock.now()) == 1
+        assert reap(app.store, now=clock.now()) == 1
         assert app.jobs.get(job.id).state is JobState.PENDING
     for bad in (-1, float("nan"), float("inf"), 3601, "10s", True):
         with pytest.raises(ConfigurationError, match="clock_skew"):
@@ -134,7 +134,7 @@ def test_the_console_does_not_call_a_worker_dead_because_its_clock_is_ahead(
         lease_seconds=LEASE.total_seconds(),
         started_at=behind.clock.now(),
     )
-    behind.store.heartbeat(registration, now=behind.clock.now())
+    behind.store.workers.heartbeat(registration, now=behind.clock.now())
     (seen,) = ahead.workers.list()
     assert seen.alive, "9.5 s of skew made a worker with a 1 s lease look dead"
     _clock(ahead).set(behind.clock.now() + LEASE + SKEW)
@@ -172,7 +172,7 @@ def test_an_unknown_outcome_is_not_listed_while_the_attempt_may_still_be_live(
     behind, ahead = pair
     recorded = behind.outbox.record(_message())
     (job,) = behind.queue.claim("worker-1", 1, LEASE)
-    store = SqlOutboxStore(behind.store.db)
+    store = behind.store.outbox_attempts
     start, _ = store.begin_attempt(recorded.id, now=behind.clock.now())
     assert start is not None
     assert store.mark_transmission_begun(

@@ -13,6 +13,7 @@ from mailfathom import FakeClock, JobContext, JobState, MailFathom, StoreError
 from mailfathom.jobs import pacing
 from mailfathom.jobs.heartbeat import Heartbeat
 from mailfathom.store.base import WorkerRegistration
+from reaping import reap
 
 LEASE = timedelta(seconds=30)
 
@@ -60,7 +61,7 @@ def test_a_heartbeat_survives_a_clock_stepped_back(
 
     # a worker whose clock is right does not see the lease expire early
     with MailFathom(database_url, clock=FakeClock(start + timedelta(seconds=30))) as other:
-        assert other.store.reap_expired(now=other.clock.now()) == 0
+        assert reap(other.store, now=other.clock.now()) == 0
         assert other.queue.claim("other", 1, LEASE) == []
 
     # once the stepped clock has caught up, beats renew the lease again
@@ -102,22 +103,24 @@ def test_a_reaper_whose_clock_stepped_ahead_leaves_its_own_live_leases(
     clock.advance(timedelta(hours=1))
     now = clock.now()
     live = [(claimed.id, claimed.attempts)]
-    assert mf.store.claim(owner="w", limit=1, now=now, lease_until=now + LEASE, live=live) == []
-    assert mf.store.reap_expired(now=now, owner="w", live=live) == 0
+    assert (
+        mf.store.claims.claim(owner="w", limit=1, now=now, lease_until=now + LEASE, live=live) == []
+    )
+    assert reap(mf.store, now=now, owner="w", live=live) == 0
     kept = mf.jobs.get(job.id)
     assert (kept.state, kept.lease_owner, kept.attempts) == (JobState.CLAIMED, "w", 1)
     assert mf.jobs.attempts(job.id) == []
     # a lease "w" holds at another attempt, or no longer renews, is reaped as before
-    assert mf.store.reap_expired(now=now, owner="w", live=[(job.id, 2)]) == 1
+    assert reap(mf.store, now=now, owner="w", live=[(job.id, 2)]) == 1
     assert mf.jobs.get(job.id).state is JobState.PENDING
     assert mf.queue.claim("w", 1, LEASE)
     clock.advance(timedelta(hours=1))
-    assert mf.store.reap_expired(now=clock.now(), owner="w", live=[]) == 1
+    assert reap(mf.store, now=clock.now(), owner="w", live=[]) == 1
     # and another worker's reaper takes a lease whose owner stopped renewing it
     (third,) = mf.queue.claim("w", 1, LEASE)
     clock.advance(timedelta(hours=1))
     live = [(third.id, third.attempts)]
-    assert mf.store.reap_expired(now=clock.now(), owner="other", live=live) == 1
+    assert reap(mf.store, now=clock.now(), owner="other", live=live) == 1
 
 
 def test_a_worker_whose_clock_jumps_an_hour_ahead_keeps_its_running_jobs(

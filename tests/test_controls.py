@@ -17,6 +17,7 @@ from mailfathom import (
     JobState,
     MailFathom,
 )
+from reaping import reap
 
 LEASE = timedelta(seconds=30)
 
@@ -101,7 +102,7 @@ def test_abort_is_a_request_on_a_claimed_job_returned_by_the_lease_renewal(
     asked = mf.jobs.abort(job.id, actor="carol", reason="runaway")
     assert asked.state is JobState.CLAIMED
     assert asked.abort_reason == "aborted by carol: runaway"
-    still, aborts = mf.store.renew_leases(
+    still, aborts = mf.store.claims.renew_leases(
         owner="w", held=[(job.id, 1), (other.id, 1)], lease_until=clock.now() + LEASE
     )
     assert still == {job.id, other.id}
@@ -119,7 +120,7 @@ def test_abort_is_a_request_on_a_claimed_job_returned_by_the_lease_renewal(
 def test_abort_is_refused_for_a_finished_job(mf: MailFathom, clock: FakeClock) -> None:
     job = mf.enqueue("k")
     mf.queue.claim("w", 10, LEASE)
-    mf.store.record_outcomes(owner="w", now=clock.now(), succeeded=[(job.id, 1)])
+    mf.store.claims.record_outcomes(owner="w", now=clock.now(), succeeded=[(job.id, 1)])
     with pytest.raises(IllegalTransition, match="it is Succeeded, and only Pending or Claimed"):
         mf.jobs.abort(job.id, actor="ops")
     assert mf.jobs.get(job.id).abort_reason is None
@@ -132,7 +133,7 @@ def test_an_abort_whose_worker_is_gone_dead_letters_when_the_lease_is_reaped(
     mf.queue.claim("gone", 10, LEASE)
     mf.jobs.abort(job.id, actor="dave", reason="stuck")
     clock.advance(LEASE + timedelta(minutes=1))
-    assert mf.store.reap_expired(now=clock.now()) == 1
+    assert reap(mf.store, now=clock.now()) == 1
     dead = mf.jobs.get(job.id)
     assert dead.state is JobState.DEAD_LETTERED
     assert dead.failure_class is FailureClass.PERMANENT

@@ -32,6 +32,7 @@ from mailfathom import (
 )
 from mailfathom.jobs import claim_ahead
 from mailfathom.jobs.worker import Worker
+from reaping import reap
 from test_worker_claim_ahead import _claimed_ahead, _long_among_short
 
 #: The heartbeat (a third of the lease) never comes during a test: the attempt ends first.
@@ -203,7 +204,7 @@ def test_a_late_release_of_an_aborted_job_dead_letters_it(mf: MailFathom) -> Non
     mf.queue.claim("w", 10, LEASE)
     mf.jobs.abort(job.id, actor="erin", reason="wrong customer")
     held = [(job.id, 1), (other.id, 1)]
-    assert mf.store.release_unstarted(owner="w", held=held, now=mf.clock.now()) == {
+    assert mf.store.claims.release_unstarted(owner="w", held=held, now=mf.clock.now()) == {
         job.id,
         other.id,
     }
@@ -221,8 +222,10 @@ def test_a_lost_lease_of_an_aborted_job_is_reaped_into_the_dead_letters(
     mf.queue.claim("w", 10, LEASE)
     mf.jobs.abort(job.id, actor="erin", reason="wrong customer")
     clock.advance(LEASE + timedelta(minutes=1))
-    assert mf.store.reap_expired(now=clock.now()) == 1
-    assert mf.store.record_outcomes(owner="w", now=clock.now(), succeeded=[(job.id, 1)]) == {job.id}
+    assert reap(mf.store, now=clock.now()) == 1
+    assert mf.store.claims.record_outcomes(owner="w", now=clock.now(), succeeded=[(job.id, 1)]) == {
+        job.id
+    }
     _dead_by_abort(mf, job.id, "aborted by erin: wrong customer (its worker w was gone)")
     assert mf.queue.claim("w2", 10, LEASE) == []
 
@@ -232,7 +235,10 @@ def test_a_success_committed_before_the_abort_refuses_it_and_stays_clean(
 ) -> None:
     job = mf.enqueue("k")
     mf.queue.claim("w", 10, LEASE)
-    assert mf.store.record_outcomes(owner="w", now=clock.now(), succeeded=[(job.id, 1)]) == set()
+    assert (
+        mf.store.claims.record_outcomes(owner="w", now=clock.now(), succeeded=[(job.id, 1)])
+        == set()
+    )
     with pytest.raises(IllegalTransition, match="it is Succeeded"):
         mf.jobs.abort(job.id, actor="erin")
     done = mf.jobs.get(job.id)

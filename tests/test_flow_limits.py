@@ -27,7 +27,7 @@ def finish(mf: MailFathom, owner: str = "w1") -> None:
         for job in mf.jobs.list(state=JobState.CLAIMED)
         if job.lease_owner == owner
     ]
-    mf.store.record_outcomes(owner=owner, now=mf.clock.now(), succeeded=held)
+    mf.store.claims.record_outcomes(owner=owner, now=mf.clock.now(), succeeded=held)
 
 
 def test_max_running_holds_a_kind_and_leaves_other_kinds_alone(mf: MailFathom) -> None:
@@ -107,7 +107,7 @@ def test_queue_limit_covers_every_kind_in_it(mf: MailFathom) -> None:
 def test_per_queue_slots_claim_up_to_each_queue_limit(mf: MailFathom) -> None:
     mf.enqueue_many("a", [{}] * 5, queue="mail")
     mf.enqueue_many("b", [{}] * 5)
-    rows = mf.store.claim(
+    rows = mf.store.claims.claim(
         owner="w",
         limit=0,
         now=mf.clock.now(),

@@ -202,7 +202,9 @@ def test_the_claimed_sequence_is_the_global_order_filtered_by_the_limits(
             clock.advance(n)
         elif action == "finish":
             done, held = held[:n], held[n:]
-            mf.store.record_outcomes(owner="w", now=now, succeeded=[(job.id, 1) for job in done])
+            mf.store.claims.record_outcomes(
+                owner="w", now=now, succeeded=[(job.id, 1) for job in done]
+            )
             for job in done:
                 _count(job, running, -1)
         else:

@@ -20,7 +20,7 @@ SKEWS = [timedelta(seconds=5), timedelta(seconds=10)]
 
 def _claim(app: MailFathom, owner: str, now: datetime) -> int:
     """How many jobs one claim at the claimer's ``now`` takes."""
-    rows = app.store.claim(owner=owner, limit=10, now=now, lease_until=now + LEASE)
+    rows = app.store.claims.claim(owner=owner, limit=10, now=now, lease_until=now + LEASE)
     return len(rows)
 
 

@@ -20,7 +20,7 @@ def kinds(mf: MailFathom, limit: int = 100) -> list[str]:
 
 def succeed_all(mf: MailFathom) -> None:
     held = [(job.id, job.attempts) for job in mf.jobs.list(state=JobState.CLAIMED)]
-    mf.store.record_outcomes(owner="w", now=mf.clock.now(), succeeded=held)
+    mf.store.claims.record_outcomes(owner="w", now=mf.clock.now(), succeeded=held)
 
 
 def test_a_sliding_window_never_lets_more_than_n_start(mf: MailFathom, clock: FakeClock) -> None:
@@ -85,7 +85,7 @@ def test_each_attempt_of_a_retried_job_counts(mf: MailFathom, clock: FakeClock) 
             started_at=clock.now(),
             retry_at=clock.now(),  # due again at once
         )
-        mf.store.record_outcomes(owner="w", now=clock.now(), failed=[failure])
+        mf.store.claims.record_outcomes(owner="w", now=clock.now(), failed=[failure])
     assert mf.jobs.get(job.id).attempts == 2
     assert kinds(mf) == []  # two attempts of one job used the two starts
     clock.advance(60)

@@ -87,7 +87,7 @@ def test_health_checks_a_workers_heartbeat(mf: MailFathom, clock: FakeClock) -> 
         lease_seconds=30.0,
         started_at=clock.now(),
     )
-    mf.store.heartbeat(registration, now=clock.now())
+    mf.store.workers.heartbeat(registration, now=clock.now())
     assert check_store(mf.store, clock, worker_id="w-1").ok
     missing = check_store(mf.store, clock, worker_id="w-2")
     assert not missing.ok

@@ -75,7 +75,7 @@ def register_worker(mf: MailFathom, worker_id: str, lease: float = 30.0) -> None
         lease_seconds=lease,
         started_at=mf.clock.now(),
     )
-    mf.store.heartbeat(registration, now=mf.clock.now())
+    mf.store.workers.heartbeat(registration, now=mf.clock.now())
 
 
 def test_worker_metrics_after_known_work(

@@ -115,7 +115,9 @@ def _claim_until_empty(url: str, barrier: Any, results: Any, n: int) -> None:
             idle = 0
             claimed.extend((job.id, job.attempts) for job in jobs)
             done = [(job.id, job.attempts) for job in jobs]  # as the worker's recorder does
-            lost = app.store.record_outcomes(owner=owner, now=app.clock.now(), succeeded=done)
+            lost = app.store.claims.record_outcomes(
+                owner=owner, now=app.clock.now(), succeeded=done
+            )
             assert not lost
             time.sleep(0.002)  # as a worker runs its handlers: the claimers take turns
     results.put(claimed)

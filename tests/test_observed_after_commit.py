@@ -127,7 +127,7 @@ def test_an_outcome_is_observed_once_its_commit_is_done_and_a_discarded_one_as_n
         seen.append((result.job.id, outcome, message))
         committed.set()
 
-    mf.store.release_unstarted(owner=owner, held=[(lost.id, 1)], now=mf.clock.now())
+    mf.store.claims.release_unstarted(owner=owner, held=[(lost.id, 1)], now=mf.clock.now())
     mf.queue.claim("another", 1, LEASE)  # the lease moved on: its outcome is discarded
     for job in (kept, lost):
         recorder.unrecorded.add(Finished(job, AttemptOutcome.SUCCEEDED, observer=observer))

@@ -17,7 +17,6 @@ from mailfathom import (
     MailFathom,
     OutgoingEmailStage,
 )
-from mailfathom.store.outbox_store import SqlOutboxStore
 
 LEASE = timedelta(seconds=30)
 
@@ -42,7 +41,7 @@ def last_try(database_url: str, clock: FakeClock) -> Iterator[MailFathom]:
 
 def begin_transmission(app: MailFathom, email_id: int) -> int:
     """What a worker does up to the 354: count an attempt, commit TransmissionBegun."""
-    store = SqlOutboxStore(app.store.db)
+    store = app.store.outbox_attempts
     start, _ = store.begin_attempt(email_id, now=app.clock.now())
     assert start is not None
     attempt = start.email["attempts"]
@@ -112,12 +111,12 @@ def test_send_again_replaces_a_delivery_job_whose_lease_expired(
     assert mf.jobs.get(email.job_id).state is JobState.PENDING
     # w1 comes back, renews its lease and records its success: the new job still delivers
     held = [(job.id, job.attempts)]
-    still, _ = mf.store.renew_leases(owner="w1", held=held, lease_until=clock.now() + LEASE)
+    still, _ = mf.store.claims.renew_leases(owner="w1", held=held, lease_until=clock.now() + LEASE)
     assert still == {job.id}
-    assert mf.store.record_outcomes(owner="w1", now=clock.now(), succeeded=held) == set()
+    assert mf.store.claims.record_outcomes(owner="w1", now=clock.now(), succeeded=held) == set()
     assert mf.outbox.get(recorded.id).stage is OutgoingEmailStage.RECORDED
     assert [j.id for j in mf.queue.claim("w2", 10, LEASE)] == [email.job_id]
-    store = SqlOutboxStore(mf.store.db)
+    store = mf.store.outbox_attempts
     start, _ = store.begin_attempt(recorded.id, now=mf.clock.now())
     # counted anew (on PostgreSQL the claim above counted one attempt already)
     assert start is not None and start.email["attempts"] > stale_attempt
@@ -153,7 +152,7 @@ def test_the_claim_counts_a_delivery_attempt_once_and_forgets_it_on_a_later_leas
     (job,) = mf.queue.claim("w1", 10, LEASE)
     assert mf.outbox.get(recorded.id).attempts == 1
     # w1 gives the job back unstarted; the record is cancelled meanwhile
-    assert mf.store.release_unstarted(
+    assert mf.store.claims.release_unstarted(
         owner="w1", held=[(job.id, job.attempts)], now=mf.clock.now()
     ) == {job.id}
     # given back unstarted, the job spent no attempt, and neither did its message
@@ -175,7 +174,7 @@ def test_a_delivery_given_back_unstarted_is_counted_once_when_it_runs(
     counts the message's attempt again, once, and hands its handler what to send."""
     recorded = mf.outbox.record(message())
     (job,) = mf.queue.claim("w1", 10, LEASE)
-    assert mf.store.release_unstarted(
+    assert mf.store.claims.release_unstarted(
         owner="w1", held=[(job.id, job.attempts)], now=mf.clock.now()
     ) == {job.id}
     assert mf.deliverer._store.claimed_start(job.id, job.attempts) is None  # dropped

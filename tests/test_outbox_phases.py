@@ -22,7 +22,6 @@ from mailfathom import (
     StoreError,
 )
 from mailfathom.delivery.phases import PHASE_POINTS, PhasePoint
-from mailfathom.store.outbox_store import SqlOutboxStore
 from smtp_fixtures import FaultServer
 from test_outbox_operator import deliver, message
 
@@ -144,7 +143,7 @@ def test_a_transmission_begun_record_is_never_attempted_again(
     smtp.script()
     job_id = recorded.job_id or 0
     assert mail_app.outbox.get(recorded.id).stage is BEGUN
-    store = SqlOutboxStore(mail_app.store.db)
+    store = mail_app.store.outbox_attempts
     start, current = store.begin_attempt(recorded.id, now=mail_app.clock.now())
     assert start is None and current is not None and current["stage"] == "TransmissionBegun"
 

@@ -61,7 +61,7 @@ def _claim_queues(url: str, owner: str, barrier: Any, results: Any) -> None:
             claimed.extend(job.id for job in jobs)
             time.sleep(0.002)  # as if running them: lets the other claimers take turns
             done = [(j.id, j.attempts) for j in jobs]
-            app.store.record_outcomes(owner=owner, now=app.clock.now(), succeeded=done)
+            app.store.claims.record_outcomes(owner=owner, now=app.clock.now(), succeeded=done)
     results.put(claimed)
 
 

@@ -145,8 +145,8 @@ def test_postgres_prepares_the_hot_statements(postgres_schema_url: str) -> None:
         now = FakeClock().now()
         batch = NewJobs("k", "default", ["{}", "{}"], 0, now, 5)
         for _ in range(6):
-            store.enqueue(batch, now=now)
-            store.claim(owner="w", limit=2, now=now, lease_until=now + timedelta(seconds=30))
+            store.jobs.enqueue(batch, now=now)
+            store.claims.claim(owner="w", limit=2, now=now, lease_until=now + timedelta(seconds=30))
         with store.db.reading() as cur:
             cur.execute("SELECT statement FROM pg_prepared_statements")
             prepared = [row["statement"] for row in cur.fetchall()]
@@ -161,24 +161,24 @@ def test_a_migration_under_prepared_statements_costs_one_retry(postgres_schema_u
     try:
         store.migrate()
         now = FakeClock().now()
-        (job_id,) = store.enqueue(NewJobs("k", "default", ["{}"], 0, now, 5), now=now)
+        (job_id,) = store.jobs.enqueue(NewJobs("k", "default", ["{}"], 0, now, 5), now=now)
         assert isinstance(job_id, int)
         for _ in range(6):  # prepared from the fifth use on
-            assert store.get_job(job_id) is not None
+            assert store.jobs.get_job(job_id) is not None
         with psycopg.connect(postgres_schema_url, autocommit=True) as other:
             other.execute("ALTER TABLE mf_jobs ADD COLUMN added_later integer")
         with pytest.raises(StoreError, match="schema changed under a prepared statement"):
-            store.get_job(job_id)
-        found = store.get_job(job_id)
+            store.jobs.get_job(job_id)
+        found = store.jobs.get_job(job_id)
         assert found is not None and found["id"] == job_id
         lease_until = now + timedelta(seconds=30)
         for _ in range(6):
-            store.claim(owner="w", limit=1, now=now, lease_until=lease_until)
+            store.claims.claim(owner="w", limit=1, now=now, lease_until=lease_until)
         with psycopg.connect(postgres_schema_url, autocommit=True) as other:
             other.execute("ALTER TABLE mf_jobs ADD COLUMN added_even_later integer")
-        store.enqueue(NewJobs("k", "default", ["{}"], 0, now, 5), now=now)
+        store.jobs.enqueue(NewJobs("k", "default", ["{}"], 0, now, 5), now=now)
         with pytest.raises(StoreError, match="schema changed under a prepared statement"):
-            store.claim(owner="w", limit=1, now=now, lease_until=lease_until)
-        assert len(store.claim(owner="w", limit=1, now=now, lease_until=lease_until)) == 1
+            store.claims.claim(owner="w", limit=1, now=now, lease_until=lease_until)
+        assert len(store.claims.claim(owner="w", limit=1, now=now, lease_until=lease_until)) == 1
     finally:
         store.close()

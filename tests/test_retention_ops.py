@@ -26,7 +26,7 @@ from mailfathom import (
 )
 from mailfathom.cli import cli
 from mailfathom.jobs.pruner import PruneReport
-from mailfathom.store.retention_store import Batch
+from mailfathom.store.retention.repository import Batch
 from smtp_fixtures import FaultServer
 
 DAY = 86400.0

@@ -90,10 +90,10 @@ def test_many_workers_enqueue_a_tick_once(
             mf.worker().run(burst=True)
         assert keys(app) == ["schedule:minutely:2030-01-01T00:01:00Z"]
         # The store itself refuses a tick that is not ahead of the last one.
-        row = app.store.get_schedule("minutely")
+        row = app.store.schedules.get_schedule("minutely")
         assert row is not None
         tick = datetime(2030, 1, 1, 0, 1, tzinfo=UTC)
-        fired = app.store.fire_schedule(
+        fired = app.store.schedules.fire_schedule(
             row, tick=tick, idempotency_key="x", max_attempts=1, now=clock.now()
         )
         assert fired is None
@@ -138,11 +138,11 @@ def test_a_schedule_paused_after_a_worker_read_it_is_not_advanced(
     app.schedule("minutely", cron="* * * * *", kind="report", payload={"size": 1})
     app.schedules.sync()
     clock.advance(60)
-    stale = app.store.get_schedule("minutely")
+    stale = app.store.schedules.get_schedule("minutely")
     assert stale is not None and not stale["paused"]
     app.schedules.pause("minutely", actor="ops", reason="migration")
     tick = latest_tick(stale["cron"], stale["timezone"], clock.now())
-    fired = app.store.fire_schedule(
+    fired = app.store.schedules.fire_schedule(
         stale,
         tick=tick,
         idempotency_key=tick_key("minutely", tick),

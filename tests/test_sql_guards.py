@@ -1,7 +1,7 @@
 """The conditions in the queue's SQL that keep a stale worker, a crash or a lock from doing harm.
 
 Each test drives the store methods the worker itself calls (``record_outcomes``,
-``renew_leases``, ``reap_expired``, ``claim``) on both stores:
+``renew_leases``, the reaping ``claim``) on both stores:
 
 - an outcome or a renewal is written only for the (id, attempt) the lease owner holds —
   another owner, or the same owner at an attempt it lost, changes nothing;
@@ -22,6 +22,7 @@ from mailfathom import FailureClass, FakeClock, JobState, MailFathom
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
 from mailfathom.jobs.model import Job
 from mailfathom.store.base import FailedAttempt
+from reaping import reap
 
 LEASE = timedelta(seconds=30)
 
@@ -77,16 +78,18 @@ def test_an_outcome_is_written_only_for_the_attempt_its_owner_holds(
     before = mf.jobs.get(live.id)
     attempts_before = mf.jobs.attempts(live.id)
     if outcome == "success":
-        lost = mf.store.record_outcomes(owner=stale_owner, now=clock.now(), succeeded=[stale_pair])
+        lost = mf.store.claims.record_outcomes(
+            owner=stale_owner, now=clock.now(), succeeded=[stale_pair]
+        )
     else:
         failure = _failure(stale_attempt, retry=outcome == "retry", clock=clock)
-        lost = mf.store.record_outcomes(owner=stale_owner, now=clock.now(), failed=[failure])
+        lost = mf.store.claims.record_outcomes(owner=stale_owner, now=clock.now(), failed=[failure])
     assert lost == {live.id}, "a stale outcome was written"
     assert mf.jobs.get(live.id) == before
     assert mf.jobs.attempts(live.id) == attempts_before
     # the attempt that is held is still the one that counts
     assert (
-        mf.store.record_outcomes(
+        mf.store.claims.record_outcomes(
             owner=live_owner, now=clock.now(), succeeded=[(live.id, live.attempts)]
         )
         == set()
@@ -106,7 +109,7 @@ def test_a_lease_is_renewed_only_for_the_attempt_its_owner_holds(
         stale_owner, stale_pair = "w", (stale.id, stale.attempts)
     before = mf.jobs.get(live.id)
     clock.advance(5)
-    renewed, aborts = mf.store.renew_leases(
+    renewed, aborts = mf.store.claims.renew_leases(
         owner=stale_owner, held=[stale_pair], lease_until=clock.now() + LEASE
     )
     assert (renewed, aborts) == (set(), {})
@@ -118,7 +121,7 @@ def test_the_reaper_dead_letters_a_lost_last_attempt(mf: MailFathom, clock: Fake
     for _ in range(2):
         mf.queue.claim("w", 1, LEASE, reap=False)
         clock.advance(LEASE + DEFAULT_CLOCK_SKEW)  # expired, margin included
-        assert mf.store.reap_expired(now=clock.now()) == 1
+        assert reap(mf.store, now=clock.now()) == 1
     dead = mf.jobs.get(job.id)
     assert dead.state is JobState.DEAD_LETTERED
     assert dead.finished_at == clock.now()
@@ -133,7 +136,7 @@ def test_a_requeued_job_has_a_fresh_budget_for_the_reaper(mf: MailFathom, clock:
     def lose_an_attempt() -> JobState:
         (claimed,) = mf.queue.claim("w", 1, LEASE, reap=False)
         clock.advance(LEASE + DEFAULT_CLOCK_SKEW)  # expired, margin included
-        assert mf.store.reap_expired(now=clock.now()) == 1
+        assert reap(mf.store, now=clock.now()) == 1
         return mf.jobs.get(claimed.id).state
 
     assert [lose_an_attempt(), lose_an_attempt()] == [JobState.PENDING, JobState.DEAD_LETTERED]
@@ -166,7 +169,7 @@ def test_a_claim_skips_jobs_another_transaction_holds(
                 assert not claimer.is_alive(), f"the claim ({name}) waited for the locked row"
                 if name == "all":
                     assert claimed[name] == [second.id]
-                    mf.store.record_outcomes(
+                    mf.store.claims.record_outcomes(
                         owner="all", now=clock.now(), succeeded=[(second.id, 1)]
                     )
                 else:

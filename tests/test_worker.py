@@ -461,7 +461,7 @@ def test_workers_register_and_show_dead_when_silent(mf: MailFathom, clock: FakeC
         lease_seconds=30,
         started_at=clock.now(),
     )
-    mf.store.heartbeat(gone, now=clock.now())
+    mf.store.workers.heartbeat(gone, now=clock.now())
     clock.advance(40)  # its 30 s lease plus the 10 s clock-skew margin
     assert [w.alive for w in mf.workers.list()] == [True]
     clock.advance(timedelta(microseconds=1))

@@ -101,7 +101,7 @@ def test_a_burst_ends_only_after_the_outcomes_it_waited_for_are_recorded(
     worker = mf.worker()
     worker.signals.init()
     store = mf.queue.store
-    claim, record = store.record_and_claim, store.record_outcomes
+    claim, record = store.claims.record_and_claim, store.claims.record_outcomes
     empty_claim = threading.Event()
 
     def claim_then_let_the_completer_finish(**kwargs: Any) -> Any:
@@ -115,7 +115,7 @@ def test_a_burst_ends_only_after_the_outcomes_it_waited_for_are_recorded(
         empty_claim.wait(DEFAULT_WAIT)
         return record(**kwargs)
 
-    monkeypatch.setattr(store, "record_and_claim", claim_then_let_the_completer_finish)
-    monkeypatch.setattr(store, "record_outcomes", record_after_an_empty_claim)
+    monkeypatch.setattr(store.claims, "record_and_claim", claim_then_let_the_completer_finish)
+    monkeypatch.setattr(store.claims, "record_outcomes", record_after_an_empty_claim)
     assert worker.run(burst=True) == 2
     assert mf.jobs.get(job.id).state is JobState.SUCCEEDED

@@ -42,9 +42,9 @@ COLUMNS = {
 def test_both_dialects_have_the_same_columns(mf: MailFathom, clock: FakeClock) -> None:
     mf.schedule("s", cron="* * * * *", kind="k")
     mf.schedules.sync()
-    mf.store.heartbeat(_registration(clock), now=clock.now())
-    (worker,) = mf.store.list_workers()  # SELECT *: every column, in table order
-    (schedule,) = mf.store.list_schedules()
+    mf.store.workers.heartbeat(_registration(clock), now=clock.now())
+    (worker,) = mf.store.workers.list_workers()  # SELECT *: every column, in table order
+    (schedule,) = mf.store.schedules.list_schedules()
     assert {"mf_workers": list(worker), "mf_schedules": list(schedule)} == COLUMNS
 
 
@@ -69,7 +69,7 @@ def test_check_constraints_refuse_impossible_rows(
 ) -> None:
     mf.schedule("s", cron="* * * * *", kind="k")
     mf.schedules.sync()
-    mf.store.heartbeat(_registration(clock), now=clock.now())
+    mf.store.workers.heartbeat(_registration(clock), now=clock.now())
     with pytest.raises(StoreError), mf.store.db.transaction() as cur:
         cur.execute(sql)
     assert [w.id for w in mf.workers.list()] == ["w"]

@@ -46,9 +46,7 @@ from mailfathom.jobs.worker import Worker
 from mailfathom.jobs.workers import Workers
 from mailfathom.redact import guard_logs
 from mailfathom.store import open_store
-from mailfathom.store.outbox_base import DeliveryJobSpec
-from mailfathom.store.outbox_store import SqlOutboxStore
-from mailfathom.store.retention_store import RetentionStore
+from mailfathom.store.outbox.rows import DeliveryJobSpec
 
 __all__ = ["MailFathom"]
 
@@ -98,20 +96,19 @@ class MailFathom:
             max_payload_bytes=settings.max_payload_bytes,
             snooze_limit=settings.snooze_limit,
         )
-        self.jobs = Jobs(self.store, self.clock)
+        self.jobs = Jobs(self.store.jobs, self.clock)
         #: Pause and resume queues fleet-wide (``mf.queues.pause("mail", actor=…)``).
-        self.queues = Queues(self.store, self.clock)
+        self.queues = Queues(self.store.controls, self.clock)
         #: Flow-control limits: declared here, stored for the fleet (docs/worker.md).
         self.limits = Limits(self.store.flow, self.registry, self.clock)
         self.schedules = Schedules(self.queue, self.clock)
-        self.workers = Workers(self.store, self.clock, clock_skew=skew)
-        self.retention = RetentionStore(self.store.db, clock_skew=skew)
+        self.workers = Workers(self.store.workers, self.clock, clock_skew=skew)
+        self.retention = self.store.retention
         self._policy = settings.retention_policy()
         self._init_outbox(settings)
 
     def _init_outbox(self, settings: Settings) -> None:
         """``mf.outbox`` and the ``mailfathom.deliver`` kind, on the queue's own database."""
-        outbox_store = SqlOutboxStore(self.store.db, clock_skew=self.store.clock_skew)
         delivery_job = DeliveryJobSpec(
             kind=DELIVER_KIND,
             queue=settings.delivery_queue,
@@ -121,7 +118,8 @@ class MailFathom:
         if throttle is not None:  # the deliver kind's per-key limits, keyed by domain
             self.limit_kind(DELIVER_KIND, **throttle.flow_values())
         self.outbox = Outbox(
-            outbox_store,
+            self.store.outbox,
+            self.store.outbox_moves,
             self.clock,
             job=delivery_job,
             signer=settings.dkim_signer(),
@@ -129,7 +127,8 @@ class MailFathom:
             split_domains=throttle is not None,
         )
         self.deliverer = Deliverer(
-            outbox_store,
+            self.store.outbox_attempts,
+            self.store.outbox,
             self.clock,
             target=None if settings.smtp_url is None else parse_smtp_url(settings.smtp_url),
             job=delivery_job,
@@ -137,9 +136,10 @@ class MailFathom:
             data_timeout=settings.smtp_data_timeout,
             sessions=settings.smtp_sessions,
         )
-        if outbox_store.counts_at_claim():  # a delivery's attempt counted by its claim
-            self.store.add_claim_hook(DELIVER_KIND, outbox_store.start_claimed)
-            self.store.add_release_hook(outbox_store.unstart_released)
+        attempts = self.store.outbox_attempts
+        if attempts.counts_at_claim():  # a delivery's attempt counted by its claim
+            self.store.claims.add_claim_hook(DELIVER_KIND, attempts.start_claimed)
+            self.store.claims.add_release_hook(attempts.unstart_released)
         self.registry.add(
             build_kind(
                 DELIVER_KIND,

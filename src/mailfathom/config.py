@@ -280,10 +280,6 @@ class Settings:
                 f"(MAILFATHOM_ENQUEUE_TIMEOUT), not {limit!r}"
             )
 
-    def validated(self) -> Settings:
-        """This object: every value was checked when it was made."""
-        return self
-
     def _validate_types(self) -> None:
         """The text settings are text (``web_host`` non-empty); the optional ones may be None."""
         if not isinstance(self.web_host, str) or not self.web_host:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mailfathom.errors import NotFound
 from mailfathom.jobs.state import JobState
-from mailfathom.store.flow_store import WAITING_SHOWN
+from mailfathom.store.flow.repository import WAITING_SHOWN
 from mailfathom.validate import check_limit
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from mailfathom.jobs.admin import Throughput
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
 from mailfathom.jobs.pruner import describe_pass
 from mailfathom.jobs.state import JobState
-from mailfathom.store.retention_store import PrunerState
+from mailfathom.store.retention.repository import PrunerState
 from mailfathom.validate import check_actor
 
 if TYPE_CHECKING:

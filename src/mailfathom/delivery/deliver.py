@@ -37,12 +37,12 @@ from mailfathom.jobs.retry import Backoff
 from mailfathom.observability import tracing
 from mailfathom.observability.hooks import submission_ended, traced_phases
 from mailfathom.observability.logs import log_fields
-from mailfathom.store.outbox_base import (
+from mailfathom.store.outbox.protocol import OutboxAttemptsStore, OutboxRecordsStore
+from mailfathom.store.outbox.rows import (
     AttemptEnd,
     AttemptStart,
     DeliveryJobSpec,
     EmailRow,
-    OutboxStore,
 )
 
 __all__ = ["DELIVERY_BACKOFF", "DELIVER_KIND", "Deliverer", "unknown_outcome_reason"]
@@ -85,7 +85,8 @@ class Deliverer:
 
     def __init__(
         self,
-        store: OutboxStore,
+        store: OutboxAttemptsStore,
+        records: OutboxRecordsStore,
         clock: Clock,
         *,
         target: SmtpTarget | None,
@@ -98,6 +99,7 @@ class Deliverer:
     ) -> None:
         self.on_phase = on_phase
         self._store = store
+        self._records = records
         self._clock = clock
         self._job = job
         self._backoff = backoff
@@ -226,7 +228,7 @@ class Deliverer:
             return
         if outcome.kind == "unknown":
             self._end(email, _BEGUN, _BEGUN, reason=outcome.reason, outcome=outcome)
-            current = self._store.get_email(email["id"])
+            current = self._records.get_email(email["id"])
             raise PermanentFailure(unknown_outcome_reason(current or email))
         if outcome.kind == "refused":
             reason = f"refused by the server: {outcome.reason}"

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from mailfathom.delivery.stage import OutgoingEmailStage
-from mailfathom.store.outbox_base import EmailRow, OutboxEventRow, RecipientRow
+from mailfathom.store.outbox.rows import EmailRow, OutboxEventRow, RecipientRow
 
 __all__ = ["CancelledEmail", "OutboxEvent", "OutgoingEmail", "RecipientOutcome", "RecordedEmail"]
 

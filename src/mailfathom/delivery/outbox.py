@@ -26,12 +26,12 @@ from mailfathom.delivery.resolution import Resolution, decision
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
 from mailfathom.observability import tracing
-from mailfathom.store.outbox_base import (
+from mailfathom.store.outbox.protocol import OutboxMovesStore, OutboxRecordsStore
+from mailfathom.store.outbox.rows import (
     DeliveryJobSpec,
     DomainPart,
     EmailRow,
     NewEmail,
-    OutboxStore,
 )
 from mailfathom.validate import (
     available_at,
@@ -50,7 +50,8 @@ class Outbox:
 
     def __init__(
         self,
-        store: OutboxStore,
+        store: OutboxRecordsStore,
+        moves: OutboxMovesStore,
         clock: Clock,
         *,
         job: DeliveryJobSpec,
@@ -60,6 +61,7 @@ class Outbox:
     ) -> None:
         self._split_domains = split_domains
         self._store = store
+        self._moves = moves
         self._clock = clock
         self._job = job
         self._signer = signer
@@ -380,7 +382,7 @@ class Outbox:
         :class:`IllegalTransition` says why and nothing changes.
         """
         check_actor(actor, reason)
-        outcome = self._store.cancel(
+        outcome = self._moves.cancel(
             check_id(email_id, "an outgoing email id"),
             actor=actor,
             reason=reason,
@@ -435,7 +437,7 @@ class Outbox:
         priority and queue but no expiry (the operator chose to send it now).
         """
         check_actor(actor, reason)
-        created, current = self._store.record_again(
+        created, current = self._moves.record_again(
             check_id(email_id, "an outgoing email id"),
             self._job,
             actor=actor,
@@ -474,7 +476,7 @@ class Outbox:
         """
         chosen = Resolution.parse(resolution)
         check_actor(actor, reason)
-        moved, current, delivering = self._store.resolve(
+        moved, current, delivering = self._moves.resolve(
             check_id(email_id, "an outgoing email id"),
             decision(chosen, self._job),
             actor=actor,

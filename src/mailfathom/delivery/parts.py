@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from mailfathom.delivery.model import CancelledEmail, OutgoingEmail, RecordedEmail
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import IllegalTransition
-from mailfathom.store.outbox_base import (
+from mailfathom.store.outbox.protocol import OutboxRecordsStore
+from mailfathom.store.outbox.rows import (
     CancelOutcome,
     EmailRow,
-    OutboxStore,
     RecipientRow,
     RecordedRows,
 )
@@ -29,7 +29,7 @@ _RECORDED = OutgoingEmailStage.RECORDED.value
 _FINAL = (OutgoingEmailStage.REFUSED.value, OutgoingEmailStage.CANCELLED.value)
 
 
-def message_views(store: OutboxStore, rows: Sequence[EmailRow]) -> list[OutgoingEmail]:
+def message_views(store: OutboxRecordsStore, rows: Sequence[EmailRow]) -> list[OutgoingEmail]:
     """The public snapshot of each row: a message's root with every recipient and part,
     any other record (a part, or a message of one record) as itself."""
     return [view for view, _ in _views(store, rows)]
@@ -51,7 +51,7 @@ def recorded_views(found: Sequence[RecordedRows]) -> list[RecordedEmail]:
 
 
 def _views(
-    store: OutboxStore, rows: Sequence[EmailRow]
+    store: OutboxRecordsStore, rows: Sequence[EmailRow]
 ) -> list[tuple[OutgoingEmail, list[RecipientRow]]]:
     roots = [row["id"] for row in rows if row["root_id"] is None]
     records: dict[int, list[EmailRow]] = {}
@@ -86,7 +86,7 @@ def _every_recipient(per_record: list[list[RecipientRow]]) -> list[RecipientRow]
     return list(latest.values())
 
 
-def cancel_result(store: OutboxStore, outcome: CancelOutcome) -> CancelledEmail:
+def cancel_result(store: OutboxRecordsStore, outcome: CancelOutcome) -> CancelledEmail:
     """The public result of a cancel that moved at least one record."""
     asked = message_views(store, [outcome.record])[0]
     begun = [row for row, _ in outcome.refused if row["stage"] not in _FINAL]
@@ -100,7 +100,7 @@ def cancel_result(store: OutboxStore, outcome: CancelOutcome) -> CancelledEmail:
     )
 
 
-def _records(store: OutboxStore, rows: Sequence[EmailRow]) -> tuple[OutgoingEmail, ...]:
+def _records(store: OutboxRecordsStore, rows: Sequence[EmailRow]) -> tuple[OutgoingEmail, ...]:
     """Each row as one record with its own recipients (a root too, not as its message)."""
     recipients = store.recipients([row["id"] for row in rows])
     return tuple(OutgoingEmail.from_row(row, recipients[row["id"]]) for row in rows)

@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import InvalidInput
-from mailfathom.store.outbox_base import DeliveryJobSpec, OperatorResolve
+from mailfathom.store.outbox.rows import DeliveryJobSpec, OperatorResolve
 
 __all__ = ["Resolution", "decision"]
 

@@ -24,7 +24,7 @@ from mailfathom.clock import Clock
 from mailfathom.delivery import pipelining
 from mailfathom.delivery.phases import PhaseHook, no_phase_hook
 from mailfathom.delivery.smtp_url import SmtpTarget
-from mailfathom.store.outbox_base import RecipientReply
+from mailfathom.store.outbox.rows import RecipientReply
 
 __all__ = ["Outcome", "Phase", "Reply", "SessionFailure", "SmtpSession"]
 

@@ -17,7 +17,8 @@ from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
 from mailfathom.jobs.model import Attempt, Job, JobEvent
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.state import JobState
-from mailfathom.store.base import JobFilter, JobRow, OperatorAction, Store
+from mailfathom.store.base import JobFilter, JobRow, OperatorAction
+from mailfathom.store.jobs.protocol import JobsStore
 from mailfathom.validate import check_actor, check_id, check_limit
 
 __all__ = ["Jobs", "Throughput"]
@@ -57,7 +58,7 @@ class Throughput:
 class Jobs:
     """Read and act on jobs as an operator."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: JobsStore, clock: Clock) -> None:
         self._store = store
         self._clock = clock
 

@@ -36,7 +36,7 @@ from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.jobs.testsignal import WorkerSignals
 from mailfathom.observability.hooks import attempt_started, attempt_stopped
 from mailfathom.observability.logs import log_fields
-from mailfathom.store.base import Store
+from mailfathom.store.protocol import Store
 
 __all__ = ["HandOver"]
 
@@ -248,7 +248,7 @@ class HandOver:
         if not jobs:
             return
         try:
-            released = self._store.release_unstarted(
+            released = self._store.claims.release_unstarted(
                 owner=self.id,
                 held=[(job.id, job.attempts) for job in jobs],
                 now=self._clock.now(),

@@ -24,7 +24,8 @@ from mailfathom.clock import Clock
 from mailfathom.errors import StoreError
 from mailfathom.jobs.model import Job
 from mailfathom.observability.logs import log_fields
-from mailfathom.store.base import Store, WorkerRegistration
+from mailfathom.store.base import WorkerRegistration
+from mailfathom.store.protocol import Store
 
 __all__ = ["Heartbeat"]
 
@@ -68,7 +69,7 @@ class Heartbeat:
         now = self._clock.now()
         held = [(job.id, job.attempts) for job in jobs]
         if held:
-            still, aborts = self._store.renew_leases(
+            still, aborts = self._store.claims.renew_leases(
                 owner=self._registration.id, held=held, lease_until=now + self._lease
             )
             lost = {(job.id, job.attempts) for job in jobs if job.id not in still}
@@ -76,7 +77,7 @@ class Heartbeat:
                 self._on_lost(lost)
             if aborts and self._on_abort is not None:
                 self._on_abort(aborts)
-        self._store.heartbeat(self._registration, now=now)
+        self._store.workers.heartbeat(self._registration, now=now)
 
     def start(self) -> None:
         """Start beating on a daemon thread."""

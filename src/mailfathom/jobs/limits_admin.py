@@ -20,7 +20,7 @@ from mailfathom.clock import Clock
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.limits import FlowLimit, Scope
 from mailfathom.jobs.registry import Registry, check_name
-from mailfathom.store.flow_store import FlowClaims, LimitRow, limit_rows
+from mailfathom.store.flow.repository import FlowClaims, LimitRow, limit_rows
 
 __all__ = ["Limits"]
 

@@ -31,7 +31,7 @@ from mailfathom.errors import StoreError
 from mailfathom.jobs.testsignal import TestSignal
 from mailfathom.observability.logs import log_fields
 from mailfathom.retention import EMAIL_STAGES, JOB_STATES, RetentionPolicy
-from mailfathom.store.retention_store import Batch, RetentionStore
+from mailfathom.store.retention.repository import Batch, RetentionStore
 
 __all__ = [
     "WORKER_DUTY",

@@ -40,7 +40,8 @@ from mailfathom.jobs.retry import RETRY_AFTER_LIMIT, Backoff, retry_delay
 from mailfathom.jobs.signals import HardStop
 from mailfathom.jobs.state import AttemptOutcome, FailureClass
 from mailfathom.observability import tracing
-from mailfathom.store.base import FailedAttempt, NewJobs, Store
+from mailfathom.store.base import FailedAttempt, NewJobs
+from mailfathom.store.protocol import Store
 from mailfathom.validate import available_at, check_key, check_max_attempts, check_priority
 
 __all__ = ["Finished", "JobQueue", "describe_error", "transient_attempt"]
@@ -147,7 +148,7 @@ class JobQueue:
                 trace_context=tracing.current_traceparent(),  # None unless tracing is on
                 limit_keys=flow_keys,
             )
-            results = self.store.enqueue(batch, now=now, connection=connection)
+            results = self.store.jobs.enqueue(batch, now=now, connection=connection)
         return enqueued_jobs(batch, results, now, [copy for _, copy in encoded])
 
     @staticmethod
@@ -204,7 +205,7 @@ class JobQueue:
         """Lease up to ``limit`` due jobs to ``owner`` for ``lease`` (first returning
         expired leases to the queue, unless ``reap`` is False)."""
         now = self.clock.now()
-        rows = self.store.claim(
+        rows = self.store.claims.claim(
             owner=owner, limit=limit, now=now, lease_until=now + lease, queues=queues, reap=reap
         )
         return [Job.from_row(row) for row in rows]

@@ -15,7 +15,8 @@ from datetime import datetime
 from mailfathom.clock import Clock
 from mailfathom.errors import IllegalTransition
 from mailfathom.jobs.registry import check_name
-from mailfathom.store.base import PausedQueueRow, QueueEventRow, Store
+from mailfathom.store.base import PausedQueueRow, QueueEventRow
+from mailfathom.store.controls.protocol import ControlsStore
 from mailfathom.validate import check_actor, check_limit
 
 __all__ = ["PausedQueue", "QueueEvent", "QueueSummary", "Queues"]
@@ -67,7 +68,7 @@ class QueueSummary:
 class Queues:
     """Pause, resume and list queues."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: ControlsStore, clock: Clock) -> None:
         self._store = store
         self._clock = clock
 

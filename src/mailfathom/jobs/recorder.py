@@ -68,7 +68,7 @@ class OutcomeRecorder:
         self, queue: JobQueue, owner: str, *, outage: Outage, signals: WorkerSignals
     ) -> None:
         self._queue = queue
-        self._store = queue.store
+        self._store = queue.store.claims
         self._clock = queue.clock
         self._owner = owner
         self._outage = outage

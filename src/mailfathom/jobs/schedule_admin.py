@@ -69,7 +69,7 @@ class Schedules:
 
     def __init__(self, queue: JobQueue, clock: Clock) -> None:
         self._queue = queue
-        self._store = queue.store
+        self._store = queue.store.schedules
         self._clock = clock
         self._declared: dict[str, ScheduleSpec] = {}
 

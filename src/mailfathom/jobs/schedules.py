@@ -92,7 +92,7 @@ class Scheduler:
 
     def __init__(self, queue: JobQueue, clock: Clock) -> None:
         self._queue = queue
-        self._store = queue.store
+        self._store = queue.store.schedules
         self._registry = queue.registry
         self._clock = clock
 

@@ -22,11 +22,6 @@ class JobState(StrEnum):
     DEAD_LETTERED = "DeadLettered"
     DROPPED = "Dropped"
 
-    @property
-    def terminal(self) -> bool:
-        """True when no worker will touch the job again without an operator."""
-        return self in _TERMINAL
-
     @classmethod
     def parse(cls, name: str | JobState) -> JobState:
         """The state called ``name`` (its stored name or its Python name), or a clear error."""
@@ -39,9 +34,6 @@ class JobState(StrEnum):
 
         names = ", ".join(s.value for s in cls)
         raise InvalidInput(f"unknown job state {name!r}: use one of {names}")
-
-
-_TERMINAL = frozenset({JobState.SUCCEEDED, JobState.DEAD_LETTERED, JobState.DROPPED})
 
 
 class FailureClass(StrEnum):

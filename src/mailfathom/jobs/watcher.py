@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from mailfathom.errors import StoreError
 from mailfathom.observability.logs import log_fields
-from mailfathom.store.base import Store
+from mailfathom.store.protocol import Store
 
 __all__ = ["MAX_BACKOFF", "WATCH_SLICE", "Watcher"]
 

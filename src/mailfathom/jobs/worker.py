@@ -252,7 +252,7 @@ class Worker(HandOver):
                 self._scheduler.declare(self._schedules)
                 if self._limits is not None:
                     self._limits.sync()
-                self._store.prune_workers(before=self._clock.now() - _PRUNE_AFTER)
+                self._store.workers.prune_workers(before=self._clock.now() - _PRUNE_AFTER)
                 break
             except StoreError as exc:
                 if burst:
@@ -330,7 +330,7 @@ class Worker(HandOver):
             self._heartbeat.stop(wait=graceful)
             if graceful:
                 try:
-                    self._store.deregister_worker(self.id)
+                    self._store.workers.deregister_worker(self.id)
                 except StoreError as exc:
                     logger.warning(
                         "worker=%s could not deregister (%s)",

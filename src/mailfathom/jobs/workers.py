@@ -16,7 +16,8 @@ from datetime import datetime, timedelta
 
 from mailfathom.clock import DEFAULT_CLOCK_SKEW, Clock
 from mailfathom.errors import InvalidInput
-from mailfathom.store.base import Store, WorkerRow
+from mailfathom.store.base import WorkerRow
+from mailfathom.store.workers.protocol import WorkersStore
 
 __all__ = ["WorkerInfo", "Workers"]
 
@@ -70,7 +71,7 @@ class Workers:
     """The operator's view of the worker registry."""
 
     def __init__(
-        self, store: Store, clock: Clock, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW
+        self, store: WorkersStore, clock: Clock, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW
     ) -> None:
         self._store = store
         self._clock = clock

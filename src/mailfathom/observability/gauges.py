@@ -56,7 +56,7 @@ from mailfathom.errors import StoreError
 from mailfathom.jobs.state import JobState
 from mailfathom.jobs.testsignal import TestSignal
 from mailfathom.observability.logs import log_fields
-from mailfathom.store.metrics_store import Snapshot, read_history, read_snapshot
+from mailfathom.store.console.reads import Snapshot
 from mailfathom.store.sql_store import SqlStore
 
 __all__ = ["DatabaseGauges"]
@@ -147,7 +147,7 @@ class DatabaseGauges(Collector):
         began = time.monotonic()
         counts: dict[tuple[str, str], int] | None = None
         try:
-            counts = read_history(self._store)
+            counts = self._store.console.history()
         except Exception as exc:  # in a thread of its own: say so, and count again later
             logger.warning(
                 "recounting Succeeded and Dropped jobs failed (%s): serving the last counts",
@@ -177,7 +177,7 @@ class DatabaseGauges(Collector):
         began = time.monotonic()
         self.reads += 1
         try:
-            self._snapshot = read_snapshot(self._store, self._clock.now())
+            self._snapshot = self._store.console.snapshot(self._clock.now())
         except StoreError as exc:
             self._up = 0
             logger.warning(

@@ -20,7 +20,6 @@ from typing import Any
 from mailfathom.clock import Clock
 from mailfathom.errors import MailFathomError, StoreError
 from mailfathom.store import open_store
-from mailfathom.store.metrics_store import applied_migrations
 from mailfathom.store.migrate import load_migrations
 from mailfathom.store.sql_store import SqlStore
 
@@ -96,7 +95,7 @@ def _database(store: SqlStore) -> Check:
 def _migrations(store: SqlStore) -> Check:
     known = [version for version, _, _ in load_migrations(store.dialect)]
     try:
-        applied = applied_migrations(store)
+        applied = store.console.applied_migrations()
     except StoreError:
         applied = []
     missing = sorted(set(known) - set(applied))
@@ -120,7 +119,7 @@ def _migrations(store: SqlStore) -> Check:
 
 def _heartbeat(store: SqlStore, clock: Clock, worker_id: str) -> Check:
     try:
-        workers = {row["id"]: row for row in store.list_workers()}
+        workers = {row["id"]: row for row in store.workers.list_workers()}
     except StoreError as exc:
         return Check("heartbeat", False, f"the worker registry cannot be read: {exc}")
     row = workers.get(worker_id)

@@ -1,4 +1,4 @@
-"""Storage: the ``Store`` protocol and the stores behind it.
+"""Storage: the ``Store`` facade and the repositories behind it.
 
 Internal. ``open_store(url)`` picks the store from the database URL:
 ``sqlite:///path/to.db`` or ``postgresql://…``.
@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from mailfathom.clock import DEFAULT_CLOCK_SKEW, Clock
 from mailfathom.errors import ConfigurationError
-from mailfathom.store.base import Store
+from mailfathom.store.protocol import Store
 from mailfathom.store.sql_store import SqlStore
 
 __all__ = ["Store", "open_store", "redact_url"]

@@ -1,7 +1,8 @@
-"""The ``Store`` protocol: everything the queue and the outbox ask of a database.
+"""The rows and requests that cross the store's boundary.
 
-Internal. Two stores implement it (SQLite and PostgreSQL) and one conformance
-suite runs against both. Rows cross this boundary as typed dictionaries of
+Internal. Every repository (``store/jobs``, ``store/claims`` …) takes and returns
+these, for SQLite and PostgreSQL alike, and one conformance suite runs against
+both. Rows cross this boundary as typed dictionaries of
 plain values (state names are strings) so that the store depends on nothing of
 ours above it. Every method that depends on time takes ``now``.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, TypedDict
+from typing import Any, TypedDict
 
 __all__ = [
     "AttemptRow",
@@ -26,7 +27,6 @@ __all__ = [
     "QueueEventRow",
     "ScheduleDefinition",
     "ScheduleRow",
-    "Store",
     "ThroughputRow",
     "WorkerRegistration",
     "WorkerRow",
@@ -285,266 +285,6 @@ class OperatorAction:
     query: str
     from_states: tuple[str, ...]
     to_state: str
-
-
-class Store(Protocol):
-    """A database holding the queue. Every write is one transaction."""
-
-    dialect: str
-    #: Whether writers run side by side (PostgreSQL) rather than one at a time (SQLite):
-    #: the worker then records outcomes on a thread of its own, beside its claims.
-    parallel_writes: bool
-
-    def migrate(self) -> list[str]:
-        """Apply pending migrations (safe when several processes race); return their names."""
-        ...
-
-    def close(self) -> None:
-        """Release every connection."""
-        ...
-
-    def wait_for_jobs(self, timeout: float) -> bool:
-        """Block until jobs may have arrived or ``timeout`` seconds pass; True when woken early.
-
-        Cheap when idle: PostgreSQL waits on ``LISTEN``; SQLite watches the file's
-        ``data_version``, which changes whenever another connection commits.
-        """
-        ...
-
-    def enqueue(
-        self, batch: NewJobs, *, now: datetime, connection: object | None = None
-    ) -> list[int | JobRow]:
-        """Insert a batch in one transaction; one entry per job, in order: the new job's
-        id (its row is the batch's values and a new job's defaults, created at ``now``),
-        or, where the idempotency key existed, the stored row of that job."""
-        ...
-
-    def claim(
-        self,
-        *,
-        owner: str,
-        limit: int,
-        now: datetime,
-        lease_until: datetime,
-        queues: Sequence[str] | None = None,
-        reap: bool = True,
-        queue_limits: Mapping[str, int] | None = None,
-        live: Sequence[tuple[int, int]] = (),
-    ) -> list[JobRow]:
-        """Lease up to ``limit`` due jobs to ``owner``, after returning expired leases
-        (unless ``reap`` is False: a busy worker reaps on a timer, not on every claim),
-        except ``owner``'s own ``live`` (id, attempt) leases, which it renews.
-        ``queue_limits`` (per-queue slots) leases up to that many of each queue instead.
-        Flow-control limits (``mf_flow_limits``) hold whichever way jobs are claimed."""
-        ...
-
-    def reap_expired(
-        self, *, now: datetime, owner: str = "", live: Sequence[tuple[int, int]] = ()
-    ) -> int:
-        """Return leases that expired (by ``clock_skew`` before ``now``) to the queue, or
-        to the dead letters; ``owner``'s ``live`` (id, attempt) leases, which it renews,
-        are never reaped. Returns how many there were."""
-        ...
-
-    def renew_leases(
-        self, *, owner: str, held: Sequence[tuple[int, int]], lease_until: datetime
-    ) -> tuple[set[int], dict[int, str]]:
-        """Renew the leases on ``(job id, attempt)`` pairs, never to an earlier expiry than
-        they have, and in the same one statement learn which jobs an operator asked to
-        abort: ``(ids still held, {id: abort reason})``."""
-        ...
-
-    def paused_queues(self) -> list[PausedQueueRow]:
-        """Every paused queue, by name."""
-        ...
-
-    def pause_queue(
-        self, queue: str, *, actor: str, reason: str | None, now: datetime
-    ) -> PausedQueueRow | None:
-        """Pause ``queue`` fleet-wide (audited); None when it was paused already."""
-        ...
-
-    def resume_queue(
-        self, queue: str, *, actor: str, reason: str | None, now: datetime
-    ) -> PausedQueueRow | None:
-        """Resume ``queue`` (audited, idle workers woken); None when it was not paused."""
-        ...
-
-    def queue_events(self, *, queue: str | None, limit: int) -> list[QueueEventRow]:
-        """Pauses and resumes, newest first."""
-        ...
-
-    def queue_summary(self) -> list[dict[str, Any]]:
-        """Per queue with unfinished jobs: ``queue``, ``pending``, ``held``, ``running``."""
-        ...
-
-    def release_unstarted(
-        self, *, owner: str, held: Sequence[tuple[int, int]], now: datetime
-    ) -> set[int]:
-        """Give back ``(job id, attempt)`` leases of jobs ``owner`` claimed and never
-        started: Pending again at once, the claim's attempt not counted, no attempt
-        recorded; a job an operator asked to abort meanwhile is dead-lettered at ``now``
-        instead (it never starts). Returns the ids released (a lease that moved on is
-        left alone)."""
-        ...
-
-    def record_outcomes(
-        self,
-        *,
-        owner: str,
-        now: datetime,
-        succeeded: Sequence[tuple[int, int]] = (),
-        failed: Sequence[FailedAttempt] = (),
-    ) -> set[int]:
-        """Record finished attempts in one transaction; return the ids whose lease was lost."""
-        ...
-
-    def record_and_claim(
-        self,
-        *,
-        owner: str,
-        now: datetime,
-        succeeded: Sequence[tuple[int, int]],
-        failed: Sequence[FailedAttempt],
-        limit: int,
-        lease_until: datetime,
-        queues: Sequence[str] | None = None,
-        reap: bool = True,
-        queue_limits: Mapping[str, int] | None = None,
-        live: Sequence[tuple[int, int]] = (),
-    ) -> tuple[set[int], list[JobRow]]:
-        """``record_outcomes`` then ``claim`` in one transaction: a busy worker's loop
-        commits once per batch. Returns the lost ids and the claimed jobs."""
-        ...
-
-    def get_job(self, job_id: int) -> JobRow | None:
-        """The job, or None."""
-        ...
-
-    def list_jobs(
-        self, filter: JobFilter, *, limit: int, before_id: int | None = None
-    ) -> list[JobRow]:
-        """Jobs newest first, ``limit`` at most, older than ``before_id`` when given."""
-        ...
-
-    def count_jobs(self) -> dict[str, int]:
-        """How many jobs are in each state (states with none are absent)."""
-        ...
-
-    def attempts(self, job_id: int) -> list[AttemptRow]:
-        """The job's unsuccessful attempts, oldest first."""
-        ...
-
-    def events(self, job_id: int) -> list[EventRow]:
-        """The job's audit trail, oldest first."""
-        ...
-
-    def recent_events(self, *, limit: int, before_id: int | None = None) -> list[EventRow]:
-        """Every job's operator actions, newest first, older than ``before_id`` when given."""
-        ...
-
-    def count_held(self) -> int:
-        """How many jobs are held (Pending, waiting for an operator's release)."""
-        ...
-
-    def throughput(self, *, since: datetime) -> list[ThroughputRow]:
-        """Per minute since ``since``: jobs that ended, by final state, and failed attempts.
-
-        ``outcome`` is a terminal job state name, or ``Failed`` for an attempt that
-        failed and was retried or dead-lettered (attempt history rows).
-        """
-        ...
-
-    def operator_move(
-        self,
-        job_id: int,
-        move: OperatorAction,
-        *,
-        actor: str,
-        reason: str | None,
-        now: datetime,
-    ) -> tuple[JobRow | None, JobRow | None]:
-        """Perform ``move`` and audit it atomically.
-
-        Returns ``(moved row, None)`` on success, ``(None, current row)`` when the job
-        is in a state the move does not start from, ``(None, None)`` when it does not exist.
-        """
-        ...
-
-    # -- the worker registry -----------------------------------------------------------
-
-    def heartbeat(self, worker: WorkerRegistration, *, now: datetime) -> None:
-        """Register ``worker`` or refresh its heartbeat (never dated before its start).
-
-        Leases are renewed apart, by :meth:`renew_leases`, so that a registry failure
-        never costs a running job its lease.
-        """
-        ...
-
-    def deregister_worker(self, worker_id: str) -> None:
-        """Remove a worker that stopped cleanly from the registry."""
-        ...
-
-    def list_workers(self) -> list[WorkerRow]:
-        """Every registered worker, oldest first, the dead ones included."""
-        ...
-
-    def prune_workers(self, *, before: datetime) -> int:
-        """Forget workers whose last heartbeat is older than ``before``; count them."""
-        ...
-
-    # -- recurring schedules -----------------------------------------------------------
-
-    def declare_schedules(
-        self, schedules: Sequence[ScheduleDefinition], *, now: datetime
-    ) -> list[str]:
-        """Insert or update schedules in one transaction; return the names written.
-
-        An unchanged definition is not written. A new cron or time zone gets
-        ``not_before = now`` (its past ticks never run); the paused state and the last
-        tick are always kept.
-        """
-        ...
-
-    def list_schedules(self) -> list[ScheduleRow]:
-        """Every schedule, by name."""
-        ...
-
-    def get_schedule(self, name: str) -> ScheduleRow | None:
-        """The schedule called ``name``, or None."""
-        ...
-
-    def pause_schedule(
-        self, name: str, *, actor: str, reason: str | None, now: datetime
-    ) -> ScheduleRow | None:
-        """Pause a running schedule; None when there is no such schedule or it is paused."""
-        ...
-
-    def resume_schedule(self, name: str, *, now: datetime) -> ScheduleRow | None:
-        """Resume a paused schedule (ticks from ``now`` on); None when not paused or absent."""
-        ...
-
-    def delete_schedule(self, name: str) -> bool:
-        """Delete the schedule; False when there was none."""
-        ...
-
-    def fire_schedule(
-        self,
-        schedule: ScheduleRow,
-        *,
-        tick: datetime,
-        idempotency_key: str,
-        max_attempts: int,
-        now: datetime,
-    ) -> tuple[JobRow, bool] | None:
-        """Enqueue ``schedule``'s job for ``tick`` unless that tick (or a later one) was
-        enqueued already, the schedule is paused, or its definition changed.
-
-        One transaction moves the schedule's last tick forward and inserts the job
-        under ``idempotency_key``, so concurrent workers enqueue each tick once.
-        Returns the job and whether it was created, or None when nothing was due.
-        """
-        ...
 
 
 Row = Mapping[str, Any]

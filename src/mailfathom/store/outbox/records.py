@@ -1,19 +1,17 @@
 """The outbox's storage logic, written once for every SQL dialect.
 
-Internal. ``OutboxStore`` runs the named queries of ``store/sql/<dialect>/outbox.sql``
+Internal. ``OutboxRecords`` runs the named queries of ``store/sql/<dialect>/outbox.sql``
 on the same :class:`~mailfathom.store.database.Database` as the job queue's
-``SqlStore``, so that a record and its delivery job are written by one cursor in
-one transaction (the caller's, when ``connection=`` is given). Here: recording and
-reads. The operator moves (cancel, resolve, record again) are a base class's,
-:class:`~mailfathom.store.outbox_moves.OutboxMoves`, and so are a delivery's attempts
-(counted by the claim or by its handler, begun, ended, split),
-:class:`~mailfathom.store.outbox_attempts.OutboxAttempts`.
+repositories, so that a record and its delivery job are written by one cursor in one
+transaction (the caller's, when ``connection=`` is given). Here: recording, reads, and
+the row conversion and record copies the operator moves
+(:class:`~mailfathom.store.outbox.moves.OutboxMoves`) and a delivery's attempts
+(:class:`~mailfathom.store.outbox.attempts.OutboxAttempts`) share.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -22,11 +20,8 @@ from typing import Any
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
 from mailfathom.delivery.domains import delivery_key
 from mailfathom.store.database import Cursor, Database
-from mailfathom.store.flow_store import FlowClaims
-from mailfathom.store.group_commit import GroupCommit
-from mailfathom.store.outbox_attempts import OutboxAttempts
-from mailfathom.store.outbox_base import (
-    AttemptStart,
+from mailfathom.store.flow.repository import FlowClaims
+from mailfathom.store.outbox.rows import (
     DeliveryJobSpec,
     DomainPart,
     EmailRow,
@@ -35,9 +30,8 @@ from mailfathom.store.outbox_base import (
     RecipientRow,
     RecordedRows,
 )
-from mailfathom.store.outbox_moves import OutboxMoves
 
-__all__ = ["SqlOutboxStore"]
+__all__ = ["OutboxRecords"]
 
 _EMAIL_TIMES = (
     "last_attempt_at",
@@ -49,8 +43,8 @@ _EMAIL_TIMES = (
 )
 
 
-class SqlOutboxStore(OutboxMoves, OutboxAttempts):
-    """An :class:`~mailfathom.store.outbox_base.OutboxStore` over any :class:`Database`."""
+class OutboxRecords:
+    """Outgoing emails: recorded (with their delivery jobs), read and listed."""
 
     def __init__(self, database: Database, *, clock_skew: timedelta = DEFAULT_CLOCK_SKEW) -> None:
         self.db = database
@@ -58,25 +52,15 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         self.clock_skew = clock_skew
         self._q = database.queries
         self._caps = database.capabilities
-        # On SQLite, where one connection writes at a time anyway, a delivery thread's
-        # writes share their commit with the other threads' (one disk flush for all);
-        # each call still returns only once its write is durable. PostgreSQL already
-        # shares WAL flushes between concurrent commits and runs the connections'
-        # statements side by side, so there each write keeps its own transaction
-        # (measured: funnelling them through one connection lost a quarter of the rate).
-        self._grouped = GroupCommit(database.transaction) if database.dialect == "sqlite" else None
-        # Attempts counted by a claim (start_claimed), by (job id, job attempt), until the
-        # job's handler takes its own.
-        self._claimed: dict[tuple[int, int], AttemptStart] = {}
-        self._claimed_lock = threading.Lock()
 
     # -- conversion --------------------------------------------------------------------
 
-    def _cutoff(self, now: datetime) -> Any:
+    def cutoff(self, now: datetime) -> Any:
         """Leases that ended after this instant may still be live somewhere."""
         return self.db.time_param(now - self.clock_skew)
 
-    def _email(self, row: Any) -> EmailRow:
+    def email_row(self, row: Any) -> EmailRow:
+        """A fetched ``mf_emails`` row as an :class:`EmailRow` (aware instants, flags)."""
         email: dict[str, Any] = dict(row)
         for key in _EMAIL_TIMES:
             email[key] = self.db.time_value(email[key])
@@ -84,7 +68,8 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         email["eightbit"] = bool(email["eightbit"])
         return email  # type: ignore[return-value]
 
-    def _recipient(self, row: Any) -> RecipientRow:
+    def recipient_row(self, row: Any) -> RecipientRow:
+        """A fetched recipient row as a :class:`RecipientRow` (its reply instant aware)."""
         recipient: dict[str, Any] = dict(row)
         recipient["replied_at"] = self.db.time_value(recipient["replied_at"])
         return recipient  # type: ignore[return-value]
@@ -192,7 +177,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
             self._q["insert_recipients"],
             {"email_id": email_id, "addresses": params["addresses"]},
         )
-        created_row = self._attach_job(
+        created_row = self.attach_job(
             cur,
             email_id,
             replace(job, limit_key=params["limit_key"]),
@@ -209,7 +194,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
                 self._q["insert_recipients"],
                 {"email_id": part_id, "addresses": json.dumps(list(addresses))},
             )
-            self._attach_job(
+            self.attach_job(
                 cur,
                 part_id,
                 part_job,
@@ -217,7 +202,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
                 params["now"],
                 priority=params["priority"],
             )
-        recipients = self._recipients_of(cur, email_id)
+        recipients = self.recipients_of(cur, email_id)
         return RecordedRows(created_row, recipients, True, self._parts_of(cur, email_id, parts))
 
     def _recorded(self, cur: Cursor, row: Any, params: dict[str, Any]) -> RecordedRows:
@@ -229,7 +214,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         if created.pop("jobs") != 1:  # pragma: no cover - the statement inserts one job
             raise RuntimeError("recorded an email without its delivery job")
         return RecordedRows(
-            self._email(created), [self._recipient(r) for r in recipients], True, []
+            self.email_row(created), [self.recipient_row(r) for r in recipients], True, []
         )
 
     def _existing(self, cur: Cursor, key: str | None) -> RecordedRows:
@@ -239,8 +224,10 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         if existing is None:  # pragma: no cover - the conflicting row vanished
             raise RuntimeError("idempotency conflict without an existing record")
         email_id = existing["id"]
-        recipients = self._recipients_of(cur, email_id)
-        return RecordedRows(self._email(existing), recipients, False, self._parts_of(cur, email_id))
+        recipients = self.recipients_of(cur, email_id)
+        return RecordedRows(
+            self.email_row(existing), recipients, False, self._parts_of(cur, email_id)
+        )
 
     def _parts_of(
         self, cur: Cursor, root_id: int, written: Sequence[DomainPart] | None = None
@@ -250,7 +237,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         (``written`` says none were: nothing to read)."""
         if written is not None and not written:
             return []
-        records = self._message_records(cur, [root_id])
+        records = self.message_records_in(cur, [root_id])
         if len(records) < 2:
             return []
         cur.execute(
@@ -258,14 +245,15 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         )
         found: dict[int, list[RecipientRow]] = {r["id"]: [] for r in records}
         for row in cur.fetchall():
-            found[row["email_id"]].append(self._recipient(row))
+            found[row["email_id"]].append(self.recipient_row(row))
         return [(record, found[record["id"]]) for record in records]
 
-    def _recipients_of(self, cur: Cursor, email_id: int) -> list[RecipientRow]:
+    def recipients_of(self, cur: Cursor, email_id: int) -> list[RecipientRow]:
+        """The record's recipients in envelope order, read on ``cur``."""
         cur.execute(self._q["email_recipients"], {"ids": self.db.list_param([email_id])})
-        return [self._recipient(row) for row in cur.fetchall()]
+        return [self.recipient_row(row) for row in cur.fetchall()]
 
-    def _attach_job(
+    def attach_job(
         self,
         cur: Cursor,
         email_id: int,
@@ -297,11 +285,11 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         job_row = cur.fetchone()
         key = job.limit_key
         if key is None:
-            key = delivery_key(r["address"] for r in self._recipients_of(cur, email_id))
+            key = delivery_key(r["address"] for r in self.recipients_of(cur, email_id))
         if key is not None:
             FlowClaims(self.db).set_keys(cur, [(job_row["id"], key)])
         cur.execute(self._q["set_email_job"], {"id": email_id, "job_id": job_row["id"]})
-        return self._email(cur.fetchone())
+        return self.email_row(cur.fetchone())
 
     # -- reads -------------------------------------------------------------------------
 
@@ -310,7 +298,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         with self.db.reading() as cur:
             cur.execute(self._q["get_email"], {"id": email_id})
             row = cur.fetchone()
-        return None if row is None else self._email(row)
+        return None if row is None else self.email_row(row)
 
     def email_message(self, email_id: int) -> bytes | None:
         """The frozen bytes of the record, or None."""
@@ -327,7 +315,7 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         with self.db.reading() as cur:
             cur.execute(self._q["email_recipients"], {"ids": self.db.list_param(list(email_ids))})
             for row in cur.fetchall():
-                found[row["email_id"]].append(self._recipient(row))
+                found[row["email_id"]].append(self.recipient_row(row))
         return found
 
     def list_emails(
@@ -338,21 +326,21 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
             cur.execute(
                 self._q["list_emails"], {"stage": stage, "before_id": before_id, "limit": limit}
             )
-            return [self._email(row) for row in cur.fetchall()]
+            return [self.email_row(row) for row in cur.fetchall()]
 
     def unknown_emails(
         self, *, now: datetime, limit: int, after_id: int | None = None
     ) -> list[EmailRow]:
         """TransmissionBegun records that no live delivery is working on, oldest first."""
-        params = {"lease_cutoff": self._cutoff(now), "limit": limit, "after_id": after_id}
+        params = {"lease_cutoff": self.cutoff(now), "limit": limit, "after_id": after_id}
         with self.db.reading() as cur:
             cur.execute(self._q["unknown_emails"], params)
-            return [self._email(row) for row in cur.fetchall()]
+            return [self.email_row(row) for row in cur.fetchall()]
 
     def count_unknown_emails(self, *, now: datetime) -> int:
         """How many unknown outcomes there are, exactly."""
         with self.db.reading() as cur:
-            cur.execute(self._q["count_unknown_emails"], {"lease_cutoff": self._cutoff(now)})
+            cur.execute(self._q["count_unknown_emails"], {"lease_cutoff": self.cutoff(now)})
             return int(cur.fetchone()["n"])
 
     def count_emails(self) -> dict[str, int]:
@@ -388,13 +376,14 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         if not root_ids:
             return []
         with self.db.reading() as cur:
-            return self._message_records(cur, root_ids)
+            return self.message_records_in(cur, root_ids)
 
-    def _message_records(self, cur: Cursor, root_ids: Sequence[int]) -> list[EmailRow]:
+    def message_records_in(self, cur: Cursor, root_ids: Sequence[int]) -> list[EmailRow]:
+        """:meth:`message_records`, read on ``cur`` (a caller's transaction)."""
         cur.execute(self._q["message_records"], {"ids": self.db.list_param(list(root_ids))})
-        return [self._email(row) for row in cur.fetchall()]
+        return [self.email_row(row) for row in cur.fetchall()]
 
-    def _copy(
+    def copy_record(
         self,
         cur: Cursor,
         parent_id: int,
@@ -425,4 +414,4 @@ class SqlOutboxStore(OutboxMoves, OutboxAttempts):
         cur.execute(self._q["get_email"], {"id": child_id})
         child = cur.fetchone()
         inherited = job if child["queue"] is None else replace(job, queue=child["queue"])
-        return self._attach_job(cur, child_id, inherited, due, now, priority=child["priority"])
+        return self.attach_job(cur, child_id, inherited, due, now, priority=child["priority"])

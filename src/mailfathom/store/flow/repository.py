@@ -1,6 +1,6 @@
 """Flow control in the store: limit definitions, the limited claim, and their usage.
 
-Internal, used by :class:`~mailfathom.store.sql_store.SqlStore`. While no limit is
+Internal, used by the jobs and claims repositories. While no limit is
 defined, the claim is exactly the plain one (this module only re-reads
 ``mf_flow_limits`` once a second). With limits, a limit only ever holds a job back: the
 claim takes the first jobs of one claim order (priority, due time, id) across limited
@@ -41,7 +41,7 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.store.database import Cursor, Database
-from mailfathom.store.flow_rows import (
+from mailfathom.store.flow.rows import (
     Limit,
     LimitRow,
     LimitUsageRow,

@@ -1,21 +1,22 @@
 """The outbox's operator moves: cancel, resolve, record again — written once for every dialect.
 
-Internal. Mixed into :class:`~mailfathom.store.outbox_store.SqlOutboxStore`; like it,
-it runs the named queries of ``store/sql/<dialect>/outbox.sql``. Every move is
-conditional on the stage it starts from and audited in the same transaction. A
-cancel of a message's root record withdraws every record of the message that is
-still Recorded (one transaction), and reports each of the others.
+Internal. Works beside :class:`~mailfathom.store.outbox.records.OutboxRecords` (whose
+row conversion and record copies it shares) and runs the named queries of
+``store/sql/<dialect>/outbox.sql``. Every move is conditional on the stage it starts
+from and audited in the same transaction. A cancel of a message's root record withdraws
+every record of the message that is still Recorded (one transaction), and reports each
+of the others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from mailfathom.store.database import Cursor, Database
-from mailfathom.store.outbox_base import (
+from mailfathom.store.database import Cursor
+from mailfathom.store.outbox.records import OutboxRecords
+from mailfathom.store.outbox.rows import (
     CancelOutcome,
     DeliveryJobSpec,
     EmailRow,
@@ -26,50 +27,18 @@ __all__ = ["OutboxMoves"]
 
 
 class OutboxMoves:
-    """The operator half of :class:`~mailfathom.store.outbox_base.OutboxStore`.
+    """Operator moves on outgoing emails: cancel, resolve, record again (audited)."""
 
-    Holds no state of its own: the attributes below are the store's.
-    """
-
-    db: Database
-    _q: Mapping[str, str]
-
-    def _email(self, row: Any) -> EmailRow:  # provided by SqlOutboxStore
-        raise NotImplementedError
-
-    def _cutoff(self, now: datetime) -> Any:  # provided by SqlOutboxStore
-        raise NotImplementedError
-
-    def _copy(  # provided by SqlOutboxStore
-        self,
-        cur: Cursor,
-        parent_id: int,
-        positions: list[int],
-        job: DeliveryJobSpec,
-        *,
-        due: Any,
-        now: Any,
-        keep_expiry: bool = True,
-    ) -> EmailRow:
-        raise NotImplementedError
-
-    def _recipients_of(self, cur: Cursor, email_id: int) -> Any:  # provided by SqlOutboxStore
-        raise NotImplementedError
-
-    def _message_records(self, cur: Cursor, root_ids: Any) -> list[EmailRow]:  # SqlOutboxStore
-        raise NotImplementedError
-
-    def _attach_job(  # provided by SqlOutboxStore
-        self,
-        cur: Cursor,
-        email_id: int,
-        job: DeliveryJobSpec,
-        available_at: Any,
-        now: Any,
-        *,
-        priority: int = 0,
-    ) -> EmailRow:
-        raise NotImplementedError
+    def __init__(self, records: OutboxRecords) -> None:
+        self.db = records.db
+        self._q = records.db.queries
+        # What the records repository converts and writes for every outbox concern.
+        self._email = records.email_row
+        self._cutoff = records.cutoff
+        self._copy = records.copy_record
+        self._recipients_of = records.recipients_of
+        self._message_records = records.message_records_in
+        self._attach_job = records.attach_job
 
     def record_again(
         self,

@@ -1,7 +1,7 @@
 """Flow-control limits as stored: the ``mf_flow_limits`` rows, and a kind's or queue's
 limits with its key rows folded in.
 
-Internal, used by :mod:`mailfathom.store.flow_store` (the claim and the usage) and by
+Internal, used by :mod:`mailfathom.store.flow.repository` (the claim and the usage) and by
 :mod:`mailfathom.jobs.limits_admin` (writing a :class:`~mailfathom.jobs.limits.FlowLimit`).
 """
 

@@ -1,29 +1,26 @@
-"""The worker's side of the job store: claims, leases and outcomes, written once for
-every SQL dialect.
+"""The claims repository: claims, leases and outcomes, written once for every SQL dialect.
 
-Internal. Mixed into :class:`~mailfathom.store.sql_store.SqlStore` (a base class, so a
-claim or a completion costs what it cost as the store's own method); like it, it runs
-the dialect's named queries (``jobs.sql``, ``flow.sql``) and converts values through
-the :class:`~mailfathom.store.database.Database`. A claim leases due jobs in claim
-order (per-queue slots and flow-control limits applied), runs the hooks other parts
-registered for the jobs it leased (the outbox counts delivery attempts there), and
-records the outcomes that waited, all in one transaction; leases are renewed, given
-back unstarted, or reaped once their worker is gone; outcomes are recorded only for
-the (id, attempt) its owner still holds.
+Internal. Runs the dialect's named queries (``jobs.sql``, ``flow.sql``) and converts
+values through the :class:`~mailfathom.store.database.Database`. A claim leases due
+jobs in claim order (per-queue slots and flow-control limits applied), runs the hooks
+other parts registered for the jobs it leased (the outbox counts delivery attempts
+there), and records the outcomes that waited, all in one transaction; leases are
+renewed, given back unstarted, or reaped once their worker is gone; outcomes are
+recorded only for the (id, attempt) its owner still holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from mailfathom.store.base import FailedAttempt, JobRow
 from mailfathom.store.database import Cursor, Database
-from mailfathom.store.dialect import Capabilities
-from mailfathom.store.flow_store import FlowClaims
+from mailfathom.store.flow.repository import FlowClaims
+from mailfathom.store.jobs.rows import JobRows
 
-__all__ = ["ClaimHook", "JobClaims", "ReleaseHook"]
+__all__ = ["ClaimHook", "ClaimsRepository", "ReleaseHook"]
 
 #: Who reaps in a claim's transaction: the claimer, and the (id, attempt) leases it holds
 #: and renews (never reaped by itself).
@@ -35,26 +32,32 @@ ClaimHook = Callable[[Cursor, list[JobRow], datetime], Callable[[], None] | None
 ReleaseHook = Callable[[Cursor, list[tuple[int, int]]], Callable[[], None] | None]
 
 
-class JobClaims:
-    """The claims, leases and outcomes half of :class:`~mailfathom.store.base.Store`.
+class ClaimsRepository:
+    """Claims and leases: what a worker asks of the store to take, keep and finish jobs."""
 
-    Holds no state of its own: every attribute below is the store's, set in its
-    ``__init__``.
-    """
-
-    db: Database
-    dialect: str
-    clock_skew: timedelta
-    flow: FlowClaims
-    _q: Mapping[str, str]
-    _caps: Capabilities
-    _plan_claims: str | None
-    _queue_claims: dict[int, str]
-    _claim_hooks: dict[str, ClaimHook]
-    _release_hooks: list[ReleaseHook]
-
-    def _jobs(self, rows: Iterable[Any]) -> list[JobRow]:  # provided by SqlStore
-        raise NotImplementedError
+    def __init__(
+        self,
+        database: Database,
+        *,
+        flow: FlowClaims,
+        rows: JobRows,
+        clock_skew: timedelta,
+    ) -> None:
+        self.db = database
+        self.dialect = database.dialect
+        #: A lease is expired only once ``lease_expires_at + clock_skew <= now``.
+        self.clock_skew = clock_skew
+        #: Flow control: limit definitions and the limited claim (flow/repository.py).
+        self.flow = flow
+        self._q = database.queries
+        self._caps = database.capabilities
+        self._jobs = rows.jobs
+        #: What makes a claim's plan walk the claim-order index whatever the statistics
+        #: say (PostgreSQL's ``plan_claims``; SQLite's claims name their index).
+        self._plan_claims = self._q["plan_claims"] if self._caps.claim_plan_setting else None
+        self._queue_claims: dict[int, str] = {}  # claim_jobs_in_queues by queue count
+        self._claim_hooks: dict[str, ClaimHook] = {}
+        self._release_hooks: list[ReleaseHook] = []
 
     # -- claims and leases -------------------------------------------------------------
 
@@ -240,7 +243,7 @@ class JobClaims:
     ) -> list[JobRow]:
         """With limits defined: the first ``limit`` due jobs in one claim order, limited
         or not, leaving out what a limit holds back. :meth:`FlowClaims.claim`
-        (flow_store.py) leases the limited ones among them; the places the unlimited ones
+        (flow/repository.py) leases the limited ones among them; the places the unlimited ones
         keep are then filled by a variant of the plain claim. One transaction."""
         rows = self.flow.claim(
             cur,
@@ -295,14 +298,6 @@ class JobClaims:
             each = " UNION ALL ".join(block.replace("{n}", str(n)) for n in range(count))
             built = self._queue_claims[count] = query.replace("{each_queue}", each)
         return built
-
-    def reap_expired(
-        self, *, now: datetime, owner: str = "", live: Sequence[tuple[int, int]] = ()
-    ) -> int:
-        """Return expired leases to the queue or the dead letters (``owner``'s ``live``
-        leases excepted); how many there were."""
-        with self.db.transaction() as cur:
-            return self._reap(cur, now, owner, live)
 
     def _reap(
         self, cur: Cursor, moment: datetime, owner: str, live: Sequence[tuple[int, int]]

@@ -1,92 +1,33 @@
-"""Storage for the worker registry and recurring schedules, written once for every dialect.
+"""The schedules repository: recurring schedules and the jobs their ticks enqueue.
 
-Internal. Mixed into :class:`~mailfathom.store.sql_store.SqlStore`; like it, it runs
-the dialect's named queries (``workers.sql``, ``schedules.sql``) and converts
-values through the :class:`~mailfathom.store.database.Database`.
+Internal. Runs the dialect's named queries (``schedules.sql``, ``jobs.sql``'s
+``insert_job``) and converts values through the
+:class:`~mailfathom.store.database.Database`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from mailfathom.store.base import (
-    JobRow,
-    ScheduleDefinition,
-    ScheduleRow,
-    WorkerRegistration,
-    WorkerRow,
-)
+from mailfathom.store.base import JobRow, ScheduleDefinition, ScheduleRow
 from mailfathom.store.database import Database
+from mailfathom.store.jobs.rows import JobRows
 
-__all__ = ["WorkerStore"]
+__all__ = ["SchedulesRepository"]
 
 _SCHEDULE_TIMES = ("paused_at", "not_before", "last_tick", "created_at", "updated_at")
 
 
-class WorkerStore:
-    """The registry and schedule half of :class:`~mailfathom.store.base.Store`."""
+class SchedulesRepository:
+    """Schedules: declared, listed, paused and resumed, deleted, and fired once per tick."""
 
-    db: Database
-    _q: Mapping[str, str]
-
-    def _job(self, row: Any) -> JobRow:  # provided by SqlStore
-        raise NotImplementedError
-
-    # -- the worker registry -----------------------------------------------------------
-
-    def heartbeat(self, worker: WorkerRegistration, *, now: datetime) -> None:
-        """Upsert the worker's registry row (leases are renewed apart: ``renew_leases``).
-
-        A ``now`` before the worker's ``started_at`` (a clock stepped back) records
-        ``started_at`` as its heartbeat.
-        """
-        with self.db.transaction() as cur:
-            cur.execute(
-                self._q["upsert_worker"],
-                {
-                    "id": worker.id,
-                    "host": worker.host,
-                    "pid": worker.pid,
-                    "queues": None
-                    if worker.queues is None
-                    else self.db.list_param(list(worker.queues)),
-                    "kinds": self.db.list_param(list(worker.kinds)),
-                    "concurrency": worker.concurrency,
-                    "lease_seconds": worker.lease_seconds,
-                    "started_at": self.db.time_param(worker.started_at),
-                    "now": self.db.time_param(now),
-                },
-            )
-
-    def deregister_worker(self, worker_id: str) -> None:
-        """Delete the worker's row."""
-        with self.db.transaction() as cur:
-            cur.execute(self._q["delete_worker"], {"id": worker_id})
-
-    def list_workers(self) -> list[WorkerRow]:
-        """Every registered worker, oldest first."""
-        with self.db.reading() as cur:
-            cur.execute(self._q["list_workers"], {})
-            rows = cur.fetchall()
-        workers = []
-        for row in rows:
-            worker: dict[str, Any] = dict(row)
-            worker["queues"] = _json_list(worker["queues"])
-            worker["kinds"] = _json_list(worker["kinds"])
-            worker["lease_seconds"] = float(worker["lease_seconds"])
-            worker["started_at"] = self.db.time_value(worker["started_at"])
-            worker["last_heartbeat_at"] = self.db.time_value(worker["last_heartbeat_at"])
-            workers.append(worker)
-        return workers  # type: ignore[return-value]
-
-    def prune_workers(self, *, before: datetime) -> int:
-        """Delete workers silent since before ``before``."""
-        with self.db.transaction() as cur:
-            cur.execute(self._q["prune_workers"], {"before": self.db.time_param(before)})
-            return max(cur.rowcount, 0)
+    def __init__(self, database: Database, *, rows: JobRows) -> None:
+        self.db = database
+        self._q = database.queries
+        self._job = rows.job
 
     # -- recurring schedules -----------------------------------------------------------
 
@@ -210,10 +151,3 @@ class WorkerStore:
         schedule["payload"] = self.db.json_value(schedule["payload"])
         schedule["paused"] = bool(schedule["paused"])
         return schedule  # type: ignore[return-value]
-
-
-def _json_list(stored: Any) -> list[Any] | None:
-    if stored is None:
-        return None
-    value: list[Any] = json.loads(stored) if isinstance(stored, str) else list(stored)
-    return value

@@ -1,6 +1,6 @@
-"""Storage for paused queues and their audit trail, written once for every dialect.
+"""The controls repository: paused queues and their audit trail, written once for every dialect.
 
-Internal. Mixed into :class:`~mailfathom.store.sql_store.SqlStore`; it runs the
+Internal. Runs the
 dialect's named queries (``jobs.sql``: ``pause_queue`` …) and converts values
 through the :class:`~mailfathom.store.database.Database`. The claim queries read
 ``mf_paused_queues`` themselves, so a pause needs no worker to be told.
@@ -8,23 +8,22 @@ through the :class:`~mailfathom.store.database.Database`. The claim queries read
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from mailfathom.store.base import PausedQueueRow, QueueEventRow
 from mailfathom.store.database import Database
-from mailfathom.store.dialect import Capabilities
 
-__all__ = ["ControlStore"]
+__all__ = ["ControlsRepository"]
 
 
-class ControlStore:
-    """The paused-queue half of :class:`~mailfathom.store.base.Store`."""
+class ControlsRepository:
+    """Operator controls: queues paused and resumed fleet-wide, with their audit trail."""
 
-    db: Database
-    _q: Mapping[str, str]
-    _caps: Capabilities
+    def __init__(self, database: Database) -> None:
+        self.db = database
+        self._q = database.queries
+        self._caps = database.capabilities
 
     def paused_queues(self) -> list[PausedQueueRow]:
         """Every paused queue, by name."""
