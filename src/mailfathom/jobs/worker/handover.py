@@ -1,12 +1,12 @@
 """The hand-over: how the worker's slots are filled, freed and filled again.
 
-Internal, mixed into :class:`~mailfathom.jobs.worker.Worker` (a base class, so the
+Internal, mixed into :class:`~mailfathom.jobs.worker.worker.Worker` (a base class, so the
 per-job calls cost what they cost as the worker's own methods: no extra layer). A
-job claimed ahead (:class:`~mailfathom.jobs.claim_ahead.ReadyJobs`) starts when a
+job claimed ahead (:class:`~mailfathom.jobs.worker.claim_ahead.ReadyJobs`) starts when a
 slot is free: the loop starts what fits, and the thread whose attempt just ended
 fills its own slot at once — a pool thread whose plain attempt ended takes the next
 job in the same locked step and runs it itself (``_finished_next``). An attempt's
-end keeps its outcome for the :class:`~mailfathom.jobs.recorder.OutcomeRecorder`,
+end keeps its outcome for the :class:`~mailfathom.jobs.worker.recorder.OutcomeRecorder`,
 logs it and tells the observability hooks. Jobs claimed ahead that cannot start
 soon (a long job holds the slot they waited for) or that never start (the worker
 stops) go back to the queue, their attempt not spent; when the database refuses
@@ -23,17 +23,17 @@ from datetime import datetime
 
 from mailfathom.clock import Clock
 from mailfathom.errors import StoreError
-from mailfathom.jobs.claim_ahead import ReadyJobs
-from mailfathom.jobs.completer import Completer
-from mailfathom.jobs.execute import aborted
+from mailfathom.jobs.worker.claim_ahead import ReadyJobs
+from mailfathom.jobs.worker.completer import Completer
+from mailfathom.jobs.worker.execute import aborted
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.observed import Observed
-from mailfathom.jobs.outcomes import Outage, Unrecorded
+from mailfathom.jobs.worker.observed import Observed
+from mailfathom.jobs.worker.outcomes import Outage, Unrecorded
 from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.reasons import describe_error
-from mailfathom.jobs.runner import Runner, Running
+from mailfathom.jobs.worker.runner import Runner, Running
 from mailfathom.jobs.state import AttemptOutcome
-from mailfathom.jobs.testsignal import WorkerSignals
+from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.observability.hooks import attempt_started, attempt_stopped
 from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import Store
@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 
 class HandOver:
-    """The slots half of :class:`~mailfathom.jobs.worker.Worker`: starting attempts,
+    """The slots half of :class:`~mailfathom.jobs.worker.worker.Worker`: starting attempts,
     ending them, and handing a freed slot to the next job claimed ahead.
 
     Holds no state of its own: every attribute below is the worker's, set in its

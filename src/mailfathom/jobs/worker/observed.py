@@ -1,6 +1,6 @@
 """What an attempt's end is worth to metrics, traces and logs, told once it is committed.
 
-Internal, for :mod:`mailfathom.jobs.handover` and :mod:`mailfathom.jobs.recorder`. When an
+Internal, for :mod:`mailfathom.jobs.worker.handover` and :mod:`mailfathom.jobs.worker.recorder`. When an
 attempt ends, the worker only notes how long it ran; the ``outcome=…`` line, the
 attempt counter, the duration and start-lag histograms and the attempt's span all wait
 until the recorder has committed the outcome (:class:`Observed` is the result's
@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 
 from mailfathom.jobs.queue import Finished
-from mailfathom.jobs.runner import Running, log_attempt
+from mailfathom.jobs.worker.runner import Running, log_attempt
 from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.observability.hooks import attempt_ended, attempt_stopped
 from mailfathom.observability.logs import log_fields

@@ -1,13 +1,13 @@
 """Recording outcomes on a thread of its own, beside the claims (River's batch completer).
 
-Internal, one part of :class:`~mailfathom.jobs.worker.Worker`, used where the
+Internal, one part of :class:`~mailfathom.jobs.worker.worker.Worker`, used where the
 database runs writers side by side (PostgreSQL: ``Store.parallel_writes``). The
 worker's loop then only claims, on one pooled connection, while this thread
 writes the finished attempts on another: a claim never waits for a completion's
 commit, and a completion never waits for the next claim. Batches form on their
 own: whatever finished while the previous batch was being committed goes in the
 next one (one transaction each, through
-:meth:`~mailfathom.jobs.recorder.OutcomeRecorder.flush`, with all its handling of
+:meth:`~mailfathom.jobs.worker.recorder.OutcomeRecorder.flush`, with all its handling of
 refused rows and outages).
 
 On SQLite, one writer at a time, the loop carries the outcomes in its claim's
@@ -20,8 +20,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from mailfathom.jobs.outcomes import Outage
-from mailfathom.jobs.recorder import OutcomeRecorder
+from mailfathom.jobs.worker.outcomes import Outage
+from mailfathom.jobs.worker.recorder import OutcomeRecorder
 
 __all__ = ["Completer"]
 

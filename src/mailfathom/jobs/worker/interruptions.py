@@ -1,8 +1,8 @@
 """What a worker does when an attempt it holds is interrupted from outside: its lease
 was lost, or a plain thread ran past its timeout.
 
-Internal, for :mod:`mailfathom.jobs.worker` (operator aborts are in
-:mod:`~mailfathom.jobs.aborts`). The ``mark_*`` functions run under the worker's
+Internal, for :mod:`mailfathom.jobs.worker.worker` (operator aborts are in
+:mod:`~mailfathom.jobs.worker.aborts`). The ``mark_*`` functions run under the worker's
 lock and only flag attempts; the ``report_*``/``stop_*`` ones log and stop outside it.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from mailfathom.jobs.claim_ahead import ReadyJobs
+from mailfathom.jobs.worker.claim_ahead import ReadyJobs
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.runner import Running
+from mailfathom.jobs.worker.runner import Running
 from mailfathom.observability.logs import log_fields
 
 __all__ = ["mark_lost", "mark_overruns", "report_overruns", "stop_lost"]

@@ -2,27 +2,27 @@
 
 One synchronous main loop per worker. It claims as many due jobs as it has free
 slots (``concurrency`` in all) — and, while jobs are short, a few more that wait in
-a small ready queue (:mod:`~mailfathom.jobs.claim_ahead`) — hands each to the
-:class:`~mailfathom.jobs.runner.Runner`
+a small ready queue (:mod:`~mailfathom.jobs.worker.claim_ahead`) — hands each to the
+:class:`~mailfathom.jobs.worker.runner.Runner`
 (a thread pool for plain handlers, an event loop for ``async def`` ones, child
 processes for ``isolation="process"``), and records finished attempts in one
 transaction per batch — on SQLite the same transaction as the next claim when it
-is busy; on PostgreSQL on a :class:`~mailfathom.jobs.completer.Completer` thread,
+is busy; on PostgreSQL on a :class:`~mailfathom.jobs.worker.completer.Completer` thread,
 beside the claims. A slot that frees starts the next job claimed ahead at once.
-A :class:`~mailfathom.jobs.heartbeat.Heartbeat` thread renews the leases it holds;
+A :class:`~mailfathom.jobs.worker.heartbeat.Heartbeat` thread renews the leases it holds;
 a watcher thread wakes the loop when jobs arrive (PostgreSQL ``NOTIFY``; SQLite's
 ``data_version``); every worker also runs the
-:class:`~mailfathom.jobs.schedules.Scheduler`.
+:class:`~mailfathom.jobs.schedules.schedules.Scheduler`.
 
 The worker is a composition of small parts, each testable alone:
-:class:`~mailfathom.jobs.pacing.ClaimPacer` (when and how much to claim),
-:class:`~mailfathom.jobs.claim_ahead.ReadyJobs` (jobs claimed ahead),
-:class:`~mailfathom.jobs.recorder.OutcomeRecorder` (recording outcomes, one by one
+:class:`~mailfathom.jobs.flow.pacing.ClaimPacer` (when and how much to claim),
+:class:`~mailfathom.jobs.worker.claim_ahead.ReadyJobs` (jobs claimed ahead),
+:class:`~mailfathom.jobs.worker.recorder.OutcomeRecorder` (recording outcomes, one by one
 when a batch fails, backing off during outages), the
-:class:`~mailfathom.jobs.watcher.Watcher`, the runner and the heartbeat.
-Its :class:`~mailfathom.jobs.testsignal.WorkerSignals` (``worker.signals``) let
+:class:`~mailfathom.jobs.worker.watcher.Watcher`, the runner and the heartbeat.
+Its :class:`~mailfathom.jobs.worker.testsignal.WorkerSignals` (``worker.signals``) let
 tests wait on what it does. Its base class,
-:class:`~mailfathom.jobs.handover.HandOver`, starts and ends the attempts in its
+:class:`~mailfathom.jobs.worker.handover.HandOver`, starts and ends the attempts in its
 slots and hands a freed slot to the next job claimed ahead.
 
 A job claimed ahead that has not started soon after its claim (a long job holds
@@ -51,29 +51,29 @@ from dataclasses import replace
 from datetime import timedelta
 
 from mailfathom.errors import InvalidInput, StoreError
-from mailfathom.jobs import readiness
-from mailfathom.jobs.aborts import flag_aborted, stop_aborted
-from mailfathom.jobs.claim_ahead import ReadyJobs
-from mailfathom.jobs.completer import Completer
-from mailfathom.jobs.execute import aborted, shutdown_timed_out
-from mailfathom.jobs.handover import HandOver
-from mailfathom.jobs.heartbeat import Heartbeat
-from mailfathom.jobs.interruptions import mark_lost, mark_overruns, report_overruns, stop_lost
-from mailfathom.jobs.limits import free_slots, resolve_slots
-from mailfathom.jobs.limits_admin import Limits
+from mailfathom.jobs.worker.worker import readiness
+from mailfathom.jobs.worker.aborts import flag_aborted, stop_aborted
+from mailfathom.jobs.worker.claim_ahead import ReadyJobs
+from mailfathom.jobs.worker.completer import Completer
+from mailfathom.jobs.worker.execute import aborted, shutdown_timed_out
+from mailfathom.jobs.worker.handover import HandOver
+from mailfathom.jobs.worker.heartbeat import Heartbeat
+from mailfathom.jobs.worker.interruptions import mark_lost, mark_overruns, report_overruns, stop_lost
+from mailfathom.jobs.flow.limits import free_slots, resolve_slots
+from mailfathom.jobs.flow.limits_admin import Limits
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.observed import Observed
-from mailfathom.jobs.outcomes import Outage
-from mailfathom.jobs.pacing import ClaimPacer, Load
+from mailfathom.jobs.worker.observed import Observed
+from mailfathom.jobs.worker.outcomes import Outage
+from mailfathom.jobs.flow.pacing import ClaimPacer, Load
 from mailfathom.jobs.pruner import PeriodicPruner
 from mailfathom.jobs.queue import JobQueue
-from mailfathom.jobs.recorder import Claim, OutcomeRecorder
+from mailfathom.jobs.worker.recorder import Claim, OutcomeRecorder
 from mailfathom.jobs.registry import check_name
-from mailfathom.jobs.runner import Runner, Running
-from mailfathom.jobs.schedules import Scheduler, ScheduleSpec
-from mailfathom.jobs.signals import HardStop, StopSignals
-from mailfathom.jobs.testsignal import WorkerSignals
-from mailfathom.jobs.watcher import MAX_BACKOFF, Watcher
+from mailfathom.jobs.worker.runner import Runner, Running
+from mailfathom.jobs.schedules.schedules import Scheduler, ScheduleSpec
+from mailfathom.jobs.worker.signals import HardStop, StopSignals
+from mailfathom.jobs.worker.testsignal import WorkerSignals
+from mailfathom.jobs.worker.watcher import MAX_BACKOFF, Watcher
 from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.validate import check_seconds

@@ -32,7 +32,7 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.jobs.context import JobContext
-from mailfathom.jobs.execute import context_for, failed, succeeded, timed_out
+from mailfathom.jobs.worker.execute import context_for, failed, succeeded, timed_out
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.reasons import error_type, text_of, traceback_text
