@@ -19,10 +19,10 @@ import pytest
 
 from mailfathom import AttemptOutcome, FailureClass, FakeClock, JobState, MailFathom
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
-from mailfathom.jobs.worker.heartbeat import Heartbeat
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.worker.outcomes import Outage
 from mailfathom.jobs.queue import Finished
+from mailfathom.jobs.worker.heartbeat import Heartbeat
+from mailfathom.jobs.worker.outcomes import Outage
 from mailfathom.jobs.worker.recorder import OutcomeRecorder
 from mailfathom.jobs.worker.testsignal import Recorded, WorkerSignals
 from mailfathom.store.base import WorkerRegistration

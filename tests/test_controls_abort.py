@@ -30,7 +30,7 @@ from mailfathom import (
     MailFathom,
     Snooze,
 )
-from mailfathom.jobs.worker.worker import claim_ahead
+from mailfathom.jobs.worker import claim_ahead
 from mailfathom.jobs.worker.worker import Worker
 from test_worker_claim_ahead import _claimed_ahead, _long_among_short
 

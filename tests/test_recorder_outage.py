@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from mailfathom import AttemptOutcome, FakeClock, JobState, MailFathom, StoreError
-from mailfathom.jobs.worker.outcomes import Outage
 from mailfathom.jobs.queue import Finished
+from mailfathom.jobs.worker.outcomes import Outage
 from mailfathom.jobs.worker.recorder import Claim, OutcomeRecorder
 from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.store.sqlite import SQLiteDatabase

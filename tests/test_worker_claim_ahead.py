@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from mailfathom import JobContext, JobState, MailFathom
-from mailfathom.jobs.worker.worker import claim_ahead
 from mailfathom.jobs.model import Job
+from mailfathom.jobs.worker import claim_ahead
 from mailfathom.jobs.worker.worker import Worker
 from mailfathom.store.sqlite import SQLiteDatabase
 

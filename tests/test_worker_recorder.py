@@ -24,8 +24,8 @@ from mailfathom import (
     TransientFailure,
 )
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.worker.outcomes import Outage
 from mailfathom.jobs.queue import Finished
+from mailfathom.jobs.worker.outcomes import Outage
 from mailfathom.jobs.worker.recorder import Claim, OutcomeRecorder
 from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.store.base import FailedAttempt

@@ -20,6 +20,8 @@ from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.smtp_url import parse_smtp_url
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.admin.admin import Jobs
+from mailfathom.jobs.admin.queues import Queues
+from mailfathom.jobs.admin.workers import Workers
 from mailfathom.jobs.flow.limits import FlowLimit, KeyFunction
 from mailfathom.jobs.flow.limits_admin import Limits
 from mailfathom.jobs.model import EnqueuedJob
@@ -32,7 +34,6 @@ from mailfathom.jobs.pruner import (
     PruneReport,
 )
 from mailfathom.jobs.queue import JobQueue
-from mailfathom.jobs.admin.queues import Queues
 from mailfathom.jobs.registry import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
@@ -43,7 +44,6 @@ from mailfathom.jobs.registry import (
 from mailfathom.jobs.retry import Backoff
 from mailfathom.jobs.schedules.schedule_admin import Schedules
 from mailfathom.jobs.worker.worker import Worker
-from mailfathom.jobs.admin.workers import Workers
 from mailfathom.redact import guard_logs
 from mailfathom.store import open_store
 from mailfathom.store.outbox_base import DeliveryJobSpec

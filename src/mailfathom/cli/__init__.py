@@ -21,7 +21,7 @@ from mailfathom.cli.schedules_command import schedules, workers
 from mailfathom.cli.web_command import web
 from mailfathom.cli.worker_command import worker
 from mailfathom.errors import MailFathomError
-from mailfathom.jobs.worker.worker import signals
+from mailfathom.jobs.worker import signals
 from mailfathom.redact import guard_logs, redact
 
 __all__ = ["cli", "main", "run"]

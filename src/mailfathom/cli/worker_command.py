@@ -142,7 +142,7 @@ def worker(
 ) -> None:
     """Run a worker until SIGTERM/SIGINT (a second one exits at once), or with --burst
     until nothing is due."""
-    from mailfathom.jobs.worker.worker import readiness
+    from mailfathom.jobs.worker import readiness
     from mailfathom.observability import logs
 
     logs.configure(log_level, log_format)

@@ -16,10 +16,10 @@ from mailfathom.console.outbox_service import EmailDetail, EmailPage, UnknownPag
 from mailfathom.console.service import AuditPage, BulkResult, JobDetail, JobPage, Overview
 from mailfathom.delivery.model import OutgoingEmail
 from mailfathom.jobs.admin.admin import Throughput
-from mailfathom.jobs.model import Attempt, Job, JobEvent
 from mailfathom.jobs.admin.queues import QueueSummary
-from mailfathom.jobs.schedules.schedule_admin import Schedule
 from mailfathom.jobs.admin.workers import WorkerInfo
+from mailfathom.jobs.model import Attempt, Job, JobEvent
+from mailfathom.jobs.schedules.schedule_admin import Schedule
 
 __all__ = [
     "attempt_json",

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from mailfathom.app import MailFathom
     from mailfathom.devmail import Inbox, InboxMessage
     from mailfathom.jobs.admin.queues import QueueSummary
-    from mailfathom.jobs.schedules.schedule_admin import Schedule
     from mailfathom.jobs.admin.workers import WorkerInfo
+    from mailfathom.jobs.schedules.schedule_admin import Schedule
 
 __all__ = [
     "ACTIONS",

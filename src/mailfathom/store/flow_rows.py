@@ -2,7 +2,8 @@
 limits with its key rows folded in.
 
 Internal, used by :mod:`mailfathom.store.flow_store` (the claim and the usage) and by
-:mod:`mailfathom.jobs.flow.limits_admin` (writing a :class:`~mailfathom.jobs.flow.limits.FlowLimit`).
+:mod:`mailfathom.jobs.flow.limits_admin` (writing a
+:class:`~mailfathom.jobs.flow.limits.FlowLimit`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Claim pacing: when a worker claims, how many jobs, and how long its loop sleeps.
 
-Internal, one part of :class:`~mailfathom.jobs.worker.worker.Worker`. Pure decisions on
-numbers the worker passes in (instants are ``time.monotonic()`` seconds), so each
+Internal, the producer's (:class:`~mailfathom.jobs.worker.producer.Producer`). Pure
+decisions on numbers the producer passes in (instants are ``time.monotonic()`` seconds), so each
 rule is testable alone:
 
 - claim for the free slots plus what :class:`~mailfathom.jobs.worker.claim_ahead.ReadyJobs`

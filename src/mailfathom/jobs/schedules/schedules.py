@@ -25,9 +25,9 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.errors import InvalidInput
-from mailfathom.jobs.schedules.cron import check_cron, latest_tick, next_tick, zone
 from mailfathom.jobs.queue import JobQueue
 from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, check_name
+from mailfathom.jobs.schedules.cron import check_cron, latest_tick, next_tick, zone
 from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import ScheduleDefinition, ScheduleRow
 

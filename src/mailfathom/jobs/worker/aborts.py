@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from mailfathom.jobs.worker.claim_ahead import ReadyJobs
 from mailfathom.jobs.model import Job
+from mailfathom.jobs.worker.claim_ahead import ReadyJobs
 from mailfathom.jobs.worker.runner import Running
 from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.observability.logs import log_fields
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 def flag_aborted(
     running: Iterable[Running], ready: ReadyJobs, aborts: dict[int, str]
 ) -> tuple[list[Running], list[Job]]:
-    """Under the worker's lock: flag each running attempt asked to abort (once), and take
+    """Under the executor's lock: flag each running attempt asked to abort (once), and take
     the jobs claimed ahead that were asked out of the ready queue (they never start)."""
     victims = [
         r for r in running if r.job.id in aborts and r.abort.reason is None and not r.abandoned

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from mailfathom.jobs.worker.claim_ahead import ReadyJobs
 from mailfathom.jobs.model import Job
+from mailfathom.jobs.worker.claim_ahead import ReadyJobs
 from mailfathom.jobs.worker.runner import Running
 from mailfathom.observability.logs import log_fields
 
@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 def mark_lost(
     running: Iterable[Running], ready: ReadyJobs, lost: set[tuple[int, int]]
 ) -> tuple[list[Running], list[Job]]:
-    """Under the worker's lock: flag the running attempts whose (id, attempt) lease is in
+    """Under the executor's lock: flag the running attempts whose (id, attempt) lease is in
     ``lost`` (once), and take the jobs claimed ahead that lost theirs (never run here)."""
     victims = [
         r for r in running if (r.job.id, r.job.attempts) in lost and not r.lost and not r.abandoned
@@ -70,7 +70,7 @@ def stop_lost(victims: list[Running], gone: list[Job]) -> None:
 
 
 def mark_overruns(running: Iterable[Running], now: float) -> list[Running]:
-    """Under the worker's lock: flag (once) the thread attempts past their deadline."""
+    """Under the executor's lock: flag (once) the thread attempts past their deadline."""
     late = [
         r
         for r in running

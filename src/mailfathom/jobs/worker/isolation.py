@@ -32,11 +32,11 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.jobs.context import JobContext
-from mailfathom.jobs.worker.execute import context_for, failed, succeeded, timed_out
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.reasons import error_type, text_of, traceback_text
 from mailfathom.jobs.registry import JobKind
+from mailfathom.jobs.worker.execute import context_for, failed, succeeded, timed_out
 
 __all__ = ["ChildProcessDied", "ChildProcesses", "HandlerFailedInChild"]
 

@@ -1,7 +1,7 @@
 """Outcome recording: turns finished attempts into store writes, in batches, and never
 lets a failure to record escape into the worker's loop.
 
-Internal, one part of :class:`~mailfathom.jobs.worker.worker.Worker`. Finished attempts
+Internal, the :class:`~mailfathom.jobs.worker.completer.Completer`'s. Finished attempts
 wait in :class:`~mailfathom.jobs.worker.outcomes.Unrecorded` (their leases renewed by the
 heartbeat) until :meth:`OutcomeRecorder.flush` records them on their own, or
 :meth:`OutcomeRecorder.record_and_claim` records them in the same transaction as
@@ -31,10 +31,10 @@ from typing import TypeGuard
 
 from mailfathom.errors import StoreError
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.worker.outcomes import Outage, Unrecorded
 from mailfathom.jobs.queue import Finished, JobQueue, transient_attempt
 from mailfathom.jobs.reasons import describe_error, storable
 from mailfathom.jobs.state import AttemptOutcome
+from mailfathom.jobs.worker.outcomes import Outage, Unrecorded
 from mailfathom.jobs.worker.testsignal import Recorded, WorkerSignals
 from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import FailedAttempt

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from mailfathom.jobs.model import Job
 from mailfathom.jobs.flow.pacing import Load
+from mailfathom.jobs.model import Job
 
 __all__ = ["Recorded", "TestSignal", "WorkerSignals"]
 
