@@ -61,14 +61,14 @@ def test_outcomes_come_back_from_the_child(mf: MailFathom, tmp_path: Path) -> No
     assert attempt.traceback is not None and "worker_app.py" in attempt.traceback
 
     (attempt,) = mf.jobs.attempts(odd.id)
-    assert attempt.error_type == "mailfathom.jobs.worker.isolation.HandlerFailedInChild"
+    assert attempt.error_type == "mailfathom.jobs.isolation.HandlerFailedInChild"
     assert attempt.message == (
         "attempts exhausted (1 of 1): HandlerFailedInChild: worker_app.Unpicklable: code 7: "
         "no way back"
     )
 
     (attempt,) = mf.jobs.attempts(died.id)
-    assert attempt.error_type == "mailfathom.jobs.worker.isolation.ChildProcessDied"
+    assert attempt.error_type == "mailfathom.jobs.isolation.ChildProcessDied"
     assert attempt.message is not None and "exit status 3 without a result" in attempt.message
 
 
