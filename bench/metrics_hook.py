@@ -39,7 +39,7 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from mailfathom import MailFathom
-from mailfathom.jobs.runner import Running
+from mailfathom.jobs.worker.runner import Running
 from mailfathom.observability import hooks, metrics
 from mailfathom.observability.gauges import DatabaseGauges
 

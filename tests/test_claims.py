@@ -2,8 +2,8 @@
 and handing back jobs claimed and never started.
 
 Leases are renewed and outcomes recorded with the calls a worker makes: its
-:class:`~mailfathom.jobs.heartbeat.Heartbeat` beats and its
-:class:`~mailfathom.jobs.recorder.OutcomeRecorder` flushes.
+:class:`~mailfathom.jobs.worker.heartbeat.Heartbeat` beats and its
+:class:`~mailfathom.jobs.worker.recorder.OutcomeRecorder` flushes.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import pytest
 
 from mailfathom import AttemptOutcome, FailureClass, FakeClock, JobState, MailFathom
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
-from mailfathom.jobs.heartbeat import Heartbeat
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.outcomes import Outage
 from mailfathom.jobs.queue import Finished
-from mailfathom.jobs.recorder import OutcomeRecorder
-from mailfathom.jobs.testsignal import Recorded, WorkerSignals
+from mailfathom.jobs.worker.heartbeat import Heartbeat
+from mailfathom.jobs.worker.outcomes import Outage
+from mailfathom.jobs.worker.recorder import OutcomeRecorder
+from mailfathom.jobs.worker.testsignal import Recorded, WorkerSignals
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.store.sql_store import SqlStore
 from reaping import reap

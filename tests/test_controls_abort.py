@@ -30,8 +30,8 @@ from mailfathom import (
     MailFathom,
     Snooze,
 )
-from mailfathom.jobs import claim_ahead
-from mailfathom.jobs.worker import Worker
+from mailfathom.jobs.worker import claim_ahead
+from mailfathom.jobs.worker.worker import Worker
 from reaping import reap
 from test_worker_claim_ahead import _claimed_ahead, _long_among_short
 

@@ -26,7 +26,7 @@ from mailfathom import (
     MailFathom,
     Snooze,
 )
-from mailfathom.jobs.worker import Worker
+from mailfathom.jobs.worker.worker import Worker
 from test_worker_isolation import _pid
 from worker_processes import alive
 

@@ -20,7 +20,7 @@ from consolekit import make_client, register_demo_kinds
 from mailfathom import MailFathom
 from mailfathom.console.query import DURATION_LONGEST, JobQuery, parse_duration
 from mailfathom.errors import ConfigurationError, InvalidInput
-from mailfathom.jobs.limits import parse_rate
+from mailfathom.jobs.flow.limits import parse_rate
 from mailfathom.jobs.registry import check_name
 from mailfathom.retention import parse_duration as retention_period
 

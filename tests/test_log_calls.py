@@ -16,7 +16,7 @@ NAMED_CHANNELS = {
     # docs/console.md: refused requests are logged on this channel, for alerting on.
     ("web/throttle.py", "mailfathom.web.security"),
     # docs/worker.md: the logger handlers get as ctx.logger.
-    ("jobs/execute.py", "mailfathom.handlers"),
+    ("jobs/worker/execute.py", "mailfathom.handlers"),
 }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mailfathom import FakeClock, JobContext, MailFathom, PermanentFailure
-from mailfathom.jobs.interruptions import stop_lost
+from mailfathom.jobs.worker.interruptions import stop_lost
 from mailfathom.observability.logs import JsonFormatter, configure, log_fields
 from smtp_fixtures import FaultServer
 
@@ -59,7 +59,7 @@ def test_attempt_lines_carry_their_fields_as_json(mf: MailFathom, json_lines: io
     attempts = {line["job_id"]: line for line in lines if line["message"].startswith("attempt ")}
     success, failure = attempts[good.id], attempts[failed.id]
     assert success["level"] == "INFO"
-    assert success["logger"] == "mailfathom.jobs.runner"
+    assert success["logger"] == "mailfathom.jobs.worker.runner"
     assert success["action"] == "attempt"
     assert {k: success[k] for k in ("kind", "queue", "attempt", "outcome", "worker")} == {
         "kind": "ok",
@@ -129,7 +129,7 @@ def test_worker_start_and_stop_lines_carry_their_fields(
     worker = mf.worker(concurrency=3, queues=["default"])
     worker.run(burst=True)
     (started,) = action(json_lines, "worker_started")
-    assert started["logger"] == "mailfathom.jobs.worker"
+    assert started["logger"] == "mailfathom.jobs.worker.worker"
     assert {k: started[k] for k in ("worker", "queues", "concurrency", "lease", "kinds")} == {
         "worker": worker.id,
         "queues": ["default"],

@@ -50,7 +50,7 @@ def test_worker_json_logs_parse_and_carry_the_attempt(database_url: str, tmp_pat
     (attempt,) = [line for line in lines if line.get("action") == "attempt"]
     assert attempt["outcome"] == "Succeeded"
     assert attempt["kind"] == "test.sleep"
-    assert attempt["logger"] == "mailfathom.jobs.runner"
+    assert attempt["logger"] == "mailfathom.jobs.worker.runner"
     assert attempt["job_id"] == job.id
 
 

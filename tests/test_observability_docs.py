@@ -73,7 +73,7 @@ def test_yaml_and_json_blocks_parse() -> None:
     for block in blocks("yaml"):
         assert yaml.safe_load(block)
     for block in blocks("json"):
-        assert json.loads(block)["logger"] == "mailfathom.jobs.runner"
+        assert json.loads(block)["logger"] == "mailfathom.jobs.worker.runner"
 
 
 def test_the_dashboard_and_alerts_query_only_exported_metrics(tmp_path: Path) -> None:

@@ -13,10 +13,10 @@ import pytest
 from prometheus_client import generate_latest
 
 from mailfathom import AttemptOutcome, JobContext, JobState, MailFathom
-from mailfathom.jobs.outcomes import Outage
 from mailfathom.jobs.queue import Finished
-from mailfathom.jobs.recorder import Claim, OutcomeRecorder
-from mailfathom.jobs.testsignal import WorkerSignals
+from mailfathom.jobs.worker.outcomes import Outage
+from mailfathom.jobs.worker.recorder import Claim, OutcomeRecorder
+from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.observability import metrics
 from test_metrics import parse
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from mailfathom import FakeClock, MailFathom, PayloadError
 from mailfathom.jobs.payload import MAX_DEPTH, MAX_INT_DIGITS
-from mailfathom.jobs.schedules import Scheduler
+from mailfathom.jobs.schedules.schedules import Scheduler
 from mailfathom.store.migrate import load_migrations
 
 TRICKY: dict[str, Any] = {

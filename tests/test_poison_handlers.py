@@ -29,7 +29,7 @@ from mailfathom import (
 )
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished, describe_error
-from mailfathom.jobs.worker import Worker
+from mailfathom.jobs.worker.worker import Worker
 
 _WITHIN = 30.0  # s a burst worker may take before the test calls it hung
 _HUGE = ("ValueError: " + "x" * 5_000_000)[:3960] + "… [4996052 more characters]"

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mailfathom.jobs import readiness
+from mailfathom.jobs.worker import readiness
 
 
 @pytest.fixture

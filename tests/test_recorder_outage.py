@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from mailfathom import AttemptOutcome, FakeClock, JobState, MailFathom, StoreError
-from mailfathom.jobs.outcomes import Outage
 from mailfathom.jobs.queue import Finished
-from mailfathom.jobs.recorder import Claim, OutcomeRecorder
-from mailfathom.jobs.testsignal import WorkerSignals
+from mailfathom.jobs.worker.outcomes import Outage
+from mailfathom.jobs.worker.recorder import Claim, OutcomeRecorder
+from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.store.sqlite import SQLiteDatabase
 
 LEASE = timedelta(seconds=30)

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mailfathom import FakeClock, JobContext, MailFathom
-from mailfathom.jobs.schedules import Scheduler, latest_tick, next_tick
+from mailfathom.jobs.schedules.schedules import Scheduler, latest_tick, next_tick
 
 MINUTE = timedelta(minutes=1)
 

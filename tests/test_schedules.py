@@ -22,7 +22,7 @@ from mailfathom import (
     MailFathom,
     NotFound,
 )
-from mailfathom.jobs.schedules import latest_tick, next_tick, tick_key
+from mailfathom.jobs.schedules.schedules import latest_tick, next_tick, tick_key
 from worker_processes import start_worker, wait_for
 
 START = datetime(2030, 1, 1, 0, 0, 30, tzinfo=UTC)

@@ -25,8 +25,8 @@ import pytest
 from guard_probe import insert_row, placeholders, refused_by, trigger
 from mailfathom import JobState, MailFathom, OutgoingEmailStage
 from mailfathom.delivery import stage as email_stages
-from mailfathom.jobs import admin
 from mailfathom.jobs import state as job_states
+from mailfathom.jobs.admin import admin
 from mailfathom.jobs.state import LEGAL_SOURCES
 from mailfathom.store.base import OperatorAction
 

@@ -27,8 +27,8 @@ from mailfathom import (
     MailFathom,
     StoreError,
 )
-from mailfathom.jobs.claim_ahead import MOST
-from mailfathom.jobs.worker import Worker
+from mailfathom.jobs.worker.claim_ahead import MOST
+from mailfathom.jobs.worker.worker import Worker
 from mailfathom.store.base import WorkerRegistration
 
 

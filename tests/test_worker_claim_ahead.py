@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from mailfathom import JobContext, JobState, MailFathom
-from mailfathom.jobs import claim_ahead
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.worker import Worker
+from mailfathom.jobs.worker import claim_ahead
+from mailfathom.jobs.worker.worker import Worker
 from mailfathom.store.sqlite import SQLiteDatabase
 
 WARM = 40  # short jobs run first, so the worker knows its jobs are short and claims ahead

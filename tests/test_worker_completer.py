@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from mailfathom import AttemptOutcome, JobContext, JobState, MailFathom, Snooze
-from mailfathom.jobs.completer import Completer
-from mailfathom.jobs.outcomes import Outage
 from mailfathom.jobs.queue import Finished
-from mailfathom.jobs.recorder import Claim, OutcomeRecorder
-from mailfathom.jobs.testsignal import DEFAULT_WAIT, WorkerSignals
+from mailfathom.jobs.worker.completer import Completer
+from mailfathom.jobs.worker.outcomes import Outage
+from mailfathom.jobs.worker.recorder import Claim, OutcomeRecorder
+from mailfathom.jobs.worker.testsignal import DEFAULT_WAIT, WorkerSignals
 
 LEASE = timedelta(seconds=30)
 OWNER = "completer-test"

@@ -24,10 +24,10 @@ from mailfathom import (
     TransientFailure,
 )
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.outcomes import Outage
 from mailfathom.jobs.queue import Finished
-from mailfathom.jobs.recorder import Claim, OutcomeRecorder
-from mailfathom.jobs.testsignal import WorkerSignals
+from mailfathom.jobs.worker.outcomes import Outage
+from mailfathom.jobs.worker.recorder import Claim, OutcomeRecorder
+from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.store.base import FailedAttempt
 
 LEASE = timedelta(seconds=30)

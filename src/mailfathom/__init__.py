@@ -26,15 +26,15 @@ from mailfathom.errors import (
     PayloadError,
     StoreError,
 )
+from mailfathom.jobs.admin.queues import PausedQueue, QueueEvent, QueueSummary
+from mailfathom.jobs.admin.workers import WorkerInfo
 from mailfathom.jobs.context import JobContext
 from mailfathom.jobs.failures import JobAborted, PermanentFailure, Snooze, TransientFailure
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
-from mailfathom.jobs.queues import PausedQueue, QueueEvent, QueueSummary
 from mailfathom.jobs.retry import Backoff
-from mailfathom.jobs.schedule_admin import Schedule
+from mailfathom.jobs.schedules.schedule_admin import Schedule
 from mailfathom.jobs.state import AttemptOutcome, FailureClass, JobState
-from mailfathom.jobs.worker import Worker
-from mailfathom.jobs.workers import WorkerInfo
+from mailfathom.jobs.worker.worker import Worker
 
 __all__ = [
     "Attempt",

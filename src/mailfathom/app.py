@@ -19,9 +19,11 @@ from mailfathom.delivery.deliver import DELIVER_KIND, DELIVERY_BACKOFF, Delivere
 from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.smtp_url import parse_smtp_url
 from mailfathom.errors import InvalidInput
-from mailfathom.jobs.admin import Jobs
-from mailfathom.jobs.limits import FlowLimit, KeyFunction
-from mailfathom.jobs.limits_admin import Limits
+from mailfathom.jobs.admin.admin import Jobs
+from mailfathom.jobs.admin.queues import Queues
+from mailfathom.jobs.admin.workers import Workers
+from mailfathom.jobs.flow.limits import FlowLimit, KeyFunction
+from mailfathom.jobs.flow.limits_admin import Limits
 from mailfathom.jobs.model import EnqueuedJob
 from mailfathom.jobs.pruner import (
     WORKER_DUTY,
@@ -32,7 +34,6 @@ from mailfathom.jobs.pruner import (
     PruneReport,
 )
 from mailfathom.jobs.queue import JobQueue
-from mailfathom.jobs.queues import Queues
 from mailfathom.jobs.registry import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
@@ -41,9 +42,8 @@ from mailfathom.jobs.registry import (
     build_kind,
 )
 from mailfathom.jobs.retry import Backoff
-from mailfathom.jobs.schedule_admin import Schedules
-from mailfathom.jobs.worker import Worker
-from mailfathom.jobs.workers import Workers
+from mailfathom.jobs.schedules.schedule_admin import Schedules
+from mailfathom.jobs.worker.worker import Worker
 from mailfathom.redact import guard_logs
 from mailfathom.store import open_store
 from mailfathom.store.outbox.rows import DeliveryJobSpec

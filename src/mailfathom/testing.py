@@ -45,7 +45,7 @@ from mailfathom.app import MailFathom
 from mailfathom.devmail import CaptureServer, Inbox, InboxMessage
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.state import JobState
-from mailfathom.jobs.worker import Worker
+from mailfathom.jobs.worker.worker import Worker
 
 __all__ = [
     "CapturedMail",

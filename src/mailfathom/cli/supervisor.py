@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from mailfathom.jobs import readiness, signals
+from mailfathom.jobs.worker import readiness, signals
 from mailfathom.observability.logs import log_fields
 from mailfathom.redact import redact
 

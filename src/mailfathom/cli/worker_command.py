@@ -20,7 +20,7 @@ import click
 
 from mailfathom.cli.common import preset_app, refuse_with_preset
 from mailfathom.errors import InvalidInput
-from mailfathom.jobs.limits import parse_queues
+from mailfathom.jobs.flow.limits import parse_queues
 
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
@@ -142,7 +142,7 @@ def worker(
 ) -> None:
     """Run a worker until SIGTERM/SIGINT (a second one exits at once), or with --burst
     until nothing is due."""
-    from mailfathom.jobs import readiness
+    from mailfathom.jobs.worker import readiness
     from mailfathom.observability import logs
 
     logs.configure(log_level, log_format)

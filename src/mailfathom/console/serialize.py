@@ -15,11 +15,11 @@ from typing import Any
 from mailfathom.console.outbox_service import EmailDetail, EmailPage, UnknownPage
 from mailfathom.console.service import AuditPage, BulkResult, JobDetail, JobPage, Overview
 from mailfathom.delivery.model import OutgoingEmail
-from mailfathom.jobs.admin import Throughput
+from mailfathom.jobs.admin.admin import Throughput
+from mailfathom.jobs.admin.queues import QueueSummary
+from mailfathom.jobs.admin.workers import WorkerInfo
 from mailfathom.jobs.model import Attempt, Job, JobEvent
-from mailfathom.jobs.queues import QueueSummary
-from mailfathom.jobs.schedule_admin import Schedule
-from mailfathom.jobs.workers import WorkerInfo
+from mailfathom.jobs.schedules.schedule_admin import Schedule
 
 __all__ = [
     "attempt_json",

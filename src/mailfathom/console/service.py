@@ -20,7 +20,7 @@ from mailfathom.console.outbox_service import OutboxConsole
 from mailfathom.console.query import HELD, JobQuery
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import IllegalTransition, InvalidInput, MailFathomError, NotFound
-from mailfathom.jobs.admin import Throughput
+from mailfathom.jobs.admin.admin import Throughput
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
 from mailfathom.jobs.pruner import describe_pass
 from mailfathom.jobs.state import JobState
@@ -30,9 +30,9 @@ from mailfathom.validate import check_actor
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
     from mailfathom.devmail import Inbox, InboxMessage
-    from mailfathom.jobs.queues import QueueSummary
-    from mailfathom.jobs.schedule_admin import Schedule
-    from mailfathom.jobs.workers import WorkerInfo
+    from mailfathom.jobs.admin.queues import QueueSummary
+    from mailfathom.jobs.admin.workers import WorkerInfo
+    from mailfathom.jobs.schedules.schedule_admin import Schedule
 
 __all__ = [
     "ACTIONS",

@@ -41,7 +41,7 @@ from flask.cli import AppGroup
 from mailfathom.app import MailFathom
 from mailfathom.errors import ConfigurationError
 from mailfathom.jobs.registry import Handler
-from mailfathom.jobs.worker import Worker
+from mailfathom.jobs.worker.worker import Worker
 
 __all__ = ["MailFathomFlask", "cli"]
 

@@ -1,7 +1,7 @@
 """Starlette and FastAPI: run a worker inside the application process.
 
 ``FastAPI(lifespan=worker_lifespan(mf))`` (or ``Starlette(lifespan=...)``) starts a
-:class:`~mailfathom.jobs.worker.Worker` on a thread of its own when the application
+:class:`~mailfathom.jobs.worker.worker.Worker` on a thread of its own when the application
 starts, and stops it gracefully when the application shuts down: it stops claiming,
 lets running jobs finish (up to ``shutdown_timeout``), records their outcomes and
 deregisters, before the server exits. For a team that wants one process; a

@@ -2,7 +2,7 @@
 
 Internal. Each delivery job (kind ``mailfathom.deliver``) carries its recipient
 domain as its limit key (lower-cased, IDNA A-label form), so the fleet-wide per-key
-limits of :mod:`mailfathom.jobs.limits` hold per domain, where jobs are claimed: a
+limits of :mod:`mailfathom.jobs.flow.limits` hold per domain, where jobs are claimed: a
 delivery held back by its domain is not claimed (no attempt spent, no lease held)
 and never blocks another domain's mail.
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mailfathom.errors import InvalidInput
-from mailfathom.jobs.limits import MAX_RUNNING, Rate, parse_rate
+from mailfathom.jobs.flow.limits import MAX_RUNNING, Rate, parse_rate
 
 __all__ = [
     "DomainLimit",

@@ -28,7 +28,7 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.errors import StoreError
-from mailfathom.jobs.testsignal import TestSignal
+from mailfathom.jobs.worker.testsignal import TestSignal
 from mailfathom.observability.logs import log_fields
 from mailfathom.retention import EMAIL_STAGES, JOB_STATES, RetentionPolicy
 from mailfathom.store.retention.repository import Batch, RetentionStore

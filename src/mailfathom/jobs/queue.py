@@ -15,7 +15,7 @@ from typing import Any
 from mailfathom.clock import Clock
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.failures import JobAborted, PermanentFailure, Snooze, TransientFailure
-from mailfathom.jobs.limits import check_key_value, compute_key
+from mailfathom.jobs.flow.limits import check_key_value, compute_key
 from mailfathom.jobs.model import EnqueuedJob, Job, enqueued_jobs
 from mailfathom.jobs.payload import encode as payload_text
 from mailfathom.jobs.payload import encode_and_copy
@@ -37,8 +37,8 @@ from mailfathom.jobs.registry import (
     check_name,
 )
 from mailfathom.jobs.retry import RETRY_AFTER_LIMIT, Backoff, retry_delay
-from mailfathom.jobs.signals import HardStop
 from mailfathom.jobs.state import AttemptOutcome, FailureClass
+from mailfathom.jobs.worker.signals import HardStop
 from mailfathom.observability import tracing
 from mailfathom.store.base import FailedAttempt, NewJobs
 from mailfathom.store.protocol import Store

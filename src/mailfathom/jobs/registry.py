@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from mailfathom.errors import InvalidInput
-from mailfathom.jobs.limits import KeyFunction
+from mailfathom.jobs.flow.limits import KeyFunction
 from mailfathom.jobs.retry import Backoff
 from mailfathom.validate import check_max_attempts
 

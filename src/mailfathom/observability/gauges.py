@@ -54,7 +54,7 @@ from mailfathom.clock import Clock
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import StoreError
 from mailfathom.jobs.state import JobState
-from mailfathom.jobs.testsignal import TestSignal
+from mailfathom.jobs.worker.testsignal import TestSignal
 from mailfathom.observability.logs import log_fields
 from mailfathom.store.console.reads import Snapshot
 from mailfathom.store.sql_store import SqlStore

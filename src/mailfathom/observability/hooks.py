@@ -17,7 +17,7 @@ from mailfathom.observability.logs import log_fields
 if TYPE_CHECKING:
     from mailfathom.delivery.phases import PhaseHook, PhasePoint
     from mailfathom.delivery.smtp import Outcome
-    from mailfathom.jobs.runner import Running
+    from mailfathom.jobs.worker.runner import Running
 
 __all__ = [
     "attempt_ended",

@@ -28,7 +28,7 @@ from mailfathom.web.security import is_loopback, loopback_host
 
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
-    from mailfathom.jobs.worker import Worker
+    from mailfathom.jobs.worker.worker import Worker
 
 __all__ = ["MetricsServer", "serve_worker_metrics"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mailfathom.jobs.admin import Throughput
+from mailfathom.jobs.admin.admin import Throughput
 
 __all__ = ["Bar", "Chart", "Segment", "throughput_chart"]
 

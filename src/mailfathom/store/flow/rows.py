@@ -2,7 +2,8 @@
 limits with its key rows folded in.
 
 Internal, used by :mod:`mailfathom.store.flow.repository` (the claim and the usage) and by
-:mod:`mailfathom.jobs.limits_admin` (writing a :class:`~mailfathom.jobs.limits.FlowLimit`).
+:mod:`mailfathom.jobs.flow.limits_admin` (writing a
+:class:`~mailfathom.jobs.flow.limits.FlowLimit`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class LimitUsageRow(dict[str, Any]):
 
 
 def limit_rows(limit: Any) -> list[LimitRow]:
-    """The rows a :class:`~mailfathom.jobs.limits.FlowLimit` is stored as."""
+    """The rows a :class:`~mailfathom.jobs.flow.limits.FlowLimit` is stored as."""
     whole = LimitRow(
         scope=limit.scope,
         target=limit.target,

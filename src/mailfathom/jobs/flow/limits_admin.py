@@ -18,7 +18,7 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.errors import InvalidInput
-from mailfathom.jobs.limits import FlowLimit, Scope
+from mailfathom.jobs.flow.limits import FlowLimit, Scope
 from mailfathom.jobs.registry import Registry, check_name
 from mailfathom.store.flow.repository import FlowClaims, LimitRow, limit_rows
 

@@ -11,7 +11,7 @@ Ticks at or before ``not_before`` (the schedule's creation, its last change of
 cron or time zone, or its resumption) never run.
 
 Cron expressions are five fields, or six with seconds last (``* * * * * */10`` is
-every ten seconds); :mod:`mailfathom.jobs.cron` reads them and works out their
+every ten seconds); :mod:`mailfathom.jobs.schedules.cron` reads them and works out their
 ticks across daylight-saving changes the way cron does.
 """
 
@@ -25,9 +25,9 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.errors import InvalidInput
-from mailfathom.jobs.cron import check_cron, latest_tick, next_tick, zone
 from mailfathom.jobs.queue import JobQueue
 from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, check_name
+from mailfathom.jobs.schedules.cron import check_cron, latest_tick, next_tick, zone
 from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import ScheduleDefinition, ScheduleRow
 

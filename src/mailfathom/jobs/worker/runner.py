@@ -29,12 +29,12 @@ from typing import Any, Literal, Protocol
 
 from mailfathom.clock import Clock
 from mailfathom.jobs.context import AbortFlag
-from mailfathom.jobs.execute import failed, run_async, run_sync, unknown_kind
-from mailfathom.jobs.isolation import ChildProcesses
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished, describe_error
 from mailfathom.jobs.registry import JobKind, Registry
 from mailfathom.jobs.state import AttemptOutcome
+from mailfathom.jobs.worker.execute import failed, run_async, run_sync, unknown_kind
+from mailfathom.jobs.worker.isolation import ChildProcesses
 from mailfathom.observability import tracing
 from mailfathom.observability.logs import log_fields
 

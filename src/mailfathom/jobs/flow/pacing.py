@@ -1,10 +1,10 @@
 """Claim pacing: when a worker claims, how many jobs, and how long its loop sleeps.
 
-Internal, one part of :class:`~mailfathom.jobs.worker.Worker`. Pure decisions on
-numbers the worker passes in (instants are ``time.monotonic()`` seconds), so each
+Internal, the producer's (:class:`~mailfathom.jobs.worker.producer.Producer`). Pure
+decisions on numbers the producer passes in (instants are ``time.monotonic()`` seconds), so each
 rule is testable alone:
 
-- claim for the free slots plus what :class:`~mailfathom.jobs.claim_ahead.ReadyJobs`
+- claim for the free slots plus what :class:`~mailfathom.jobs.worker.claim_ahead.ReadyJobs`
   sizes ahead; when the last claim came back full (more is probably due) claim at
   most every ``CLAIM_COOLDOWN`` seconds unless half the capacity is free, so claims
   stay batched; when it came back short, claim again after ``poll_interval`` or
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mailfathom.jobs.claim_ahead import ReadyJobs
+from mailfathom.jobs.worker.claim_ahead import ReadyJobs
 
 __all__ = ["CLAIM_COOLDOWN", "FLOW_RETRY", "REAP_INTERVAL", "ClaimPacer", "Load"]
 

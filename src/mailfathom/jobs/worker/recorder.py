@@ -1,15 +1,15 @@
 """Outcome recording: turns finished attempts into store writes, in batches, and never
 lets a failure to record escape into the worker's loop.
 
-Internal, one part of :class:`~mailfathom.jobs.worker.Worker`. Finished attempts
-wait in :class:`~mailfathom.jobs.outcomes.Unrecorded` (their leases renewed by the
+Internal, the :class:`~mailfathom.jobs.worker.completer.Completer`'s. Finished attempts
+wait in :class:`~mailfathom.jobs.worker.outcomes.Unrecorded` (their leases renewed by the
 heartbeat) until :meth:`OutcomeRecorder.flush` records them on their own, or
 :meth:`OutcomeRecorder.record_and_claim` records them in the same transaction as
 the next claim. When that batch fails:
 
 - the database is down (the batch, then the first outcome alone and its fallback,
   all raise :class:`~mailfathom.errors.StoreError`): the batch is put back and the
-  worker backs off (:class:`~mailfathom.jobs.outcomes.Outage`); nothing is lost;
+  worker backs off (:class:`~mailfathom.jobs.worker.outcomes.Outage`); nothing is lost;
 - anything else (a row the database refuses, an outcome that cannot even be turned
   into a row, a bug): the outcomes are recorded one by one, so one job's outcome
   failing never loses its siblings'. A job whose own outcome cannot be recorded gets
@@ -31,11 +31,11 @@ from typing import TypeGuard
 
 from mailfathom.errors import StoreError
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.outcomes import Outage, Unrecorded
 from mailfathom.jobs.queue import Finished, JobQueue, transient_attempt
 from mailfathom.jobs.reasons import describe_error, storable
 from mailfathom.jobs.state import AttemptOutcome
-from mailfathom.jobs.testsignal import Recorded, WorkerSignals
+from mailfathom.jobs.worker.outcomes import Outage, Unrecorded
+from mailfathom.jobs.worker.testsignal import Recorded, WorkerSignals
 from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import FailedAttempt
 
@@ -115,7 +115,7 @@ class OutcomeRecorder:
         failed, or the outcomes had to be recorded one by one).
 
         ``carry=False``: only claim, leaving the outcomes to a
-        :class:`~mailfathom.jobs.completer.Completer` (and not waiting for its batch).
+        :class:`~mailfathom.jobs.worker.completer.Completer` (and not waiting for its batch).
         """
         if not carry:
             return self._claim_and_record([], claim)

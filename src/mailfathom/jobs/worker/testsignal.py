@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from mailfathom.jobs.flow.pacing import Load
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.pacing import Load
 
 __all__ = ["Recorded", "TestSignal", "WorkerSignals"]
 
@@ -128,7 +128,7 @@ class WorkerSignals:
     - ``released``: jobs claimed ahead that never started went back to Pending
       (late, or the worker stopped), no attempt spent.
     - ``loop_waits``: the main loop decided what to claim and record and is about to
-      sleep; the value is the :class:`~mailfathom.jobs.pacing.Load` it holds. A test
+      sleep; the value is the :class:`~mailfathom.jobs.flow.pacing.Load` it holds. A test
       that must show something does *not* happen waits for this instead of sleeping.
     - ``stopped``: ``run()`` is about to return; the value is how many attempts ran.
     """

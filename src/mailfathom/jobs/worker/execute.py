@@ -8,7 +8,7 @@ Internal. Three ways to run a handler, one result type:
   ``ExecutionTimeout`` whatever it did.
 - :func:`run_async` runs an ``async def`` handler on the worker's event loop,
   cancelled at its timeout.
-- Process isolation lives in :mod:`mailfathom.jobs.isolation`.
+- Process isolation lives in :mod:`mailfathom.jobs.worker.isolation`.
 """
 
 from __future__ import annotations

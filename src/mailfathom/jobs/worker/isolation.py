@@ -32,11 +32,11 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.jobs.context import JobContext
-from mailfathom.jobs.execute import context_for, failed, succeeded, timed_out
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.reasons import error_type, text_of, traceback_text
 from mailfathom.jobs.registry import JobKind
+from mailfathom.jobs.worker.execute import context_for, failed, succeeded, timed_out
 
 __all__ = ["ChildProcessDied", "ChildProcesses", "HandlerFailedInChild"]
 
@@ -49,9 +49,15 @@ _START_LIMIT = 60.0  # seconds a child may take to start the handler (imports in
 class ChildProcessDied(Exception):
     """The child process running the handler exited without reporting a result."""
 
+    # The error type attempts record (``mailfathom.jobs.isolation.ChildProcessDied``)
+    # stays what the database already holds, wherever this module lives.
+    __module__ = "mailfathom.jobs.isolation"
+
 
 class HandlerFailedInChild(Exception):
     """Stands for an exception raised in the child that could not be sent back as itself."""
+
+    __module__ = "mailfathom.jobs.isolation"  # the error type attempts record, as ever
 
     def __init__(self, error_type: str, message: str) -> None:
         super().__init__(f"{error_type}: {message}" if message else error_type)

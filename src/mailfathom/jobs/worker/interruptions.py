@@ -1,8 +1,8 @@
 """What a worker does when an attempt it holds is interrupted from outside: its lease
 was lost, or a plain thread ran past its timeout.
 
-Internal, for :mod:`mailfathom.jobs.worker` (operator aborts are in
-:mod:`~mailfathom.jobs.aborts`). The ``mark_*`` functions run under the worker's
+Internal, for :mod:`mailfathom.jobs.worker.worker` (operator aborts are in
+:mod:`~mailfathom.jobs.worker.aborts`). The ``mark_*`` functions run under the worker's
 lock and only flag attempts; the ``report_*``/``stop_*`` ones log and stop outside it.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from mailfathom.jobs.claim_ahead import ReadyJobs
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.runner import Running
+from mailfathom.jobs.worker.claim_ahead import ReadyJobs
+from mailfathom.jobs.worker.runner import Running
 from mailfathom.observability.logs import log_fields
 
 __all__ = ["mark_lost", "mark_overruns", "report_overruns", "stop_lost"]
@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 def mark_lost(
     running: Iterable[Running], ready: ReadyJobs, lost: set[tuple[int, int]]
 ) -> tuple[list[Running], list[Job]]:
-    """Under the worker's lock: flag the running attempts whose (id, attempt) lease is in
+    """Under the executor's lock: flag the running attempts whose (id, attempt) lease is in
     ``lost`` (once), and take the jobs claimed ahead that lost theirs (never run here)."""
     victims = [
         r for r in running if (r.job.id, r.job.attempts) in lost and not r.lost and not r.abandoned
@@ -70,7 +70,7 @@ def stop_lost(victims: list[Running], gone: list[Job]) -> None:
 
 
 def mark_overruns(running: Iterable[Running], now: float) -> list[Running]:
-    """Under the worker's lock: flag (once) the thread attempts past their deadline."""
+    """Under the executor's lock: flag (once) the thread attempts past their deadline."""
     late = [
         r
         for r in running

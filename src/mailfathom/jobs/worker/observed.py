@@ -1,13 +1,13 @@
 """What an attempt's end is worth to metrics, traces and logs, told once it is committed.
 
-Internal, for :mod:`mailfathom.jobs.handover` and :mod:`mailfathom.jobs.recorder`. When an
-attempt ends, the worker only notes how long it ran; the ``outcome=…`` line, the
-attempt counter, the duration and start-lag histograms and the attempt's span all wait
-until the recorder has committed the outcome (:class:`Observed` is the result's
-``observer``). A crash before the commit, an outcome whose write fails, or a lease
-that moved on (the outcome is discarded and the job runs again) is therefore never
-counted or logged as an attempt that ended so: what the metrics say happened, the
-database holds.
+Internal, for :mod:`mailfathom.jobs.worker.executor` and
+:mod:`mailfathom.jobs.worker.recorder`. When an attempt ends, the worker only notes how
+long it ran; the ``outcome=…`` line, the attempt counter, the duration and start-lag
+histograms and the attempt's span all wait until the recorder has committed the outcome
+(:class:`Observed` is the result's ``observer``). A crash before the commit, an outcome
+whose write fails, or a lease that moved on (the outcome is discarded and the job runs
+again) is therefore never counted or logged as an attempt that ended so: what the
+metrics say happened, the database holds.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import logging
 from dataclasses import dataclass
 
 from mailfathom.jobs.queue import Finished
-from mailfathom.jobs.runner import Running, log_attempt
 from mailfathom.jobs.state import AttemptOutcome
+from mailfathom.jobs.worker.runner import Running, log_attempt
 from mailfathom.observability.hooks import attempt_ended, attempt_stopped
 from mailfathom.observability.logs import log_fields
 

@@ -1,6 +1,6 @@
 """Wake-ups: a thread that tells a worker's loop when jobs may have arrived.
 
-Internal, one part of :class:`~mailfathom.jobs.worker.Worker`. It blocks in the
+Internal, one part of :class:`~mailfathom.jobs.worker.worker.Worker`. It blocks in the
 store's ``wait_for_jobs`` (PostgreSQL ``LISTEN``; SQLite's ``data_version``) in
 slices of at most ``WATCH_SLICE`` seconds, so that it notices soon when it should
 stop, and calls ``on_wake`` when woken. When the database fails it backs off

@@ -1,11 +1,11 @@
 """What a worker does with an operator's abort request for an attempt it runs.
 
-Internal, for :mod:`mailfathom.jobs.worker`. The heartbeat's lease renewal returns
+Internal, for :mod:`mailfathom.jobs.worker.worker`. The heartbeat's lease renewal returns
 the jobs an operator asked to abort (one statement, no extra round trip); the
 worker sets each attempt's :class:`~mailfathom.jobs.context.AbortFlag` and then
 stops what can be stopped here: a coroutine is cancelled, an isolated child is
 killed, a plain thread only sees ``ctx.abort_requested``. The attempt ends as
-``Aborted`` (:func:`~mailfathom.jobs.execute.aborted`) and the job is dead-lettered.
+``Aborted`` (:func:`~mailfathom.jobs.worker.execute.aborted`) and the job is dead-lettered.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from mailfathom.jobs.claim_ahead import ReadyJobs
 from mailfathom.jobs.model import Job
-from mailfathom.jobs.runner import Running
-from mailfathom.jobs.testsignal import WorkerSignals
+from mailfathom.jobs.worker.claim_ahead import ReadyJobs
+from mailfathom.jobs.worker.runner import Running
+from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.observability.logs import log_fields
 
 __all__ = ["flag_aborted", "stop_aborted"]
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 def flag_aborted(
     running: Iterable[Running], ready: ReadyJobs, aborts: dict[int, str]
 ) -> tuple[list[Running], list[Job]]:
-    """Under the worker's lock: flag each running attempt asked to abort (once), and take
+    """Under the executor's lock: flag each running attempt asked to abort (once), and take
     the jobs claimed ahead that were asked out of the ready queue (they never start)."""
     victims = [
         r for r in running if r.job.id in aborts and r.abort.reason is None and not r.abandoned

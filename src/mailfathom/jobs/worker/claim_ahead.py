@@ -5,9 +5,12 @@ many jobs it takes, so a worker whose jobs take a millisecond would spend most o
 its time claiming ten at a time. While jobs are short, the worker therefore claims
 more than its free slots: the extra jobs wait here, already leased (the heartbeat
 renews them), and start the moment a slot frees. How many is sized from the
-recent run time, so that the last of them is expected to start within
-``HORIZON`` seconds: jobs of a second or longer are never claimed ahead, and no
-worker sits on work that another worker could be running.
+recent run time (a moving average of the attempts that ended), so that the last of
+them is expected to start within ``HORIZON`` seconds: ``HORIZON * concurrency /
+run time`` jobs, at most ``MOST * concurrency``. Nothing is claimed ahead before a
+first attempt has ended, nor once the average run time exceeds ``HORIZON *
+concurrency`` seconds (50 ms with one slot, a second with twenty), so no worker sits
+on work that another worker could be running.
 
 A guess can be wrong — one long job among short ones holds the slot the jobs
 claimed ahead were waiting for. A job claimed ahead that has not started
@@ -39,7 +42,7 @@ _WEIGHT = 0.1  # of the newest attempt in the run-time average
 class ReadyJobs:
     """Jobs claimed ahead, oldest claim first, and how many more to claim.
 
-    Not locked itself: the worker calls it under its own lock. Instants are
+    Not locked itself: the executor calls it under its own lock. Instants are
     ``time.monotonic()`` seconds, passed in by the caller.
     """
 

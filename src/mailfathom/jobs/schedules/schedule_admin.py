@@ -20,7 +20,7 @@ from mailfathom.clock import Clock
 from mailfathom.errors import IllegalTransition, InvalidInput, NotFound
 from mailfathom.jobs.queue import JobQueue
 from mailfathom.jobs.registry import check_name
-from mailfathom.jobs.schedules import Scheduler, ScheduleSpec, build_spec, next_tick
+from mailfathom.jobs.schedules.schedules import Scheduler, ScheduleSpec, build_spec, next_tick
 from mailfathom.observability.logs import log_fields
 from mailfathom.store.base import ScheduleRow
 from mailfathom.validate import check_actor

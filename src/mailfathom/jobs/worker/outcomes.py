@@ -1,6 +1,6 @@
 """Finished attempts whose outcome is not recorded yet, and how a worker rides out outages.
 
-Internal, for :mod:`mailfathom.jobs.recorder`. :class:`Unrecorded` holds results from
+Internal, for :mod:`mailfathom.jobs.worker.recorder`. :class:`Unrecorded` holds results from
 the moment a handler ends until the store has them: the recorder takes them in
 batches, puts a batch back when the database fails, and the heartbeat keeps
 renewing their leases meanwhile, so no outcome the worker could still record

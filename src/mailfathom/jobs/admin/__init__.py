@@ -1,0 +1,1 @@
+"""Operator views and actions over jobs, queues and workers."""

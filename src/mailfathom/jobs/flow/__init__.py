@@ -1,0 +1,1 @@
+"""Flow control: per-key limits on running jobs, their admin view, and the pacing of claims."""

@@ -1,0 +1,1 @@
+"""Recurring jobs: cron expressions, the scheduler every worker runs, and their admin view."""
