@@ -13,9 +13,12 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
+## Style, formatting, and the import contract: layers point one way, no import circles
+## ([tool.importlinter] in pyproject.toml).
 lint: venv
 	$(VENV)/bin/ruff check src tests bench examples docs_hooks
 	$(VENV)/bin/ruff format --check src tests bench examples docs_hooks
+	$(VENV)/bin/lint-imports --no-cache
 
 types: venv
 	$(VENV)/bin/mypy

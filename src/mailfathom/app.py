@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from mailfathom.clock import Clock, SystemClock, check_clock, check_clock_skew
 from mailfathom.config import Settings
 from mailfathom.delivery.deliver import DELIVER_KIND, DELIVERY_BACKOFF, Deliverer
+from mailfathom.delivery.domains import delivery_key
 from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.smtp_url import parse_smtp_url
 from mailfathom.errors import InvalidInput
@@ -113,6 +114,7 @@ class MailFathom:
             kind=DELIVER_KIND,
             queue=settings.delivery_queue,
             max_attempts=settings.delivery_max_attempts,
+            key_of=delivery_key,
         )
         throttle = settings.domain_throttle()
         if throttle is not None:  # the deliver kind's per-key limits, keyed by domain

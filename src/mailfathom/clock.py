@@ -17,6 +17,8 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
+from mailfathom.errors import ConfigurationError, InvalidInput
+
 __all__ = [
     "DEFAULT_CLOCK_SKEW",
     "MAX_CLOCK_SKEW",
@@ -38,8 +40,6 @@ _HALF_A_YEAR = timedelta(days=182)
 def utc(moment: datetime) -> datetime:
     """Return ``moment`` as an aware UTC datetime; naive values are refused."""
     if moment.tzinfo is None:
-        from mailfathom.errors import InvalidInput
-
         raise InvalidInput(
             f"naive datetime {moment.isoformat()} has no time zone: pass an aware datetime "
             "(for example datetime.now(UTC))"
@@ -55,8 +55,6 @@ def check_clock(clock: Clock) -> Clock:
     zone other than UTC would break at its next daylight-saving change. Both are
     refused here, at start, with :class:`~mailfathom.errors.ConfigurationError`.
     """
-    from mailfathom.errors import ConfigurationError
-
     fix = "make now() return an aware UTC datetime, for example datetime.now(UTC)"
     now = getattr(clock, "now", None)
     if not callable(now):
@@ -88,8 +86,6 @@ def check_clock(clock: Clock) -> Clock:
 
 def check_clock_skew(seconds: object) -> timedelta:
     """The ``clock_skew`` setting as a timedelta: 0 to :data:`MAX_CLOCK_SKEW` seconds."""
-    from mailfathom.errors import ConfigurationError
-
     limit = MAX_CLOCK_SKEW.total_seconds()
     if (
         isinstance(seconds, bool)

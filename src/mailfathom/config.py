@@ -11,17 +11,16 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mailfathom.clock import check_clock_skew
+from mailfathom.delivery.dkim import DkimSigner
+from mailfathom.delivery.domains import DomainLimits
+from mailfathom.delivery.smtp_url import parse_smtp_url
 from mailfathom.errors import ConfigurationError, InvalidInput
 from mailfathom.redact import MASK, redact
-from mailfathom.validate import check_max_attempts
-
-if TYPE_CHECKING:
-    from mailfathom.delivery.dkim import DkimSigner
-    from mailfathom.delivery.domains import DomainLimits
-    from mailfathom.retention import RetentionPolicy
+from mailfathom.retention import RetentionPolicy
+from mailfathom.validate import check_max_attempts, check_name
 
 __all__ = ["Settings"]
 
@@ -292,10 +291,6 @@ class Settings:
                 raise ConfigurationError(f"{name} must be text or unset, not {value!r}")
 
     def _validate_delivery(self) -> None:
-        from mailfathom.delivery.dkim import DkimSigner
-        from mailfathom.delivery.smtp_url import parse_smtp_url
-        from mailfathom.jobs.registry import check_name
-
         if self.smtp_url is not None:
             parse_smtp_url(self.smtp_url)
         self.domain_throttle()
@@ -317,8 +312,6 @@ class Settings:
 
     def retention_policy(self) -> RetentionPolicy:
         """The retention rules these settings describe, validated."""
-        from mailfathom.retention import RetentionPolicy
-
         return RetentionPolicy.parse(
             jobs=self.retention,
             kinds=self.retention_kinds,
@@ -329,8 +322,6 @@ class Settings:
 
     def domain_throttle(self) -> DomainLimits | None:
         """The per-domain throttle ``domain_limits`` describes, or None when it is off."""
-        from mailfathom.delivery.domains import DomainLimits
-
         try:
             return DomainLimits.parse(self.domain_limits)
         except InvalidInput as exc:
@@ -340,8 +331,6 @@ class Settings:
 
     def dkim_signer(self) -> DkimSigner | None:
         """The DKIM signer these settings describe, or None when signing is off."""
-        from mailfathom.delivery.dkim import DkimSigner
-
         if not (self.dkim_domain and self.dkim_selector and self.dkim_key_file):
             return None
         return DkimSigner.load(self.dkim_domain, self.dkim_selector, self.dkim_key_file)

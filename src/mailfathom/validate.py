@@ -15,6 +15,7 @@ database error.
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timedelta
 
 from mailfathom.clock import utc
@@ -29,6 +30,7 @@ __all__ = [
     "check_key",
     "check_limit",
     "check_max_attempts",
+    "check_name",
     "check_priority",
     "check_seconds",
     "check_text",
@@ -39,6 +41,25 @@ KEY_LONGEST = 512
 #: The most attempts a job may have: one limit for kinds (checked when registered), the
 #: delivery setting and ``enqueue(max_attempts=...)``.
 MAX_ATTEMPTS = 10_000
+
+#: What a kind, queue or schedule name is made of; matched against the whole name
+#: (``fullmatch``: a ``$`` would also let a trailing newline through).
+_NAME = re.compile(r"[A-Za-z0-9_.:\-/]+")
+
+
+def check_name(what: str, value: object, *, longest: int) -> str:
+    """``value`` if it is a usable kind or queue name, else a clear error."""
+    if (
+        not isinstance(value, str)
+        or not value
+        or len(value) > longest
+        or not _NAME.fullmatch(value)
+    ):
+        raise InvalidInput(
+            f"{what} {value!r} is not usable: use 1-{longest} characters from letters, digits "
+            "and . _ : - /"
+        )
+    return value
 
 
 def check_text(name: str, value: object) -> str:

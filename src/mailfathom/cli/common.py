@@ -10,6 +10,7 @@ one-line message and exit status 2.
 from __future__ import annotations
 
 import getpass
+import importlib
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console as RichConsole
 
+from mailfathom.app import MailFathom
 from mailfathom.config import Settings
 from mailfathom.errors import MailFathomError
 
@@ -29,6 +31,7 @@ __all__ = [
     "app_option",
     "default_actor",
     "echo_json",
+    "load_app",
     "open_app",
     "preset_app",
     "refuse_with_preset",
@@ -104,9 +107,6 @@ def open_app(ctx: click.Context, app_spec: str | None = None) -> Iterator[Any]:
     ``--app`` is imported by the same loader as ``mailfathom worker`` (``--database``
     reaches the app through ``MAILFATHOM_DATABASE_URL``); its errors exit with status 2.
     """
-    from mailfathom.app import MailFathom
-    from mailfathom.cli.worker_command import load_app
-
     root = ctx.find_root()
     database = root.params.get("database")
     preset = preset_app(ctx)
@@ -127,6 +127,59 @@ def open_app(ctx: click.Context, app_spec: str | None = None) -> Iterator[Any]:
         return
     with MailFathom(settings=Settings.load({"database_url": database})) as app:
         yield app
+
+
+def load_app(path: str, database: str | None = None) -> MailFathom:
+    """Import ``module:attr`` and return that ``MailFathom``; a clear error otherwise."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr or not all(part.isidentifier() for part in attr.split(".")):
+        raise click.BadParameter(
+            f"{path!r} is not MODULE:ATTR; write e.g. examples.app:mf", param_hint="--app"
+        )
+    if database is not None:
+        os.environ["MAILFATHOM_DATABASE_URL"] = database
+    folder = os.getcwd()
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (
+            module_name == exc.name or module_name.startswith(exc.name + ".")
+        ):
+            raise click.ClickException(
+                f"importing {module_name!r} failed: {exc} (a module it imports is missing)"
+            ) from exc
+        raise click.ClickException(
+            f"cannot import {module_name!r}: no such module in {folder} or on the Python path; "
+            "run from the folder that contains it, or install it"
+        ) from exc
+    except MailFathomError:
+        raise
+    except Exception as exc:
+        raise click.ClickException(
+            f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    target: object = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise click.ClickException(
+                f"module {module_name!r} has no attribute {attr!r}: point --app at your "
+                "MailFathom object, e.g. examples.app:mf"
+            )
+        target = getattr(target, part)
+    if not isinstance(target, MailFathom):
+        raise click.ClickException(
+            f"{path} is a {type(target).__name__}, not a MailFathom object: point --app at the "
+            "object your code builds with MailFathom(...)"
+        )
+    if database is not None and target.settings.database_url != database:
+        raise click.ClickException(
+            f"{path} uses the database {target.settings.database_url!r}, not the --database "
+            "given: build it with MailFathom() (which reads MAILFATHOM_DATABASE_URL) or drop "
+            "--database"
+        )
+    return target
 
 
 def default_actor() -> str:

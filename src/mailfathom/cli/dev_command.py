@@ -17,8 +17,12 @@ from typing import Any
 
 import click
 
+from mailfathom.app import MailFathom
 from mailfathom.cli.common import open_app, reports_errors
+from mailfathom.observability import logs, metrics
 from mailfathom.store import redact_url
+from mailfathom.web.login_links import login_link
+from mailfathom.web.tokens import own_token_file
 
 __all__ = ["DEV_FOLDER", "dev"]
 
@@ -87,11 +91,10 @@ def dev(
     The console needs a token like any other: it is kept in .mailfathom-dev/console-token
     (made on first use, readable only by you); open the one-time login link it prints.
     """
+    # here, not at the top: the console's server and the capture SMTP server (aiosmtpd,
+    # ~0.1 s) load for this command only, not at every start of the command line
     from mailfathom.devmail import CaptureServer, Inbox
-    from mailfathom.observability import logs, metrics
-    from mailfathom.web.login_links import login_link
     from mailfathom.web.server import build_console_app, console_url, serve
-    from mailfathom.web.tokens import own_token_file
 
     logs.configure("warning", log_format)
     token = own_token_file(Path(DEV_FOLDER) / "console-token")
@@ -135,8 +138,6 @@ def dev(
 def _rebuilt(mf: Any, smtp_url: str) -> Any:
     """A bare app on ``mf``'s database delivering to ``smtp_url`` (an app built with its own
     SMTP URL keeps it; the dev worker must deliver to the capture server)."""
-    from mailfathom.app import MailFathom
-
     click.echo(
         f"note: the app names its own SMTP server ({redact_url(str(mf.settings.smtp_url))}); "
         "mailfathom dev delivers to the capture server instead",

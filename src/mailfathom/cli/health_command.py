@@ -14,6 +14,9 @@ import json
 import click
 
 from mailfathom.cli.common import reports_errors
+from mailfathom.clock import SystemClock
+from mailfathom.config import Settings
+from mailfathom.observability.health import check_url
 
 __all__ = ["health"]
 
@@ -31,10 +34,6 @@ __all__ = ["health"]
 @reports_errors
 def health(ctx: click.Context, worker_id: str | None, as_json: bool) -> None:
     """Check the database, its migrations and (with --worker) a worker's heartbeat."""
-    from mailfathom.clock import SystemClock
-    from mailfathom.config import Settings
-    from mailfathom.observability.health import check_url
-
     settings = Settings.load({"database_url": ctx.obj["database"]})
     report = check_url(settings.database_url, SystemClock(), worker_id=worker_id)
     if as_json:

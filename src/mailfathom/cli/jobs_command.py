@@ -27,7 +27,7 @@ from mailfathom.console.serialize import (
     job_page_json,
     pretty_json,
 )
-from mailfathom.console.service import ACTIONS, BulkResult, JobDetail, parse_instant
+from mailfathom.console.service import ACTIONS, BulkResult, JobDetail, parse_instant, parse_payload
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.model import Job
 
@@ -95,8 +95,6 @@ def enqueue(
     app_spec: str | None,
 ) -> None:
     """Enqueue one job of KIND."""
-    from mailfathom.console.service import parse_payload
-
     if sum(x is not None for x in (run_at, delay)) + hold > 1:
         raise InvalidInput("give at most one of --run-at, --delay and --hold")
     body = parse_payload(payload)

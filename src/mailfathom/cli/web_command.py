@@ -9,7 +9,9 @@ import click
 
 from mailfathom.cli.common import app_option, open_app, reports_errors
 from mailfathom.errors import ConfigurationError
+from mailfathom.observability import logs
 from mailfathom.store import redact_url
+from mailfathom.web.login_links import login_link
 from mailfathom.web.security import is_loopback
 from mailfathom.web.tokens import TokenFile, default_token_path, own_token_file, read_token_file
 
@@ -65,8 +67,8 @@ def web(
     --token-file, on a loopback address, the console makes one and keeps it in a file
     readable only by you (it prints where), and prints a one-time login link.
     """
-    from mailfathom.observability import logs
-    from mailfathom.web.login_links import login_link
+    # here, not at the top: the console's server (with aiosmtpd for its inbox, ~0.1 s)
+    # loads for this command only, not at every start of the command line
     from mailfathom.web.server import build_console_app, console_url, serve
 
     if ctx.get_parameter_source("token") is click.core.ParameterSource.COMMANDLINE:

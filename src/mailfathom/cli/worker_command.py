@@ -10,22 +10,20 @@ else ``sqlite:///mailfathom.db``; ``--database`` is handed to the app through
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
-import sys
-from typing import TYPE_CHECKING
 
 import click
 
-from mailfathom.cli.common import preset_app, refuse_with_preset
+from mailfathom.cli.common import load_app, preset_app, refuse_with_preset
+from mailfathom.cli.supervisor import Supervisor
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.flow.limits import parse_queues
+from mailfathom.jobs.worker import readiness
+from mailfathom.observability import logs
+from mailfathom.observability.server import serve_worker_metrics
 
-if TYPE_CHECKING:
-    from mailfathom.app import MailFathom
-
-__all__ = ["load_app", "worker"]
+__all__ = ["worker"]
 
 _LOG_LEVELS = ["debug", "info", "warning", "error"]
 
@@ -142,9 +140,6 @@ def worker(
 ) -> None:
     """Run a worker until SIGTERM/SIGINT (a second one exits at once), or with --burst
     until nothing is due."""
-    from mailfathom.jobs.worker import readiness
-    from mailfathom.observability import logs
-
     logs.configure(log_level, log_format)
     readiness.enable()  # READY=1 / STOPPING=1 to a service manager's NOTIFY_SOCKET
     preset = preset_app(ctx)
@@ -176,8 +171,6 @@ def worker(
     )
     server = None
     if metrics_port is not None:
-        from mailfathom.observability.server import serve_worker_metrics
-
         server = serve_worker_metrics(app, worker, host=metrics_host, port=metrics_port)
     try:
         worker.run(burst=burst)
@@ -200,8 +193,6 @@ def _supervise(
     metrics_port: int | None,
 ) -> None:
     """``--processes N``: check the app loads here, then run N workers under a supervisor."""
-    from mailfathom.cli.supervisor import Supervisor
-
     if app_path is None:
         raise click.UsageError(
             "--processes needs --app MODULE:ATTR (the worker processes import your app); "
@@ -242,59 +233,3 @@ def _passed_on(ctx: click.Context, names: list[str]) -> list[str]:
         if value is not None:
             args += ["--" + name.replace("_", "-"), str(value)]
     return args
-
-
-def load_app(path: str, database: str | None = None) -> MailFathom:
-    """Import ``module:attr`` and return that ``MailFathom``; a clear error otherwise."""
-    from mailfathom.app import MailFathom
-    from mailfathom.errors import MailFathomError
-
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr or not all(part.isidentifier() for part in attr.split(".")):
-        raise click.BadParameter(
-            f"{path!r} is not MODULE:ATTR; write e.g. examples.app:mf", param_hint="--app"
-        )
-    if database is not None:
-        os.environ["MAILFATHOM_DATABASE_URL"] = database
-    folder = os.getcwd()
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not (
-            module_name == exc.name or module_name.startswith(exc.name + ".")
-        ):
-            raise click.ClickException(
-                f"importing {module_name!r} failed: {exc} (a module it imports is missing)"
-            ) from exc
-        raise click.ClickException(
-            f"cannot import {module_name!r}: no such module in {folder} or on the Python path; "
-            "run from the folder that contains it, or install it"
-        ) from exc
-    except MailFathomError:
-        raise
-    except Exception as exc:
-        raise click.ClickException(
-            f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    target: object = module
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise click.ClickException(
-                f"module {module_name!r} has no attribute {attr!r}: point --app at your "
-                "MailFathom object, e.g. examples.app:mf"
-            )
-        target = getattr(target, part)
-    if not isinstance(target, MailFathom):
-        raise click.ClickException(
-            f"{path} is a {type(target).__name__}, not a MailFathom object: point --app at the "
-            "object your code builds with MailFathom(...)"
-        )
-    if database is not None and target.settings.database_url != database:
-        raise click.ClickException(
-            f"{path} uses the database {target.settings.database_url!r}, not the --database "
-            "given: build it with MailFathom() (which reads MAILFATHOM_DATABASE_URL) or drop "
-            "--database"
-        )
-    return target

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -12,7 +11,7 @@ from typing import Any, Literal
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.flow.limits import KeyFunction
 from mailfathom.jobs.retry import Backoff
-from mailfathom.validate import check_max_attempts
+from mailfathom.validate import check_max_attempts, check_name
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -25,27 +24,9 @@ __all__ = [
 
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 20
-#: What a kind, queue or schedule name is made of; matched against the whole name
-#: (``fullmatch``: a ``$`` would also let a trailing newline through).
-_NAME = re.compile(r"[A-Za-z0-9_.:\-/]+")
 
 Isolation = Literal["thread", "process"]
 Handler = Callable[..., Any]
-
-
-def check_name(what: str, value: object, *, longest: int) -> str:
-    """``value`` if it is a usable kind or queue name, else a clear error."""
-    if (
-        not isinstance(value, str)
-        or not value
-        or len(value) > longest
-        or not _NAME.fullmatch(value)
-    ):
-        raise InvalidInput(
-            f"{what} {value!r} is not usable: use 1-{longest} characters from letters, digits "
-            "and . _ : - /"
-        )
-    return value
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from mailfathom.errors import IllegalTransition
+from mailfathom.errors import IllegalTransition, InvalidInput
 
 __all__ = ["AttemptOutcome", "FailureClass", "JobState", "check_transition"]
 
@@ -30,8 +30,6 @@ class JobState(StrEnum):
         for state in cls:
             if name in (state.value, state.name, state.name.lower()):
                 return state
-        from mailfathom.errors import InvalidInput
-
         names = ", ".join(s.value for s in cls)
         raise InvalidInput(f"unknown job state {name!r}: use one of {names}")
 

@@ -51,24 +51,27 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from mailfathom.clock import Clock
-from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import StoreError
-from mailfathom.jobs.state import JobState
-from mailfathom.jobs.worker.testsignal import TestSignal
 from mailfathom.observability.logs import log_fields
 from mailfathom.store.console.reads import Snapshot
 from mailfathom.store.sql_store import SqlStore
+from mailfathom.testsignal import TestSignal
 
 __all__ = ["DatabaseGauges"]
 
 logger = logging.getLogger(__name__)
 
+# The labels are the stored values of mailfathom.jobs.state.JobState and
+# mailfathom.delivery.stage.OutgoingEmailStage, written out so that observability imports
+# neither layer above it (tests/test_layers.py checks that they match).
+
 #: The states counted per queue at every read: what waits, what runs, what needs an
 #: operator (cheap: ranges of the state index).
-_STATES = [JobState.PENDING.value, JobState.CLAIMED.value, JobState.DEAD_LETTERED.value]
+_STATES = ["Pending", "Claimed", "DeadLettered"]
 #: The states recounted every ``history_interval``: their rows only accumulate.
-_HISTORY = [JobState.SUCCEEDED.value, JobState.DROPPED.value]
-_STAGES = [stage.value for stage in OutgoingEmailStage]
+_HISTORY = ["Succeeded", "Dropped"]
+#: Every stage of an outgoing email.
+_STAGES = ["Recorded", "TransmissionBegun", "Sent", "Refused", "Cancelled"]
 
 
 class DatabaseGauges(Collector):

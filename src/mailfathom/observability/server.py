@@ -5,7 +5,7 @@ text format of one registry, ``GET /healthz`` runs a health check and answers 20
 (healthy) or 503 with the report as JSON. It binds to loopback unless told
 otherwise: the numbers name your queues and kinds. Bound to loopback, it answers only
 requests whose ``Host`` is a loopback name, the rule of a console without a token
-(:func:`~mailfathom.web.security.loopback_host`): a page that rebinds its own name to
+(:func:`~mailfathom.loopback.loopback_host`): a page that rebinds its own name to
 127.0.0.1 gets a 421, not the numbers.
 """
 
@@ -22,9 +22,11 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from mailfathom.errors import ConfigurationError
-from mailfathom.observability.health import Report
+from mailfathom.loopback import is_loopback, loopback_host
+from mailfathom.observability import metrics
+from mailfathom.observability.gauges import DatabaseGauges
+from mailfathom.observability.health import Report, check_store
 from mailfathom.observability.logs import log_fields
-from mailfathom.web.security import is_loopback, loopback_host
 
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
@@ -124,10 +126,6 @@ def _handler(
 def serve_worker_metrics(app: MailFathom, worker: Worker, *, host: str, port: int) -> MetricsServer:
     """Install this process's metrics, add the database gauges, and serve them with
     ``/healthz`` (database, migrations, ``worker``'s heartbeat) on ``host:port``."""
-    from mailfathom.observability import metrics
-    from mailfathom.observability.gauges import DatabaseGauges
-    from mailfathom.observability.health import check_store
-
     installed = metrics.install(kinds=app.registry.names())
     installed.registry.register(DatabaseGauges(app.store, app.clock))
     return MetricsServer(

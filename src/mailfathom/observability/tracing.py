@@ -63,6 +63,7 @@ def enabled() -> bool:
 
 
 def _api() -> Any:
+    # here, not at the top: opentelemetry-api is optional (the otel extra)
     from opentelemetry import trace
 
     return trace
@@ -103,6 +104,7 @@ def _parent(traceparent: str | None) -> Any:
     """The OpenTelemetry context a stored ``traceparent`` stands for (None: a new trace)."""
     if not traceparent:
         return None
+    # here, not at the top: opentelemetry-api is optional (the otel extra)
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     return TraceContextTextMapPropagator().extract({"traceparent": traceparent})

@@ -26,6 +26,7 @@ def driver_connection(connection: object) -> object:
     """
     if "sqlalchemy" not in sys.modules:
         return connection
+    # here, not at the top: SQLAlchemy is optional (the sqlalchemy extra)
     from sqlalchemy.engine import Connection
     from sqlalchemy.orm import Session, scoped_session
 

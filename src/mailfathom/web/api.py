@@ -42,6 +42,7 @@ from mailfathom.errors import InvalidInput, MailFathomError
 from mailfathom.jobs.payload import MAX_DEPTH
 from mailfathom.web.delegated import user_of
 from mailfathom.web.handlers import status_for
+from mailfathom.web.openapi import document
 from mailfathom.web.params import is_whole_number
 
 __all__ = ["api_error", "routes"]
@@ -430,8 +431,6 @@ def get_limit(request: Request, _: dict[str, Any]) -> Any:
 
 async def openapi(request: Request) -> Response:
     """The OpenAPI document of this API."""
-    from mailfathom.web.openapi import document
-
     return JSONResponse(document(request.app.state.features))
 
 

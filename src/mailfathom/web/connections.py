@@ -17,6 +17,7 @@ import asyncio
 from typing import Any
 
 import h11
+from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -92,8 +93,6 @@ class ActiveLimit:
             await self.app(scope, receive, send)
             return
         if self.active >= self.limit:
-            from starlette.responses import PlainTextResponse
-
             busy = PlainTextResponse(
                 f"busy: {self.limit} requests are being served; retry in a moment",
                 status_code=503,

@@ -19,6 +19,7 @@ import asyncio
 
 import uvicorn
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mailfathom.web.connections import ActiveLimit, head_deadline_protocol
@@ -90,8 +91,6 @@ class BodyDeadline:
         except _BodyLate:
             if started:
                 raise
-            from starlette.responses import PlainTextResponse
-
             late = PlainTextResponse(
                 f"the request body did not arrive within {self.seconds:g} s: send it at once",
                 status_code=408,

@@ -37,9 +37,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.requests import HTTPConnection, Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mailfathom.errors import ConfigurationError
+from mailfathom.loopback import hostname, is_loopback, loopback_host
 from mailfathom.observability.logs import log_fields
 from mailfathom.web.sessions import LOGGED_IN, LoggedIn, SessionStore
 from mailfathom.web.throttle import Throttle, client_address, log_refusal
@@ -68,7 +70,6 @@ __all__ = [
 
 CSRF_FIELD = "csrf_token"
 error_log = logging.getLogger(__name__)
-_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 _PUBLIC_PREFIXES = ("/static/",)
 _PUBLIC_PATHS = {"/login", "/healthz"}
 _UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
@@ -89,23 +90,6 @@ PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "form-action 'self'; frame-src 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and localhost names."""
-    name = host.strip("[]").lower()
-    if name in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-def loopback_host(host_header: str) -> bool:
-    """True when a ``Host`` header (``name[:port]``) names a loopback address: the rule a
-    console without a token applies, shared by the worker's metrics port."""
-    return is_loopback(_hostname(host_header))
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,7 +319,7 @@ def _open_console_refusal(request: Request, host: str) -> ASGIApp | None:
         )
         log_refusal(request, "proxy", message, header=forwarded)
         return _plain(403, message)
-    if not is_loopback(_hostname(host)):
+    if not is_loopback(hostname(host)):
         message = f"refused: this console answers only to loopback names, not {host!r}"
         log_refusal(request, "host", message, host=host)
         return _plain(421, message)
@@ -374,13 +358,6 @@ def _with_headers(send: Send) -> Send:
     return sender
 
 
-def _hostname(host: str) -> str:
-    try:
-        return urlsplit(f"//{host}").hostname or ""
-    except ValueError:
-        return ""
-
-
 def origin_netloc(origin: str) -> str:
     """The ``host[:port]`` of an ``Origin`` header, lower-cased ('' when it does not parse)."""
     try:
@@ -398,19 +375,13 @@ def is_json(headers: Headers) -> bool:
 
 
 def _plain(status: int, text: str) -> ASGIApp:
-    from starlette.responses import PlainTextResponse
-
     return PlainTextResponse(text, status_code=status)
 
 
 def _json(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> ASGIApp:
-    from starlette.responses import Response
-
     body = json.dumps({"error": {"type": kind, "message": message}})
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
 def _redirect(location: str) -> ASGIApp:
-    from starlette.responses import RedirectResponse
-
     return RedirectResponse(location, status_code=303)

@@ -205,7 +205,7 @@ def own_token_file(path: Path) -> TokenFile:
 
 
 def _group_name(gid: int) -> str:
-    import grp
+    import grp  # here, not at the top: a POSIX-only module (no grp on Windows)
 
     try:
         return grp.getgrgid(gid).gr_name

@@ -45,6 +45,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """``EmailBackend`` and ``TaskBackend``, imported when Django first asks for them."""
+    # here, not at the top: see the module docstring (INSTALLED_APPS imports this package)
     if name == "EmailBackend":
         from mailfathom.contrib.django.mail import EmailBackend
 

@@ -25,7 +25,15 @@ from mailfathom.jobs.model import EnqueuedJob
 from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Isolation
 from mailfathom.jobs.retry import Backoff
 
-__all__ = ["config", "django_connection", "enqueue", "get_app", "job", "with_django_connections"]
+__all__ = [
+    "config",
+    "django_connection",
+    "enqueue",
+    "get_app",
+    "job",
+    "on_build",
+    "with_django_connections",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,6 +41,8 @@ _lock = threading.Lock()
 _built: tuple[DjangoConfig, MailFathom] | None = None
 #: Every ``@job`` registration, replayed on a rebuilt app.
 _handlers: list[tuple[str, Callable[..., Any], dict[str, Any]]] = []
+#: What every app built here gets besides those (see :func:`on_build`).
+_on_build: list[Callable[[MailFathom], None]] = []
 
 
 def _build() -> tuple[DjangoConfig, MailFathom]:
@@ -51,13 +61,23 @@ def _build() -> tuple[DjangoConfig, MailFathom]:
             app.close()
         conf = load_config()
         app = MailFathom(settings=conf.settings)
-        from mailfathom.contrib.django.tasks import register_task_kind
-
-        register_task_kind(app)
+        for registration in _on_build:
+            registration(app)
         for kind, handler, policy in _handlers:
             app.job(kind, **policy)(handler)
         _built = (conf, app)
         return _built
+
+
+def on_build(registration: Callable[[MailFathom], None]) -> None:
+    """Call ``registration`` with the app if it is built, and with every app built from
+    now on (a rebuilt one included): how a module above this one (the ``django.task``
+    kind of :mod:`mailfathom.contrib.django.tasks`) adds to the app without this module
+    importing it."""
+    with _lock:
+        _on_build.append(registration)
+        if _built is not None:
+            registration(_built[1])
 
 
 def get_app() -> MailFathom:

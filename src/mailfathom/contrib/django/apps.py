@@ -8,6 +8,10 @@ from django.apps import AppConfig, apps
 from django.db.models.signals import post_migrate
 from django.utils.module_loading import autodiscover_modules
 
+# the tasks module registers the ``django.task`` kind on the app when imported
+import mailfathom.contrib.django.tasks  # noqa: F401
+from mailfathom.contrib.django.app import config, get_app
+
 __all__ = ["MailFathomConfig"]
 
 #: The admin index with a link to the console (it extends ``admin/index.html``).
@@ -36,6 +40,8 @@ class MailFathomConfig(AppConfig):
         autodiscover_modules("jobs")
         post_migrate.connect(_migrate_mailfathom, dispatch_uid="mailfathom.contrib.django")
         if apps.is_installed("django.contrib.admin"):
+            # here, not at the top: django.contrib.admin may be imported only when it is
+            # installed, and only once the app registry is ready
             from django.contrib import admin
 
             if admin.site.index_template is None:
@@ -45,7 +51,5 @@ class MailFathomConfig(AppConfig):
 def _migrate_mailfathom(using: str = "default", **kwargs: Any) -> None:
     """After ``manage.py migrate`` on mailfathom's alias: mailfathom's own migrations
     (idempotent, so running once per migrated app costs a lookup each)."""
-    from mailfathom.contrib.django.app import config, get_app
-
     if using == config().alias:
         get_app().migrate()

@@ -24,7 +24,7 @@ from django_tasks.exceptions import TaskResultDoesNotExist
 from typing_extensions import ParamSpec
 
 from mailfathom.app import MailFathom
-from mailfathom.contrib.django.app import enqueue, get_app, with_django_connections
+from mailfathom.contrib.django.app import enqueue, get_app, on_build, with_django_connections
 from mailfathom.errors import NotFound
 from mailfathom.jobs.context import JobContext
 from mailfathom.jobs.failures import PermanentFailure
@@ -140,3 +140,8 @@ def run_task(ctx: JobContext, *, task: str, args: list[Any], kwargs: dict[str, A
 def register_task_kind(app: MailFathom) -> None:
     """Register the ``django.task`` kind on ``app`` (done once, when the app is built)."""
     app.job(TASK_KIND)(with_django_connections(run_task))
+
+
+# Every app built in this process has the kind (the app config imports this module at
+# start, so a worker that never sends a task runs them all the same).
+on_build(register_task_kind)

@@ -29,6 +29,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from mailfathom.errors import InvalidInput
+from mailfathom.validate import check_name
 
 __all__ = [
     "FlowLimit",
@@ -248,8 +249,6 @@ def compute_key(kind: str, function: KeyFunction, payload: Mapping[str, Any], in
 
 def check_slots(queues: Mapping[Any, Any]) -> dict[str, int]:
     """Per-queue slots (``{"mail": 5, "default": 20}``), validated."""
-    from mailfathom.jobs.registry import check_name
-
     if not queues:
         raise InvalidInput("queues must name at least one queue")
     slots: dict[str, int] = {}

@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
-from mailfathom.delivery.domains import delivery_key
 from mailfathom.store.database import Cursor, Database
 from mailfathom.store.flow.repository import FlowClaims
 from mailfathom.store.outbox.rows import (
@@ -149,9 +148,11 @@ class OutboxRecords:
             "queue": job.queue,
             "max_attempts": job.max_attempts,
             "trace_context": job.trace_context,
-            # the delivery's limit key: the job's own, or its recipients' domain
+            # the delivery's limit key: the job's own, or the one its recipients give
             "limit_key": (
-                job.limit_key if job.limit_key is not None else delivery_key(email.recipients)
+                job.limit_key
+                if job.limit_key is not None or job.key_of is None
+                else job.key_of(email.recipients)
             ),
         }
 
@@ -265,8 +266,8 @@ class OutboxRecords:
     ) -> EmailRow:
         """Insert the record's delivery job (same transaction) and point the record at it.
 
-        The job's limit key is ``job.limit_key``, or else the domain of the record's
-        first recipient (a split or a copy delivers to the domain its recipients are at).
+        The job's limit key is ``job.limit_key``, or else the one ``job.key_of`` gives for
+        the record's recipients (a split or a copy delivers to the domain they are at).
         """
         cur.execute(
             self._q["insert_job"],
@@ -284,8 +285,8 @@ class OutboxRecords:
         )
         job_row = cur.fetchone()
         key = job.limit_key
-        if key is None:
-            key = delivery_key(r["address"] for r in self.recipients_of(cur, email_id))
+        if key is None and job.key_of is not None:
+            key = job.key_of(r["address"] for r in self.recipients_of(cur, email_id))
         if key is not None:
             FlowClaims(self.db).set_keys(cur, [(job_row["id"], key)])
         cur.execute(self._q["set_email_job"], {"id": email_id, "job_id": job_row["id"]})

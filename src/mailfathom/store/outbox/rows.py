@@ -9,7 +9,7 @@ both win.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TypedDict
@@ -134,8 +134,12 @@ class DeliveryJobSpec:
     #: The W3C traceparent the delivery job carries (OpenTelemetry), if any.
     trace_context: str | None = None
     #: The job's flow-control limit key: the recipient domain (mailfathom.delivery.domains).
-    #: None: the store derives it from the record's first recipient.
+    #: None: ``key_of`` gives it from the record's recipients.
     limit_key: str | None = None
+    #: The limit key of a record delivering to these recipients, in envelope order (the
+    #: delivery layer's throttling policy, passed in so that storage holds none); None:
+    #: a job without ``limit_key`` has no limit key.
+    key_of: Callable[[Iterable[str]], str | None] | None = None
 
 
 #: A message's recipients at one further domain, and the delivery job that sends to them

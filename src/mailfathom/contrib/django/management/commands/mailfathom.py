@@ -17,6 +17,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
+from mailfathom.cli import run
 from mailfathom.contrib.django.app import get_app
 
 __all__ = ["Command"]
@@ -48,8 +49,6 @@ class Command(BaseCommand):
             raise CommandError(f"mailfathom {' '.join(args)} exited with status {code}")
 
     def _run(self, args: list[str], prog_name: str) -> int:
-        from mailfathom.cli import run
-
         try:
             return run(args, prog_name=prog_name, obj={"app": get_app()})
         finally:
