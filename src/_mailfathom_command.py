@@ -2,7 +2,7 @@
 
 Importing mailfathom takes about a second; a SIGTERM or SIGINT in that second would
 kill a worker by the signal. Both are blocked here, first thing, so that they wait
-(pending) until :func:`mailfathom.jobs.worker.signals.hold` installs its recorder and unblocks
+(pending) until :func:`mailfathom.jobs.signals.hold` installs its recorder and unblocks
 them: a worker stopped at any point of its start then exits 0, having claimed nothing.
 Only the window before the interpreter runs its first line is left, as for any program.
 """

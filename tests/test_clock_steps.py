@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from mailfathom import FakeClock, JobContext, JobState, MailFathom, StoreError
-from mailfathom.jobs.flow import pacing
+from mailfathom.jobs.worker import pacing
 from mailfathom.jobs.worker.heartbeat import Heartbeat
 from mailfathom.store.base import WorkerRegistration
 from reaping import reap

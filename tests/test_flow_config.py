@@ -185,8 +185,8 @@ def test_a_worker_runs_at_most_each_queue_slots(mf: MailFathom) -> None:
 
 
 def test_a_claim_held_back_by_limits_is_tried_again_soon() -> None:
-    from mailfathom.jobs.flow.pacing import FLOW_RETRY, ClaimPacer, Load
     from mailfathom.jobs.worker.claim_ahead import ReadyJobs
+    from mailfathom.jobs.worker.pacing import FLOW_RETRY, ClaimPacer, Load
 
     idle = Load(running=0, ready=0, unrecorded=0, unrecorded_age=0.0)
     pacer = ClaimPacer(10, 1.0, ReadyJobs(10))

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from mailfathom.jobs.flow.pacing import CLAIM_COOLDOWN, REAP_INTERVAL, ClaimPacer, Load
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.state import JobState
 from mailfathom.jobs.worker.claim_ahead import HORIZON, LATE_AFTER, MOST, ReadyJobs
+from mailfathom.jobs.worker.pacing import CLAIM_COOLDOWN, REAP_INTERVAL, ClaimPacer, Load
 
 T0 = 1024.0  # a power of two: the sums below are exact
 

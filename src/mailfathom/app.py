@@ -21,10 +21,10 @@ from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.smtp_url import parse_smtp_url
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.admin.admin import Jobs
+from mailfathom.jobs.admin.limits import Limits
 from mailfathom.jobs.admin.queues import Queues
 from mailfathom.jobs.admin.workers import Workers
 from mailfathom.jobs.flow.limits import FlowLimit, KeyFunction
-from mailfathom.jobs.flow.limits_admin import Limits
 from mailfathom.jobs.model import EnqueuedJob
 from mailfathom.jobs.pruner import (
     WORKER_DUTY,

@@ -21,7 +21,7 @@ from mailfathom.cli.schedules_command import schedules, workers
 from mailfathom.cli.web_command import web
 from mailfathom.cli.worker_command import worker
 from mailfathom.errors import MailFathomError
-from mailfathom.jobs.worker import signals
+from mailfathom.jobs import signals
 from mailfathom.redact import guard_logs, redact
 
 __all__ = ["cli", "main", "run"]
@@ -97,7 +97,7 @@ def run(
 def main() -> None:
     """Entry point: run the command, turning our errors into a message and exit status 2.
 
-    SIGTERM and SIGINT are held from here on (:func:`mailfathom.jobs.worker.signals.hold`): a
+    SIGTERM and SIGINT are held from here on (:func:`mailfathom.jobs.signals.hold`): a
     worker stopped while it starts exits cleanly; any other command gets them back
     as soon as its name is read."""
     signals.hold()

@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from mailfathom.jobs.worker import readiness, signals
+from mailfathom.jobs import signals
+from mailfathom.jobs.worker import readiness
 from mailfathom.observability.logs import log_fields
 from mailfathom.redact import redact
 

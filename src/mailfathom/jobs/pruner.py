@@ -28,10 +28,10 @@ from typing import Any
 
 from mailfathom.clock import Clock
 from mailfathom.errors import StoreError
-from mailfathom.jobs.worker.testsignal import TestSignal
 from mailfathom.observability.logs import log_fields
 from mailfathom.retention import EMAIL_STAGES, JOB_STATES, RetentionPolicy
 from mailfathom.store.retention.repository import Batch, RetentionStore
+from mailfathom.testsignal import TestSignal
 
 __all__ = [
     "WORKER_DUTY",

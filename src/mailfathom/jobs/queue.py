@@ -37,8 +37,8 @@ from mailfathom.jobs.registry import (
     check_name,
 )
 from mailfathom.jobs.retry import RETRY_AFTER_LIMIT, Backoff, retry_delay
+from mailfathom.jobs.signals import HardStop
 from mailfathom.jobs.state import AttemptOutcome, FailureClass
-from mailfathom.jobs.worker.signals import HardStop
 from mailfathom.observability import tracing
 from mailfathom.store.base import FailedAttempt, NewJobs
 from mailfathom.store.protocol import Store

@@ -9,7 +9,7 @@ type's name) and saying what failed. The text is also one every store keeps: a
 NUL becomes ``\\x00``, a lone surrogate its ``\\udXXX`` escape, and a message or
 traceback past its limit is cut, saying by how much.
 
-The one exception let through is :class:`~mailfathom.jobs.worker.signals.HardStop`, a
+The one exception let through is :class:`~mailfathom.jobs.signals.HardStop`, a
 second SIGTERM/SIGINT arriving while the worker's main thread reads a failure.
 """
 
@@ -19,7 +19,7 @@ import traceback
 from types import TracebackType
 
 from mailfathom.jobs.failures import PermanentFailure, TransientFailure
-from mailfathom.jobs.worker.signals import HardStop
+from mailfathom.jobs.signals import HardStop
 
 __all__ = [
     "MESSAGE_LIMIT",

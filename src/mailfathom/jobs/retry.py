@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.reasons import type_name
-from mailfathom.jobs.worker.signals import HardStop
+from mailfathom.jobs.signals import HardStop
 
 __all__ = ["RETRY_AFTER_LIMIT", "Backoff", "retry_delay"]
 

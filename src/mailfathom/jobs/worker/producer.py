@@ -6,7 +6,7 @@ and the :class:`~mailfathom.jobs.worker.completer.Completer` that records outcom
 Each pass of the worker's loop, while it is not stopping, is the producer's
 :meth:`Producer.step`: fire the schedules that are due
 (:class:`~mailfathom.jobs.schedules.schedules.Scheduler`), then — when the
-:class:`~mailfathom.jobs.flow.pacing.ClaimPacer` says so — claim as many jobs as the
+:class:`~mailfathom.jobs.worker.pacing.ClaimPacer` says so — claim as many jobs as the
 executor has free slots (per queue, when the worker has queue slots), plus those the
 executor may claim ahead while jobs are short
 (:mod:`~mailfathom.jobs.worker.claim_ahead`), and hand them to the executor. On
@@ -27,10 +27,10 @@ from typing import Protocol
 from mailfathom.clock import Clock
 from mailfathom.errors import StoreError
 from mailfathom.jobs.flow.limits import free_slots
-from mailfathom.jobs.flow.pacing import ClaimPacer, Load
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.schedules.schedules import Scheduler, ScheduleSpec
 from mailfathom.jobs.worker.outcomes import Outage
+from mailfathom.jobs.worker.pacing import ClaimPacer, Load
 from mailfathom.jobs.worker.recorder import Claim
 from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.observability.logs import log_fields

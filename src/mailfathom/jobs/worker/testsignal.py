@@ -19,8 +19,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from mailfathom.jobs.flow.pacing import Load
 from mailfathom.jobs.model import Job
+from mailfathom.jobs.worker.pacing import Load
 from mailfathom.testsignal import DEFAULT_WAIT, TestSignal
 
 __all__ = ["DEFAULT_WAIT", "Recorded", "TestSignal", "WorkerSignals"]
@@ -54,7 +54,7 @@ class WorkerSignals:
     - ``released``: jobs claimed ahead that never started went back to Pending
       (late, or the worker stopped), no attempt spent.
     - ``loop_waits``: the main loop decided what to claim and record and is about to
-      sleep; the value is the :class:`~mailfathom.jobs.flow.pacing.Load` it holds. A test
+      sleep; the value is the :class:`~mailfathom.jobs.worker.pacing.Load` it holds. A test
       that must show something does *not* happen waits for this instead of sleeping.
     - ``stopped``: ``run()`` is about to return; the value is how many attempts ran.
     """

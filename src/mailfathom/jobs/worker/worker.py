@@ -6,7 +6,7 @@ River has them):
 - the :class:`~mailfathom.jobs.worker.producer.Producer` claims as many due jobs as
   the executor has free slots (``concurrency`` in all) — and, while jobs are short, a
   few more that wait for a slot (:mod:`~mailfathom.jobs.worker.claim_ahead`) — paced
-  by the :class:`~mailfathom.jobs.flow.pacing.ClaimPacer`, and runs the
+  by the :class:`~mailfathom.jobs.worker.pacing.ClaimPacer`, and runs the
   :class:`~mailfathom.jobs.schedules.schedules.Scheduler` every worker runs;
 - the :class:`~mailfathom.jobs.worker.executor.Executor` runs them in its slots on
   the :class:`~mailfathom.jobs.worker.runner.Runner` (a thread pool for plain
@@ -51,23 +51,23 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from mailfathom.errors import InvalidInput, StoreError
+from mailfathom.jobs.admin.limits import Limits
 from mailfathom.jobs.flow.limits import resolve_slots
-from mailfathom.jobs.flow.limits_admin import Limits
-from mailfathom.jobs.flow.pacing import ClaimPacer
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.pruner import PeriodicPruner
 from mailfathom.jobs.queue import JobQueue
 from mailfathom.jobs.registry import check_name
 from mailfathom.jobs.schedules.schedules import Scheduler, ScheduleSpec
+from mailfathom.jobs.signals import HardStop, StopSignals
 from mailfathom.jobs.worker import readiness
 from mailfathom.jobs.worker.claim_ahead import ReadyJobs
 from mailfathom.jobs.worker.completer import Completer
 from mailfathom.jobs.worker.executor import Executor
 from mailfathom.jobs.worker.heartbeat import Heartbeat
 from mailfathom.jobs.worker.outcomes import Outage
+from mailfathom.jobs.worker.pacing import ClaimPacer
 from mailfathom.jobs.worker.producer import Producer
 from mailfathom.jobs.worker.recorder import OutcomeRecorder
-from mailfathom.jobs.worker.signals import HardStop, StopSignals
 from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.jobs.worker.watcher import MAX_BACKOFF, Watcher
 from mailfathom.observability.logs import log_fields

@@ -2,7 +2,7 @@
 limits with its key rows folded in.
 
 Internal, used by :mod:`mailfathom.store.flow.repository` (the claim and the usage) and by
-:mod:`mailfathom.jobs.flow.limits_admin` (writing a
+:mod:`mailfathom.jobs.admin.limits` (writing a
 :class:`~mailfathom.jobs.flow.limits.FlowLimit`).
 """
 
