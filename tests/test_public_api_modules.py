@@ -5,10 +5,12 @@ and the README import only from them, and the API reference renders every name."
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import importlib.util
 import inspect
 import re
+import typing
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
@@ -161,3 +163,36 @@ def test_testing_claim_leases_what_a_worker_would_take(tmp_path: Path) -> None:
             "w1",
         )
         assert claim(mf, "w2", 10, timedelta(minutes=1), ["mail"]) == []
+
+
+def test_the_keywords_of_mailfathom_are_the_settings_with_their_types() -> None:
+    """One source: each field of Settings is a keyword of ``MailFathom(...)``, in the same
+    order, of the field's type (or None: not given, so read from the environment)."""
+    parameters = inspect.signature(mailfathom.MailFathom).parameters
+    own = ["database_url", "clock", "settings"]
+    assert list(parameters)[: len(own)] == own
+    assert parameters["database_url"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    settings_fields = [field.name for field in dataclasses.fields(mailfathom.Settings)]
+    keywords = [name for name in parameters if name not in own[1:]]
+    assert keywords == settings_fields
+    app_types = typing.get_type_hints(mailfathom.MailFathom.__init__)
+    field_types = typing.get_type_hints(mailfathom.Settings)
+    for name in settings_fields:
+        assert app_types[name] == field_types[name] | None, name
+        assert parameters[name].default is None, name
+        if name != "database_url":
+            assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+
+
+def test_a_keyword_beats_the_environment_and_a_bad_one_names_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MAILFATHOM_CONCURRENCY", "7")
+    monkeypatch.setenv("MAILFATHOM_LEASE", "45")
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    with mailfathom.MailFathom(url, concurrency=3, lease=None) as mf:
+        assert (mf.settings.concurrency, mf.settings.lease) == (3, 45.0)
+        assert mf.settings.audit_retention == "365d"  # left out: the default
+    with pytest.raises(mailfathom.ConfigurationError, match="concurrency"):
+        mailfathom.MailFathom(url, concurrency=0)
