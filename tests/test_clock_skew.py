@@ -25,6 +25,7 @@ from mailfathom import (
 )
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.store.outbox_store import SqlOutboxStore
+from mailfathom.testing import claim
 
 AHEAD = timedelta(seconds=9.5)
 SKEW = timedelta(seconds=10)
@@ -91,15 +92,15 @@ def test_a_dead_workers_job_returns_once_lease_and_margin_have_passed(
 ) -> None:
     behind, ahead = pair
     job = behind.enqueue("skew.k")
-    (claimed,) = behind.queue.claim("dead-worker", 1, LEASE)
+    (claimed,) = claim(behind, "dead-worker", 1, LEASE)
     expires = claimed.lease_expires_at
     assert expires == behind.clock.now() + LEASE
     _clock(ahead).set(expires + SKEW - timedelta(microseconds=1))
-    assert ahead.queue.claim("ahead", 1, LEASE) == []
+    assert claim(ahead, "ahead", 1, LEASE) == []
     assert ahead.store.reap_expired(now=ahead.clock.now()) == 0
     assert ahead.jobs.get(job.id).state is JobState.CLAIMED
     _clock(ahead).set(expires + SKEW)
-    (taken,) = ahead.queue.claim("ahead", 1, LEASE)
+    (taken,) = claim(ahead, "ahead", 1, LEASE)
     assert (taken.id, taken.attempts, taken.lease_owner) == (job.id, 2, "ahead")
     (lost,) = ahead.jobs.attempts(job.id)  # the running second attempt is not listed yet
     assert lost.outcome.value == "LeaseExpired" and lost.worker == "dead-worker"
@@ -111,7 +112,7 @@ def test_the_margin_is_a_validated_setting(database_url: str) -> None:
         app.migrate()
         assert app.settings.clock_skew == 0
         job = app.enqueue("k")
-        app.queue.claim("dead-worker", 1, LEASE)
+        claim(app, "dead-worker", 1, LEASE)
         clock.advance(LEASE)
         assert app.store.reap_expired(now=clock.now()) == 1
         assert app.jobs.get(job.id).state is JobState.PENDING
@@ -158,7 +159,7 @@ def test_an_operator_whose_clock_runs_ahead_cannot_cancel_a_delivery_in_progress
 ) -> None:
     behind, ahead = pair
     recorded = behind.outbox.record(_message())
-    (job,) = behind.queue.claim("worker-1", 1, LEASE)
+    (job,) = claim(behind, "worker-1", 1, LEASE)
     assert job.id == recorded.job_id
     with pytest.raises(IllegalTransition, match="a worker is delivering it right now"):
         ahead.outbox.cancel(recorded.id, actor="ops")
@@ -172,7 +173,7 @@ def test_an_unknown_outcome_is_not_listed_while_the_attempt_may_still_be_live(
 ) -> None:
     behind, ahead = pair
     recorded = behind.outbox.record(_message())
-    (job,) = behind.queue.claim("worker-1", 1, LEASE)
+    (job,) = claim(behind, "worker-1", 1, LEASE)
     store = SqlOutboxStore(behind.store.db)
     start, _ = store.begin_attempt(recorded.id, now=behind.clock.now())
     assert start is not None

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from mailfathom import JobState, MailFathom
 from mailfathom.clock import FakeClock
+from mailfathom.testing import claim
 
 LEASE = timedelta(seconds=30)
 
@@ -22,7 +23,7 @@ def claimed_ids(
     mf: MailFathom, limit: int, queues: list[str] | None = None, lease: timedelta = LEASE
 ) -> list[int]:
     """Ids of the jobs one claim takes, in claim order."""
-    return [job.id for job in mf.queue.claim("w", limit, lease, queues=queues)]
+    return [job.id for job in claim(mf, "w", limit, lease, queues=queues)]
 
 
 def test_a_limited_job_of_higher_priority_goes_before_unlimited_ones(mf: MailFathom) -> None:

@@ -18,6 +18,7 @@ from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.recorder import Claim, OutcomeRecorder
 from mailfathom.jobs.testsignal import WorkerSignals
 from mailfathom.observability import metrics
+from mailfathom.testing import claim
 from test_metrics import parse
 
 LEASE = timedelta(seconds=30)
@@ -128,7 +129,7 @@ def test_an_outcome_is_observed_once_its_commit_is_done_and_a_discarded_one_as_n
         committed.set()
 
     mf.store.release_unstarted(owner=owner, held=[(lost.id, 1)], now=mf.clock.now())
-    mf.queue.claim("another", 1, LEASE)  # the lease moved on: its outcome is discarded
+    claim(mf, "another", 1, LEASE)  # the lease moved on: its outcome is discarded
     for job in (kept, lost):
         recorder.unrecorded.add(Finished(job, AttemptOutcome.SUCCEEDED, observer=observer))
     assert seen == []  # ended, not yet recorded: nothing told

@@ -18,6 +18,7 @@ from mailfathom import (
     OutgoingEmailStage,
 )
 from mailfathom.store.outbox_store import SqlOutboxStore
+from mailfathom.testing import claim
 
 LEASE = timedelta(seconds=30)
 
@@ -55,11 +56,11 @@ def test_a_lease_lost_on_the_last_attempt_refuses_the_recorded_email(
 ) -> None:
     recorded = last_try.outbox.record(message())
     begun = last_try.outbox.record(message())
-    claimed = last_try.queue.claim("w1", 10, LEASE)  # the worker dies before any SMTP
+    claimed = claim(last_try, "w1", 10, LEASE)  # the worker dies before any SMTP
     assert {job.payload["email_id"] for job in claimed} == {recorded.id, begun.id}
     begin_transmission(last_try, begun.id)
     clock.advance(LEASE + timedelta(seconds=11))  # past the lease + 10 s skew margin
-    assert last_try.queue.claim("w2", 10, LEASE) == []  # reaps: out of attempts
+    assert claim(last_try, "w2", 10, LEASE) == []  # reaps: out of attempts
 
     email = last_try.outbox.get(recorded.id)
     job = last_try.jobs.get(email.job_id or 0)
@@ -77,10 +78,10 @@ def test_dropping_the_dead_job_of_a_recorded_email_refuses_it(
     last_try: MailFathom, clock: FakeClock
 ) -> None:
     recorded = last_try.outbox.record(message())
-    (job,) = last_try.queue.claim("w1", 10, LEASE)
+    (job,) = claim(last_try, "w1", 10, LEASE)
     begin_transmission(last_try, recorded.id)
     clock.advance(LEASE + timedelta(seconds=11))  # past the lease + 10 s skew margin
-    last_try.queue.claim("w2", 10, LEASE)
+    claim(last_try, "w2", 10, LEASE)
     assert last_try.jobs.get(job.id).state is JobState.DEAD_LETTERED
     # a record stranded in Recorded before this guard existed
     with last_try.store.db.transaction() as cur:
@@ -100,7 +101,7 @@ def test_send_again_replaces_a_delivery_job_whose_lease_expired(
     mf: MailFathom, clock: FakeClock
 ) -> None:
     recorded = mf.outbox.record(message())
-    (job,) = mf.queue.claim("w1", 10, LEASE)
+    (job,) = claim(mf, "w1", 10, LEASE)
     stale_attempt = begin_transmission(mf, recorded.id)
     clock.advance(LEASE + timedelta(seconds=11))  # w1 stalls past lease + margin
     assert [e.id for e in mf.outbox.unknown()] == [recorded.id]
@@ -116,7 +117,7 @@ def test_send_again_replaces_a_delivery_job_whose_lease_expired(
     assert still == {job.id}
     assert mf.store.record_outcomes(owner="w1", now=clock.now(), succeeded=held) == set()
     assert mf.outbox.get(recorded.id).stage is OutgoingEmailStage.RECORDED
-    assert [j.id for j in mf.queue.claim("w2", 10, LEASE)] == [email.job_id]
+    assert [j.id for j in claim(mf, "w2", 10, LEASE)] == [email.job_id]
     store = SqlOutboxStore(mf.store.db)
     start, _ = store.begin_attempt(recorded.id, now=mf.clock.now())
     # counted anew (on PostgreSQL the claim above counted one attempt already)
@@ -150,7 +151,7 @@ def test_the_claim_counts_a_delivery_attempt_once_and_forgets_it_on_a_later_leas
 ) -> None:
     recorded = mf.outbox.record(message())
     # the claim counts the attempt in its own transaction and keeps what it sends
-    (job,) = mf.queue.claim("w1", 10, LEASE)
+    (job,) = claim(mf, "w1", 10, LEASE)
     assert mf.outbox.get(recorded.id).attempts == 1
     # w1 gives the job back unstarted; the record is cancelled meanwhile
     assert mf.store.release_unstarted(
@@ -161,7 +162,7 @@ def test_the_claim_counts_a_delivery_attempt_once_and_forgets_it_on_a_later_leas
     mf.outbox.cancel(recorded.id, actor="ops", reason="not needed")
     # the next lease of the same job has the same attempt number, and its claim started
     # nothing: what the first claim kept must not be handed to its handler
-    (again,) = mf.queue.claim("w2", 10, LEASE)
+    (again,) = claim(mf, "w2", 10, LEASE)
     assert (again.id, again.attempts) == (job.id, job.attempts)
     assert mf.deliverer._store.claimed_start(again.id, again.attempts) is None
     email = mf.outbox.get(recorded.id)
@@ -174,12 +175,12 @@ def test_a_delivery_given_back_unstarted_is_counted_once_when_it_runs(
     """A worker's shutdown gives back the deliveries it claimed ahead: the next claim
     counts the message's attempt again, once, and hands its handler what to send."""
     recorded = mf.outbox.record(message())
-    (job,) = mf.queue.claim("w1", 10, LEASE)
+    (job,) = claim(mf, "w1", 10, LEASE)
     assert mf.store.release_unstarted(
         owner="w1", held=[(job.id, job.attempts)], now=mf.clock.now()
     ) == {job.id}
     assert mf.deliverer._store.claimed_start(job.id, job.attempts) is None  # dropped
-    (again,) = mf.queue.claim("w2", 10, LEASE)
+    (again,) = claim(mf, "w2", 10, LEASE)
     assert mf.outbox.get(recorded.id).attempts == 1
     start = mf.deliverer._store.claimed_start(again.id, again.attempts)
     assert start is not None and start.email["id"] == recorded.id

@@ -19,6 +19,7 @@ from guard_probe import check, insert_row, refused_by
 from mailfathom import FakeClock, JobState, MailFathom, OutgoingEmailStage, StoreError
 from mailfathom.store.migrate import load_migrations
 from mailfathom.store.sqlite import SQLiteDatabase
+from mailfathom.testing import claim
 
 
 def _raw(mf: MailFathom, sql: str) -> None:
@@ -130,7 +131,7 @@ def test_concurrent_migrations_apply_each_file_once(database_url: str, clock: Fa
     with MailFathom(database_url, clock=clock) as app:
         assert app.migrate() == []
         app.enqueue("k")
-        assert len(app.queue.claim("w", 1, timedelta(seconds=1))) == 1
+        assert len(claim(app, "w", 1, timedelta(seconds=1))) == 1
 
 
 def test_only_the_queues_own_state_moves_are_possible(mf: MailFathom) -> None:

@@ -30,6 +30,7 @@ from mailfathom import (
 from mailfathom.jobs.claim_ahead import MOST
 from mailfathom.jobs.worker import Worker
 from mailfathom.store.base import WorkerRegistration
+from mailfathom.testing import claim
 
 
 @contextmanager
@@ -397,7 +398,7 @@ def test_shutdown_timeout_releases_what_still_runs_at_once(
         assert attempt.outcome is AttemptOutcome.SHUTDOWN_TIMEOUT
         assert attempt.message is not None and "0.2 s shutdown grace period" in attempt.message
     assert ended == ["async cancelled"]
-    claimed = mf.queue.claim("another", 10, timedelta(seconds=30))
+    claimed = claim(mf, "another", 10, timedelta(seconds=30))
     assert {j.id for j in claimed} == {sync_job.id, async_job.id}
     gate.set()  # the abandoned thread returns: its outcome must change nothing
     assert worker.signals.outcome_discarded.wait().id == sync_job.id
