@@ -156,12 +156,12 @@ def test_a_claim_skips_jobs_another_transaction_holds(
             holder.execute("SELECT id FROM mf_jobs WHERE id = %s FOR UPDATE", (first.id,))
             claimed: dict[str, list[int]] = {}
 
-            def claim(name: str, queues: list[str] | None) -> None:
+            def claim_as(name: str, queues: list[str] | None) -> None:
                 jobs = claim(mf, name, 5, LEASE, queues=queues)
                 claimed[name] = [j.id for j in jobs]
 
             for name, queues in (("all", None), ("in queues", ["a"])):
-                claimer = threading.Thread(target=claim, args=(name, queues), daemon=True)
+                claimer = threading.Thread(target=claim_as, args=(name, queues), daemon=True)
                 claimer.start()
                 claimer.join(5)
                 assert not claimer.is_alive(), f"the claim ({name}) waited for the locked row"
