@@ -26,6 +26,7 @@ from mailfathom import (
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.store.outbox_store import SqlOutboxStore
 from mailfathom.testing import claim
+from raw_database import own_database
 
 AHEAD = timedelta(seconds=9.5)
 SKEW = timedelta(seconds=10)
@@ -174,12 +175,13 @@ def test_an_unknown_outcome_is_not_listed_while_the_attempt_may_still_be_live(
     behind, ahead = pair
     recorded = behind.outbox.record(_message())
     (job,) = claim(behind, "worker-1", 1, LEASE)
-    store = SqlOutboxStore(behind.store.db)
-    start, _ = store.begin_attempt(recorded.id, now=behind.clock.now())
-    assert start is not None
-    assert store.mark_transmission_begun(
-        recorded.id, start.email["attempts"], now=behind.clock.now()
-    )
+    with own_database(behind) as db:
+        store = SqlOutboxStore(db)
+        start, _ = store.begin_attempt(recorded.id, now=behind.clock.now())
+        assert start is not None
+        assert store.mark_transmission_begun(
+            recorded.id, start.email["attempts"], now=behind.clock.now()
+        )
     assert ahead.outbox.unknown() == []
     with pytest.raises(IllegalTransition, match="live lease"):
         ahead.outbox.resolve(recorded.id, "give_up", actor="ops")

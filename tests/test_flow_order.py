@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from mailfathom import JobState, MailFathom
 from mailfathom.clock import FakeClock
 from mailfathom.testing import claim
+from raw_database import raw_transaction
 
 LEASE = timedelta(seconds=30)
 
@@ -141,7 +142,7 @@ def _limits(mf: MailFathom) -> None:
 
 
 def _reset(mf: MailFathom) -> None:
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         cur.execute("DELETE FROM mf_flow_starts")
         cur.execute("DELETE FROM mf_jobs")
 

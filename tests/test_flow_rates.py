@@ -10,6 +10,7 @@ from mailfathom import JobState, MailFathom
 from mailfathom.clock import FakeClock
 from mailfathom.store.base import FailedAttempt
 from mailfathom.testing import claim
+from raw_database import raw_reading
 
 LEASE = timedelta(seconds=30)
 
@@ -122,6 +123,6 @@ def test_the_starts_log_is_trimmed_past_the_window(mf: MailFathom, clock: FakeCl
         kinds(mf)
         succeed_all(mf)
         clock.advance(1)
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         cur.execute("SELECT count(*) AS n FROM mf_flow_starts")
         assert int(cur.fetchone()["n"]) == 10  # the two earlier windows are gone

@@ -19,6 +19,7 @@ from mailfathom.jobs.recorder import Claim, OutcomeRecorder
 from mailfathom.jobs.testsignal import WorkerSignals
 from mailfathom.observability import metrics
 from mailfathom.testing import claim
+from raw_database import raw_transaction
 from test_metrics import parse
 
 LEASE = timedelta(seconds=30)
@@ -56,7 +57,7 @@ def lines() -> Iterator[_Lines]:
 
 def _refuse_successes_of(mf: MailFathom, kind: str) -> None:
     """The database refuses to record a success of ``kind`` (a trigger, like a full disk)."""
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         if mf.store.dialect == "sqlite":
             cur.execute(
                 "CREATE TRIGGER refuse_success BEFORE UPDATE OF state ON mf_jobs "

@@ -19,6 +19,7 @@ from mailfathom import (
 )
 from mailfathom.store.outbox_store import SqlOutboxStore
 from mailfathom.testing import claim
+from raw_database import own_database, raw_transaction
 
 LEASE = timedelta(seconds=30)
 
@@ -43,12 +44,13 @@ def last_try(database_url: str, clock: FakeClock) -> Iterator[MailFathom]:
 
 def begin_transmission(app: MailFathom, email_id: int) -> int:
     """What a worker does up to the 354: count an attempt, commit TransmissionBegun."""
-    store = SqlOutboxStore(app.store.db)
-    start, _ = store.begin_attempt(email_id, now=app.clock.now())
-    assert start is not None
-    attempt = start.email["attempts"]
-    assert store.mark_transmission_begun(email_id, attempt, now=app.clock.now())
-    return attempt
+    with own_database(app) as db:
+        store = SqlOutboxStore(db)
+        start, _ = store.begin_attempt(email_id, now=app.clock.now())
+        assert start is not None
+        attempt = start.email["attempts"]
+        assert store.mark_transmission_begun(email_id, attempt, now=app.clock.now())
+        return attempt
 
 
 def test_a_lease_lost_on_the_last_attempt_refuses_the_recorded_email(
@@ -84,7 +86,7 @@ def test_dropping_the_dead_job_of_a_recorded_email_refuses_it(
     claim(last_try, "w2", 10, LEASE)
     assert last_try.jobs.get(job.id).state is JobState.DEAD_LETTERED
     # a record stranded in Recorded before this guard existed
-    with last_try.store.db.transaction() as cur:
+    with raw_transaction(last_try) as cur:
         cur.execute(
             "UPDATE mf_outbox SET stage = 'Recorded', transmission_begun_at = NULL "
             f"WHERE id = {recorded.id}"
@@ -118,13 +120,16 @@ def test_send_again_replaces_a_delivery_job_whose_lease_expired(
     assert mf.store.record_outcomes(owner="w1", now=clock.now(), succeeded=held) == set()
     assert mf.outbox.get(recorded.id).stage is OutgoingEmailStage.RECORDED
     assert [j.id for j in claim(mf, "w2", 10, LEASE)] == [email.job_id]
-    store = SqlOutboxStore(mf.store.db)
-    start, _ = store.begin_attempt(recorded.id, now=mf.clock.now())
-    # counted anew (on PostgreSQL the claim above counted one attempt already)
-    assert start is not None and start.email["attempts"] > stale_attempt
-    # only the latest attempt may begin a transmission
-    assert not store.mark_transmission_begun(recorded.id, stale_attempt, now=mf.clock.now())
-    assert store.mark_transmission_begun(recorded.id, start.email["attempts"], now=mf.clock.now())
+    with own_database(mf) as db:
+        store = SqlOutboxStore(db)
+        start, _ = store.begin_attempt(recorded.id, now=mf.clock.now())
+        # counted anew (on PostgreSQL the claim above counted one attempt already)
+        assert start is not None and start.email["attempts"] > stale_attempt
+        # only the latest attempt may begin a transmission
+        assert not store.mark_transmission_begun(recorded.id, stale_attempt, now=mf.clock.now())
+        assert store.mark_transmission_begun(
+            recorded.id, start.email["attempts"], now=mf.clock.now()
+        )
 
 
 @pytest.mark.parametrize(

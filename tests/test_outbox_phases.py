@@ -23,6 +23,7 @@ from mailfathom import (
 )
 from mailfathom.delivery.phases import PHASE_POINTS, PhasePoint
 from mailfathom.store.outbox_store import SqlOutboxStore
+from raw_database import own_database, raw_transaction
 from smtp_fixtures import FaultServer
 from test_outbox_operator import deliver, message
 
@@ -91,7 +92,7 @@ _ALLOW_BEGUN = {
 
 
 def _run(app: MailFathom, statements: list[str]) -> None:
-    with app.store.db.transaction() as cur:
+    with raw_transaction(app) as cur:
         for sql in statements:
             cur.execute(sql)
 
@@ -144,9 +145,10 @@ def test_a_transmission_begun_record_is_never_attempted_again(
     smtp.script()
     job_id = recorded.job_id or 0
     assert mail_app.outbox.get(recorded.id).stage is BEGUN
-    store = SqlOutboxStore(mail_app.store.db)
-    start, current = store.begin_attempt(recorded.id, now=mail_app.clock.now())
-    assert start is None and current is not None and current["stage"] == "TransmissionBegun"
+    with own_database(mail_app) as db:
+        store = SqlOutboxStore(db)
+        start, current = store.begin_attempt(recorded.id, now=mail_app.clock.now())
+        assert start is None and current is not None and current["stage"] == "TransmissionBegun"
 
     mail_app.jobs.requeue(job_id, actor="ops", reason="run it again, whatever it is")
     reached: list[PhasePoint] = []

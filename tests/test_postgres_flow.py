@@ -16,13 +16,14 @@ import pytest
 from mailfathom import JobContext, MailFathom
 from mailfathom.clock import FakeClock
 from mailfathom.testing import claim
+from raw_database import raw_reading, raw_transaction
 
 LEASE = timedelta(seconds=30)
 
 
 def waiting_on_flow_lock(app: MailFathom) -> bool:
     """Whether some session waits for the flow lock (flow_lock's advisory lock)."""
-    with app.store.db.reading() as cur:
+    with raw_reading(app) as cur:
         cur.execute(
             "SELECT count(*) AS n FROM pg_stat_activity "
             "WHERE wait_event = 'advisory' AND query LIKE '%.mf_flow%'"
@@ -46,7 +47,7 @@ def test_a_second_claimer_waits_and_then_sees_the_slot_taken(
         first.enqueue_many("one", [{}] * 3)
         got: list[int] = []
         now = clock.now()
-        with first.store.db.transaction() as cur:  # a claim that has not committed yet
+        with raw_transaction(first) as cur:  # a claim that has not committed yet
             limits = first.store.flow.active(cur)
             held = first.store.flow.claim(
                 cur, limits, owner="a", limit=5, now=now, lease_until=now + LEASE, queues=None

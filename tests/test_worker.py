@@ -31,6 +31,7 @@ from mailfathom.jobs.claim_ahead import MOST
 from mailfathom.jobs.worker import Worker
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.testing import claim
+from raw_database import raw_transaction
 
 
 @contextmanager
@@ -330,7 +331,7 @@ def test_a_lost_lease_stops_an_async_handler_and_drops_its_outcome(
     job = mf.enqueue("k")
     with running(mf.worker(lease=0.3), burst=True) as worker:
         assert started.wait(10)
-        with mf.store.db.transaction() as cur:  # another worker took it over
+        with raw_transaction(mf) as cur:  # another worker took it over
             cur.execute("UPDATE mf_jobs SET lease_owner = 'thief', claimed_by = 'thief'")
         assert worker.signals.lease_lost.wait() == {(job.id, 1)}
         worker.signals.stopped.wait()
