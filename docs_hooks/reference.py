@@ -6,6 +6,8 @@ A page asks for a generated part with a marker comment on a line of its own:
   environment variable, type, default and the ``#:`` comment above it in ``config.py``.
 - ``<!-- generated: openapi -->`` — every operation and schema of the console's OpenAPI
   document (``mailfathom.web.openapi.document()``), the one ``/api/openapi.json`` serves.
+- ``<!-- generated: public-api -->`` — every public module (the list in the docstring of
+  ``mailfathom/__init__.py``) and every name of its ``__all__``, rendered by mkdocstrings.
 
 MkDocs loads this file by path (``hooks:`` in mkdocs.yml); the functions that render
 are plain and tested by ``tests/test_docs_site.py``.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import json
 import re
 import sys
@@ -28,13 +31,17 @@ if str(SRC) not in sys.path:  # mkdocs runs from the repository root; the code l
 
 SETTINGS_MARKER = "<!-- generated: settings -->"
 OPENAPI_MARKER = "<!-- generated: openapi -->"
+PUBLIC_API_MARKER = "<!-- generated: public-api -->"
 
 __all__ = [
     "OPENAPI_MARKER",
+    "PUBLIC_API_MARKER",
     "SETTINGS_MARKER",
     "on_page_content",
     "on_page_markdown",
     "openapi_markdown",
+    "public_api_markdown",
+    "public_modules",
     "settings_markdown",
 ]
 
@@ -178,6 +185,43 @@ def openapi_markdown(document: dict[str, Any] | None = None) -> str:
     return "\n".join(lines)
 
 
+# A bullet of the package docstring's list of public modules: ``- ``mailfathom.x``: …``
+# (one bullet may name several, separated by commas, before its colon).
+_PUBLIC_BULLET = re.compile(r"^- ((?:``mailfathom[\w.]*``,?\s*)+):", re.M)
+_MODULE_NAME = re.compile(r"``(mailfathom[\w.]*)``")
+
+
+def public_modules() -> list[str]:
+    """The public modules, in the order the docstring of ``mailfathom/__init__.py`` lists them."""
+    import mailfathom
+
+    found: list[str] = []
+    for bullet in _PUBLIC_BULLET.finditer(mailfathom.__doc__ or ""):
+        found += _MODULE_NAME.findall(bullet.group(1))
+    return found
+
+
+def public_api_markdown() -> str:
+    """A section per public module with an mkdocstrings block of its ``__all__``."""
+    lines: list[str] = []
+    for name in public_modules():
+        exported = sorted(importlib.import_module(name).__all__, key=str.lower)
+        if name != "mailfathom":
+            lines += [f"## `{name}` {{#{name}}}", ""]
+        lines += [
+            f"::: {name}",
+            "    options:",
+            "      show_root_heading: false",
+            "      show_submodules: false",
+            "      members_order: alphabetical",
+            f"      heading_level: {2 if name == 'mailfathom' else 3}",
+            "      members:",
+            *(f"        - {member}" for member in exported),
+            "",
+        ]
+    return "\n".join(lines)
+
+
 def _marker(name: str) -> re.Pattern[str]:
     """A marker alone on its line (quoted in a sentence, it is left as written)."""
     return re.compile(rf"^<!-- generated: {name} -->$", re.M)
@@ -185,7 +229,11 @@ def _marker(name: str) -> re.Pattern[str]:
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
     """MkDocs event: replace each marker with the part it names."""
-    for name, render in (("settings", settings_markdown), ("openapi", openapi_markdown)):
+    for name, render in (
+        ("settings", settings_markdown),
+        ("openapi", openapi_markdown),
+        ("public-api", public_api_markdown),
+    ):
         pattern = _marker(name)
         if pattern.search(markdown):
             markdown = pattern.sub(render().replace("\\", "\\\\"), markdown)

@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from mailfathom import MailFathom, StoreError
+from raw_database import raw_reading, raw_transaction
 
 __all__ = ["check", "insert_row", "refused_by", "trigger"]
 
@@ -36,7 +37,7 @@ def trigger(message: str) -> str:
 
 
 def _columns(mf: MailFathom, table: str) -> set[str]:
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         if mf.store.dialect == "sqlite":
             cur.execute(f"PRAGMA table_info({table})")
             return {row["name"] for row in cur.fetchall()}
@@ -65,7 +66,7 @@ def _guard(mf: MailFathom, table: str, error: StoreError) -> str:
         name = cause.diag.constraint_name
         if name is None:  # a trigger's RAISE ... USING ERRCODE = 'check_violation'
             return trigger(cause.diag.message_primary or "")
-        with mf.store.db.reading() as cur:
+        with raw_reading(mf) as cur:
             cur.execute(
                 "SELECT pg_get_constraintdef(oid) AS definition FROM pg_constraint "
                 "WHERE conname = %s AND conrelid = %s::regclass",
@@ -78,7 +79,7 @@ def _guard(mf: MailFathom, table: str, error: StoreError) -> str:
 
 def refused_by(mf: MailFathom, table: str, write: Callable[[Any], None]) -> str:
     """Run ``write(cursor)`` in a transaction that must fail; the guard that refused it."""
-    with pytest.raises(StoreError) as refused, mf.store.db.transaction() as cur:
+    with pytest.raises(StoreError) as refused, raw_transaction(mf) as cur:
         write(cur)
     return _guard(mf, table, refused.value)
 

@@ -10,6 +10,7 @@ import pytest
 
 from consolekit import make_client, register_demo_kinds
 from mailfathom import FakeClock, JobState, MailFathom
+from mailfathom.testing import claim
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def test_hold_run_now_and_abort_one_job(client: Any, mf: MailFathom, clock: Fake
     assert mf.jobs.get(delayed.id).available_at == clock.now()
     assert client.post(f"/api/jobs/{delayed.id}/run_now", json={}).status_code == 409
 
-    mf.queue.claim("w", 10, timedelta(seconds=30))
+    claim(mf, "w", 10, timedelta(seconds=30))
     running = mf.jobs.list(state=JobState.CLAIMED)[0]
     aborted = client.post(f"/api/jobs/{running.id}/abort", json={"reason": "stuck", "actor": "amy"})
     assert aborted.status_code == 200
@@ -48,7 +49,7 @@ def test_bulk_hold_and_abort_over_a_filter(client: Any, mf: MailFathom) -> None:
     assert sorted(held["done"]) == sorted(jobs) and held["refused"] == []
     assert not mf.jobs.get(other.id).held
     mf.jobs.release(jobs[0], actor="ops")
-    mf.queue.claim("w", 10, timedelta(seconds=30))
+    claim(mf, "w", 10, timedelta(seconds=30))
     claimed = sorted(j.id for j in mf.jobs.list(state=JobState.CLAIMED))
     assert claimed == sorted([jobs[0], other.id])
     by_filter = client.post("/api/jobs/bulk/abort", json={"filter": {}, "reason": "drain"})

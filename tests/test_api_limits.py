@@ -23,6 +23,7 @@ from consolekit import TOKEN
 from mailfathom import JobState, MailFathom
 from mailfathom.clock import FakeClock
 from mailfathom.console import Console
+from mailfathom.testing import claim
 from mailfathom.web import Access, create_app
 from mailfathom.web.limits import server_config
 
@@ -81,7 +82,7 @@ def api(mf: MailFathom) -> Iterator[Api]:
 
 def claimed(mf: MailFathom, limit: int = 100) -> list[int]:
     """Claim up to ``limit`` jobs as worker w1; their ids."""
-    return sorted(job.id for job in mf.queue.claim("w1", limit, LEASE))
+    return sorted(job.id for job in claim(mf, "w1", limit, LEASE))
 
 
 def test_no_limit_stored_lists_none(api: Api, mf: MailFathom) -> None:

@@ -27,6 +27,7 @@ from schemathesis.core.result import Ok
 from consolekit import TOKEN, dead_letters, register_demo_kinds, register_worker, store_schedule
 from mailfathom import MailFathom
 from mailfathom.console import Console
+from mailfathom.testing import claim
 from mailfathom.web import Access, create_app
 from mailfathom.web.openapi import document
 
@@ -47,7 +48,7 @@ def app(database_url: str) -> Iterator[Any]:
     mf.limit_kind("demo.ok", max_running=1, rate="5/min", max_running_per_key=1)
     mf.limits.sync()
     mf.queue.enqueue_many("demo.ok", [{}, {}], limit_keys=["a", "a"])
-    mf.queue.claim("w-1", 5, timedelta(seconds=60))  # one runs, the other waits on the limit
+    claim(mf, "w-1", 5, timedelta(seconds=60))  # one runs, the other waits on the limit
     yield create_app(Console(mf), access=Access.for_bind("127.0.0.1", TOKEN))
     mf.close()
 

@@ -27,6 +27,7 @@ from mailfathom.jobs.worker.recorder import OutcomeRecorder
 from mailfathom.jobs.worker.testsignal import Recorded, WorkerSignals
 from mailfathom.store.base import WorkerRegistration
 from mailfathom.store.sql_store import SqlStore
+from mailfathom.testing import claim
 from reaping import reap
 
 LEASE = timedelta(seconds=30)
@@ -68,7 +69,7 @@ def test_claim_order_is_priority_then_due_time_then_id(mf: MailFathom, clock: Fa
     early = mf.enqueue("k", {"n": "early"}, run_at=clock.now() - timedelta(minutes=1))
     same_time_a = mf.enqueue("k", {"n": "a"}, priority=1)
     same_time_b = mf.enqueue("k", {"n": "b"}, priority=1)
-    claimed = mf.queue.claim("w", 10, LEASE)
+    claimed = claim(mf, "w", 10, LEASE)
     assert [j.id for j in claimed] == [
         high.id,
         same_time_a.id,
@@ -80,8 +81,8 @@ def test_claim_order_is_priority_then_due_time_then_id(mf: MailFathom, clock: Fa
 
 def test_claim_is_limited_and_sets_the_lease(mf: MailFathom, clock: FakeClock) -> None:
     mf.enqueue_many("k", [{} for _ in range(5)])
-    first = mf.queue.claim("w1", 3, LEASE)
-    second = mf.queue.claim("w2", 3, LEASE)
+    first = claim(mf, "w1", 3, LEASE)
+    second = claim(mf, "w2", 3, LEASE)
     assert (len(first), len(second)) == (3, 2)
     assert not {j.id for j in first} & {j.id for j in second}
     job = mf.jobs.get(first[0].id)
@@ -89,23 +90,23 @@ def test_claim_is_limited_and_sets_the_lease(mf: MailFathom, clock: FakeClock) -
     assert job.lease_owner == "w1"
     assert job.lease_expires_at == clock.now() + LEASE
     assert job.attempts == 1
-    assert mf.queue.claim("w3", 3, LEASE) == []
+    assert claim(mf, "w3", 3, LEASE) == []
 
 
 def test_claim_only_from_the_requested_queues(mf: MailFathom) -> None:
     mail = mf.enqueue("k", queue="mail")
     mf.enqueue("k", queue="reports")
-    assert [j.id for j in mf.queue.claim("w", 10, LEASE, queues=["mail", "other"])] == [mail.id]
-    assert len(mf.queue.claim("w", 10, LEASE, queues=None)) == 1
+    assert [j.id for j in claim(mf, "w", 10, LEASE, queues=["mail", "other"])] == [mail.id]
+    assert len(claim(mf, "w", 10, LEASE, queues=None)) == 1
 
 
 def test_renewed_lease_keeps_the_job(mf: MailFathom, clock: FakeClock) -> None:
     mf.enqueue("k")
-    (job,) = mf.queue.claim("w1", 1, LEASE)
+    (job,) = claim(mf, "w1", 1, LEASE)
     for _ in range(5):
         clock.advance(20)
         assert renew(mf, "w1", [job]) == set()
-    assert mf.queue.claim("w2", 1, LEASE) == []
+    assert claim(mf, "w2", 1, LEASE) == []
     assert mf.jobs.get(job.id).lease_expires_at == clock.now() + LEASE
 
 
@@ -113,9 +114,9 @@ def test_expired_lease_is_claimable_by_anyone_and_the_lost_attempt_counts(
     mf: MailFathom, clock: FakeClock
 ) -> None:
     mf.enqueue("k", max_attempts=3)
-    (job,) = mf.queue.claim("w1", 1, LEASE)
+    (job,) = claim(mf, "w1", 1, LEASE)
     clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
-    (again,) = mf.queue.claim("w2", 1, LEASE)
+    (again,) = claim(mf, "w2", 1, LEASE)
     assert again.id == job.id and again.attempts == 2 and again.lease_owner == "w2"
     (lost,) = mf.jobs.attempts(job.id)
     assert lost.outcome is AttemptOutcome.LEASE_EXPIRED
@@ -131,9 +132,9 @@ def test_expired_lease_is_claimable_by_anyone_and_the_lost_attempt_counts(
 
 def test_same_owner_cannot_complete_an_attempt_it_lost(mf: MailFathom, clock: FakeClock) -> None:
     mf.enqueue("k")
-    (first,) = mf.queue.claim("w", 1, LEASE)
+    (first,) = claim(mf, "w", 1, LEASE)
     clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
-    (second,) = mf.queue.claim("w", 1, LEASE)
+    (second,) = claim(mf, "w", 1, LEASE)
     assert renew(mf, "w", [first]) == {(first.id, 1)}
     assert succeed(mf, "w", first).lost == {first.id}
     assert mf.jobs.get(first.id).state is JobState.CLAIMED
@@ -146,7 +147,7 @@ def test_a_job_claimed_and_never_started_goes_back_unspent(
 ) -> None:
     """What a worker does with jobs it claimed ahead and could not start in time."""
     job = mf.enqueue("k", max_attempts=1)
-    (claimed,) = mf.queue.claim("w1", 1, LEASE)
+    (claimed,) = claim(mf, "w1", 1, LEASE)
     assert claimed.attempts == 1
     assert (
         mf.store.claims.release_unstarted(owner="w2", held=[(job.id, 1)], now=mf.clock.now())
@@ -169,14 +170,14 @@ def test_a_job_claimed_and_never_started_goes_back_unspent(
         mf.store.claims.release_unstarted(owner="w1", held=[(job.id, 1)], now=mf.clock.now())
         == set()
     )  # once only
-    (again,) = mf.queue.claim("w2", 1, LEASE)  # at once, its one attempt still unspent
+    (again,) = claim(mf, "w2", 1, LEASE)  # at once, its one attempt still unspent
     assert (again.id, again.attempts, again.attempts_left) == (job.id, 1, 0)
 
 
 def test_a_release_wakes_idle_workers(mf: MailFathom) -> None:
     """They wait on the store's wake-up, not for their next poll."""
     job = mf.enqueue("k")
-    mf.queue.claim("w1", 1, LEASE)
+    claim(mf, "w1", 1, LEASE)
     mf.store.wait_for_jobs(0.01)  # listening, and every earlier wake-up consumed
     while mf.store.wait_for_jobs(0.01):
         pass
@@ -190,9 +191,9 @@ def test_a_job_released_after_its_lease_moved_on_stays_with_its_new_owner(
     mf: MailFathom, clock: FakeClock
 ) -> None:
     job = mf.enqueue("k")
-    mf.queue.claim("w1", 1, LEASE)
+    claim(mf, "w1", 1, LEASE)
     clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
-    (again,) = mf.queue.claim("w2", 1, LEASE)  # reaped, then claimed by w2
+    (again,) = claim(mf, "w2", 1, LEASE)  # reaped, then claimed by w2
     assert again.id == job.id
     assert (
         mf.store.claims.release_unstarted(owner="w1", held=[(job.id, 1)], now=mf.clock.now())
@@ -211,11 +212,11 @@ def test_poison_job_dead_letters_after_max_attempts_lost_leases(
 ) -> None:
     poison = mf.enqueue("k", max_attempts=3)
     for attempt in range(3):
-        (job,) = mf.queue.claim(f"w{attempt}", 1, LEASE)
+        (job,) = claim(mf, f"w{attempt}", 1, LEASE)
         assert job.attempts == attempt + 1
         clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
     healthy = mf.enqueue("k")
-    assert [j.id for j in mf.queue.claim("w9", 10, LEASE)] == [healthy.id]
+    assert [j.id for j in claim(mf, "w9", 10, LEASE)] == [healthy.id]
     dead = mf.jobs.get(poison.id)
     assert dead.state is JobState.DEAD_LETTERED
     assert dead.finished_at == clock.now()
@@ -227,7 +228,7 @@ def test_poison_job_dead_letters_after_max_attempts_lost_leases(
 
 def test_reap_expired_without_claiming(mf: MailFathom, clock: FakeClock) -> None:
     job = mf.enqueue("k")
-    mf.queue.claim("w", 1, LEASE)
+    claim(mf, "w", 1, LEASE)
     clock.advance(LEASE + DEFAULT_CLOCK_SKEW - timedelta(microseconds=1))
     assert reap(mf.store, now=mf.clock.now()) == 0
     clock.advance(timedelta(microseconds=1))
@@ -242,11 +243,11 @@ def test_a_claim_that_skips_reaping_leaves_expired_leases_for_the_next_reap(
 ) -> None:
     """A busy worker reaps on a timer, not on every claim (one statement fewer each)."""
     job = mf.enqueue("k")
-    mf.queue.claim("w1", 1, LEASE)
+    claim(mf, "w1", 1, LEASE)
     clock.advance(LEASE + DEFAULT_CLOCK_SKEW)
-    assert mf.queue.claim("w2", 1, LEASE, reap=False) == []
+    assert claim(mf, "w2", 1, LEASE, reap=False) == []
     assert mf.jobs.get(job.id).state is JobState.CLAIMED
-    (again,) = mf.queue.claim("w2", 1, LEASE)
+    (again,) = claim(mf, "w2", 1, LEASE)
     assert again.id == job.id and again.attempts == 2
 
 
@@ -334,8 +335,8 @@ def test_postgresql_claims_walk_the_claim_index_even_when_statistics_are_stale(
                 yield _Explaining(cur, plans)
 
         monkeypatch.setattr(store.db, "transaction", explaining)
-        assert len(app.queue.claim("w", 100, LEASE)) == 100
-        assert len(app.queue.claim("w", 100, LEASE, queues=["a", "b"])) == 100
+        assert len(claim(app, "w", 100, LEASE)) == 100
+        assert len(claim(app, "w", 100, LEASE, queues=["a", "b"])) == 100
     everything, in_queues = plans
     assert "Index Scan using mf_jobs_claimable" in everything, everything
     assert "Index Scan using mf_jobs_queue_claimable" in in_queues, in_queues

@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from mailfathom import JobState, MailFathom
 from mailfathom.cli import cli
+from mailfathom.testing import claim
 
 
 @pytest.fixture
@@ -73,11 +74,11 @@ def test_abort_a_claimed_and_a_pending_job_and_refuse_a_finished_one(
     app: MailFathom, database_url: str
 ) -> None:
     done = app.enqueue("k")
-    app.queue.claim("w", 1, timedelta(seconds=30))
+    claim(app, "w", 1, timedelta(seconds=30))
     app.store.claims.record_outcomes(owner="w", now=app.clock.now(), succeeded=[(done.id, 1)])
     job = app.enqueue("k")
     pending = app.enqueue("k", delay=60)
-    app.queue.claim("w", 1, timedelta(seconds=30))
+    claim(app, "w", 1, timedelta(seconds=30))
     result = run(database_url, "jobs", "abort", str(job.id), "--reason", "runaway", "--json")
     assert result.exit_code == 0, result.output
     shown = json.loads(result.output)

@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from mailfathom import MailFathom
 from mailfathom.cli import cli
+from mailfathom.testing import claim
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def test_limits_with_their_keys_and_waiting_jobs(app: MailFathom, database_url: 
     app.limit_queue("mail", rate="100/min")
     app.limits.sync()
     jobs = app.enqueue_many("sync", [{"account": a} for a in ["acme", "acme", "globex", "zeta"]])
-    assert len(app.queue.claim("w1", 10, timedelta(seconds=60))) == 3
+    assert len(claim(app, "w1", 10, timedelta(seconds=60))) == 3
 
     answer = run(database_url, "limits")
     assert answer.exit_code == 0, answer.output

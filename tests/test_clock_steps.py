@@ -13,6 +13,7 @@ from mailfathom import FakeClock, JobContext, JobState, MailFathom, StoreError
 from mailfathom.jobs.worker import pacing
 from mailfathom.jobs.worker.heartbeat import Heartbeat
 from mailfathom.store.base import WorkerRegistration
+from mailfathom.testing import claim
 from reaping import reap
 
 LEASE = timedelta(seconds=30)
@@ -37,7 +38,7 @@ def test_a_heartbeat_survives_a_clock_stepped_back(
 ) -> None:
     registration = _registration(mf)
     job = mf.enqueue("k")
-    (claimed,) = mf.queue.claim(registration.id, 1, LEASE)
+    (claimed,) = claim(mf, registration.id, 1, LEASE)
     lost: list[set[tuple[int, int]]] = []
     heartbeat = Heartbeat(
         mf.store, clock, registration, lease=LEASE, held=lambda: [claimed], on_lost=lost.append
@@ -62,7 +63,7 @@ def test_a_heartbeat_survives_a_clock_stepped_back(
     # a worker whose clock is right does not see the lease expire early
     with MailFathom(database_url, clock=FakeClock(start + timedelta(seconds=30))) as other:
         assert reap(other.store, now=other.clock.now()) == 0
-        assert other.queue.claim("other", 1, LEASE) == []
+        assert claim(other, "other", 1, LEASE) == []
 
     # once the stepped clock has caught up, beats renew the lease again
     clock.set(start + timedelta(seconds=20))
@@ -76,7 +77,7 @@ def test_a_registry_that_refuses_the_worker_does_not_stop_lease_renewal(
 ) -> None:
     registration = _registration(mf, concurrency=0)  # the registry's CHECK refuses it
     job = mf.enqueue("k")
-    (claimed,) = mf.queue.claim(registration.id, 1, LEASE)
+    (claimed,) = claim(mf, registration.id, 1, LEASE)
     lost: list[set[tuple[int, int]]] = []
     heartbeat = Heartbeat(
         mf.store, clock, registration, lease=LEASE, held=lambda: [claimed], on_lost=lost.append
@@ -99,7 +100,7 @@ def test_a_reaper_whose_clock_stepped_ahead_leaves_its_own_live_leases(
     those are never reaped by it, however far its clock ran ahead. Anyone else's view, and
     its own leases it no longer renews, are reaped as before."""
     job = mf.enqueue("k", max_attempts=5)
-    (claimed,) = mf.queue.claim("w", 1, LEASE)
+    (claimed,) = claim(mf, "w", 1, LEASE)
     clock.advance(timedelta(hours=1))
     now = clock.now()
     live = [(claimed.id, claimed.attempts)]
@@ -113,11 +114,11 @@ def test_a_reaper_whose_clock_stepped_ahead_leaves_its_own_live_leases(
     # a lease "w" holds at another attempt, or no longer renews, is reaped as before
     assert reap(mf.store, now=now, owner="w", live=[(job.id, 2)]) == 1
     assert mf.jobs.get(job.id).state is JobState.PENDING
-    assert mf.queue.claim("w", 1, LEASE)
+    assert claim(mf, "w", 1, LEASE)
     clock.advance(timedelta(hours=1))
     assert reap(mf.store, now=clock.now(), owner="w", live=[]) == 1
     # and another worker's reaper takes a lease whose owner stopped renewing it
-    (third,) = mf.queue.claim("w", 1, LEASE)
+    (third,) = claim(mf, "w", 1, LEASE)
     clock.advance(timedelta(hours=1))
     live = [(third.id, third.attempts)]
     assert reap(mf.store, now=clock.now(), owner="other", live=live) == 1

@@ -17,6 +17,7 @@ from mailfathom import (
     JobState,
     MailFathom,
 )
+from mailfathom.testing import claim
 from reaping import reap
 
 LEASE = timedelta(seconds=30)
@@ -31,13 +32,13 @@ def test_hold_keeps_a_pending_job_from_every_worker_until_released(
     job = mf.enqueue("k", {"n": 1})
     held = mf.jobs.hold(job.id, actor="alice", reason="investigating")
     assert held.held and held.state is JobState.PENDING
-    assert mf.queue.claim("w", 10, LEASE) == []
+    assert claim(mf, "w", 10, LEASE) == []
     (event,) = mf.jobs.events(job.id)
     assert (event.actor, event.action, event.reason) == ("alice", "hold", "investigating")
     assert (event.from_state, event.to_state) == (JobState.PENDING, JobState.PENDING)
     released = mf.jobs.release(job.id, actor="alice")
     assert released.available_at == clock.now()
-    assert [claimed.id for claimed in mf.queue.claim("w", 10, LEASE)] == [job.id]
+    assert [claimed.id for claimed in claim(mf, "w", 10, LEASE)] == [job.id]
 
 
 def test_hold_is_refused_for_a_held_claimed_or_finished_job(mf: MailFathom) -> None:
@@ -45,7 +46,7 @@ def test_hold_is_refused_for_a_held_claimed_or_finished_job(mf: MailFathom) -> N
     with pytest.raises(IllegalTransition, match="held already; nothing changed"):
         mf.jobs.hold(held.id, actor="ops")
     claimed = mf.enqueue("k")
-    mf.queue.claim("w", 10, LEASE)
+    claim(mf, "w", 10, LEASE)
     with pytest.raises(IllegalTransition, match="it is Claimed, and only Pending"):
         mf.jobs.hold(claimed.id, actor="ops")
     assert mf.jobs.get(claimed.id).state is JobState.CLAIMED
@@ -59,11 +60,11 @@ def test_hold_is_refused_for_a_held_claimed_or_finished_job(mf: MailFathom) -> N
 
 def test_run_now_makes_a_delayed_job_due_at_once(mf: MailFathom, clock: FakeClock) -> None:
     job = mf.enqueue("k", delay=3600)
-    assert mf.queue.claim("w", 10, LEASE) == []
+    assert claim(mf, "w", 10, LEASE) == []
     moved = mf.jobs.run_now(job.id, actor="bob", reason="customer waiting")
     assert moved.available_at == clock.now()
     assert [e.action for e in mf.jobs.events(job.id)] == ["run_now"]
-    assert [claimed.id for claimed in mf.queue.claim("w", 10, LEASE)] == [job.id]
+    assert [claimed.id for claimed in claim(mf, "w", 10, LEASE)] == [job.id]
 
 
 def test_run_now_cuts_a_backoff_short(mf: MailFathom, clock: FakeClock) -> None:
@@ -98,7 +99,7 @@ def test_abort_is_a_request_on_a_claimed_job_returned_by_the_lease_renewal(
 ) -> None:
     job = mf.enqueue("k")
     other = mf.enqueue("k")
-    mf.queue.claim("w", 10, LEASE)
+    claim(mf, "w", 10, LEASE)
     asked = mf.jobs.abort(job.id, actor="carol", reason="runaway")
     assert asked.state is JobState.CLAIMED
     assert asked.abort_reason == "aborted by carol: runaway"
@@ -119,7 +120,7 @@ def test_abort_is_a_request_on_a_claimed_job_returned_by_the_lease_renewal(
 
 def test_abort_is_refused_for_a_finished_job(mf: MailFathom, clock: FakeClock) -> None:
     job = mf.enqueue("k")
-    mf.queue.claim("w", 10, LEASE)
+    claim(mf, "w", 10, LEASE)
     mf.store.claims.record_outcomes(owner="w", now=clock.now(), succeeded=[(job.id, 1)])
     with pytest.raises(IllegalTransition, match="it is Succeeded, and only Pending or Claimed"):
         mf.jobs.abort(job.id, actor="ops")
@@ -130,7 +131,7 @@ def test_an_abort_whose_worker_is_gone_dead_letters_when_the_lease_is_reaped(
     mf: MailFathom, clock: FakeClock
 ) -> None:
     job = mf.enqueue("k", max_attempts=5)  # attempts left: a plain expiry would retry
-    mf.queue.claim("gone", 10, LEASE)
+    claim(mf, "gone", 10, LEASE)
     mf.jobs.abort(job.id, actor="dave", reason="stuck")
     clock.advance(LEASE + timedelta(minutes=1))
     assert reap(mf.store, now=clock.now()) == 1
@@ -143,7 +144,7 @@ def test_an_abort_whose_worker_is_gone_dead_letters_when_the_lease_is_reaped(
     assert attempt.failure_class is FailureClass.PERMANENT
     # from there the operator's usual moves apply, and a new claim forgets the request
     mf.jobs.requeue(job.id, actor="dave")
-    (again,) = mf.queue.claim("w2", 10, LEASE)
+    (again,) = claim(mf, "w2", 10, LEASE)
     assert again.id == job.id and again.abort_reason is None
 
 
@@ -160,7 +161,7 @@ def test_a_paused_queue_is_skipped_by_every_claim_and_enqueue_goes_on(
     assert (paused.queue, paused.actor, paused.reason) == ("mail", "erin", "smtp maintenance")
     later = mf.enqueue("k", queue="mail", priority=10)  # enqueue still works
     plain = mf.enqueue("k", queue="default")
-    claimed = mf.queue.claim("w", 10, LEASE, queues=queues)
+    claimed = claim(mf, "w", 10, LEASE, queues=queues)
     assert [job.id for job in claimed] == [plain.id]
     assert [p.queue for p in mf.queues.paused()] == ["mail"]
     summary = {s.queue: s for s in mf.queues.list()}
@@ -168,7 +169,7 @@ def test_a_paused_queue_is_skipped_by_every_claim_and_enqueue_goes_on(
     assert summary["default"].paused is None and summary["default"].running == 1
 
     mf.queues.resume("mail", actor="erin")
-    claimed = mf.queue.claim("w", 10, LEASE, queues=queues)
+    claimed = claim(mf, "w", 10, LEASE, queues=queues)
     assert {job.id for job in claimed} == {mail.id, later.id}
     assert [(e.action, e.actor) for e in mf.queues.events("mail")] == [
         ("resume", "erin"),

@@ -32,6 +32,7 @@ from mailfathom import (
 )
 from mailfathom.jobs.worker import claim_ahead
 from mailfathom.jobs.worker.worker import Worker
+from mailfathom.testing import claim
 from reaping import reap
 from test_worker_claim_ahead import _claimed_ahead, _long_among_short
 
@@ -201,7 +202,7 @@ def test_a_job_claimed_ahead_and_released_at_stop_after_an_abort_never_starts(
 def test_a_late_release_of_an_aborted_job_dead_letters_it(mf: MailFathom) -> None:
     job = mf.enqueue("k", max_attempts=5)
     other = mf.enqueue("k")
-    mf.queue.claim("w", 10, LEASE)
+    claim(mf, "w", 10, LEASE)
     mf.jobs.abort(job.id, actor="erin", reason="wrong customer")
     held = [(job.id, 1), (other.id, 1)]
     assert mf.store.claims.release_unstarted(owner="w", held=held, now=mf.clock.now()) == {
@@ -210,7 +211,7 @@ def test_a_late_release_of_an_aborted_job_dead_letters_it(mf: MailFathom) -> Non
     }
     _dead_by_abort(mf, job.id, "aborted by erin: wrong customer (before it started)")
     assert mf.jobs.get(other.id).state is JobState.PENDING
-    (again,) = mf.queue.claim("w", 10, LEASE)
+    (again,) = claim(mf, "w", 10, LEASE)
     assert again.id == other.id
 
 
@@ -219,7 +220,7 @@ def test_a_lost_lease_of_an_aborted_job_is_reaped_into_the_dead_letters(
 ) -> None:
     """Its worker's outcome comes too late (the lease moved on): the reaper's is final."""
     job = mf.enqueue("k", max_attempts=5)
-    mf.queue.claim("w", 10, LEASE)
+    claim(mf, "w", 10, LEASE)
     mf.jobs.abort(job.id, actor="erin", reason="wrong customer")
     clock.advance(LEASE + timedelta(minutes=1))
     assert reap(mf.store, now=clock.now()) == 1
@@ -227,14 +228,14 @@ def test_a_lost_lease_of_an_aborted_job_is_reaped_into_the_dead_letters(
         job.id
     }
     _dead_by_abort(mf, job.id, "aborted by erin: wrong customer (its worker w was gone)")
-    assert mf.queue.claim("w2", 10, LEASE) == []
+    assert claim(mf, "w2", 10, LEASE) == []
 
 
 def test_a_success_committed_before_the_abort_refuses_it_and_stays_clean(
     mf: MailFathom, clock: FakeClock
 ) -> None:
     job = mf.enqueue("k")
-    mf.queue.claim("w", 10, LEASE)
+    claim(mf, "w", 10, LEASE)
     assert (
         mf.store.claims.record_outcomes(owner="w", now=clock.now(), succeeded=[(job.id, 1)])
         == set()

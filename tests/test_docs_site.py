@@ -4,6 +4,7 @@ what the code says (every setting, every API operation, every command)."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import importlib.util
 import os
 import re
@@ -64,6 +65,14 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     site = tmp_path / "site"
     api = (site / "reference/api/index.html").read_text(encoding="utf-8")
     assert 'id="mailfathom.MailFathom.enqueue"' in api  # from the docstrings
+    hook = _hook()
+    unrendered = [
+        f"{module}.{name}"
+        for module in hook.public_modules()
+        for name in importlib.import_module(module).__all__
+        if f'id="{module}.{name}"' not in api
+    ]
+    assert unrendered == []  # every public name of every public module has its entry
     cli = (site / "reference/cli/index.html").read_text(encoding="utf-8")
     assert re.search(r"mailfathom worker", cli) and "--burst" in cli  # from click
     assert "Sentinel" not in cli

@@ -16,6 +16,7 @@ from mailfathom import (
     MailFathom,
     PayloadError,
 )
+from mailfathom.testing import claim
 
 
 def test_enqueue_creates_a_pending_job_due_now(mf: MailFathom, clock: FakeClock) -> None:
@@ -110,9 +111,9 @@ def test_delay_and_run_at(mf: MailFathom, clock: FakeClock) -> None:
     assert in_seconds.available_at == clock.now() + timedelta(seconds=30)
     at = clock.now() + timedelta(hours=2)
     assert mf.enqueue("k", run_at=at).available_at == at
-    assert mf.queue.claim("w", 10, timedelta(seconds=30)) == []
+    assert claim(mf, "w", 10, timedelta(seconds=30)) == []
     clock.advance(timedelta(seconds=30))
-    assert [j.id for j in mf.queue.claim("w", 10, timedelta(seconds=30))] == [in_seconds.id]
+    assert [j.id for j in claim(mf, "w", 10, timedelta(seconds=30))] == [in_seconds.id]
 
 
 @pytest.mark.parametrize(
@@ -156,10 +157,10 @@ def test_hold_creates_a_job_that_waits_for_release(mf: MailFathom, clock: FakeCl
     held = mf.enqueue("k", hold=True)
     assert held.held and held.available_at is None and held.state is JobState.PENDING
     clock.advance(timedelta(days=365))
-    assert mf.queue.claim("w", 10, timedelta(seconds=30)) == []
+    assert claim(mf, "w", 10, timedelta(seconds=30)) == []
     released = mf.jobs.release(held.id, actor="ops", reason="run now")
     assert released.available_at == clock.now() and not released.held
-    assert [j.id for j in mf.queue.claim("w", 10, timedelta(seconds=30))] == [held.id]
+    assert [j.id for j in claim(mf, "w", 10, timedelta(seconds=30))] == [held.id]
 
 
 def test_priority_and_queue_are_stored(mf: MailFathom) -> None:

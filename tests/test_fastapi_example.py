@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from mailfathom import JobContext, JobState, MailFathom
+from raw_database import raw_reading
 
 ADA = {"x-demo-user": "ada"}
 GRACE = {"x-demo-user": "grace"}  # read-only
@@ -33,7 +34,7 @@ def client(shop: FastAPI) -> Iterator[TestClient]:
 
 
 def _orders(mf: MailFathom) -> int:
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         cur.execute("SELECT count(*) AS n FROM shop_orders")
         return int(cur.fetchone()["n"])
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from mailfathom import JobState, MailFathom
+from mailfathom import JobState, MailFathom, testing
 from mailfathom.clock import FakeClock
 
 LEASE = timedelta(seconds=30)
@@ -16,7 +16,7 @@ LEASE = timedelta(seconds=30)
 
 def claim(mf: MailFathom, limit: int = 100, owner: str = "w1") -> list[tuple[str, str | None]]:
     """Claim up to ``limit`` jobs; (kind, limit key) of each."""
-    jobs = mf.queue.claim(owner, limit, LEASE)
+    jobs = testing.claim(mf, owner, limit, LEASE)
     return sorted(((job.kind, job.limit_key) for job in jobs), key=lambda p: (p[0], p[1] or ""))
 
 
@@ -100,7 +100,7 @@ def test_queue_limit_covers_every_kind_in_it(mf: MailFathom) -> None:
     assert claim(mf) == []
     # a worker of the limited queue alone obeys it too
     finish(mf)
-    jobs = mf.queue.claim("w2", 100, LEASE, queues=["mail"])
+    jobs = testing.claim(mf, "w2", 100, LEASE, queues=["mail"])
     assert len(jobs) == 3
 
 

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from mailfathom import JobState, MailFathom
 from mailfathom.clock import FakeClock
+from mailfathom.testing import claim
+from raw_database import raw_transaction
 
 LEASE = timedelta(seconds=30)
 
@@ -22,7 +24,7 @@ def claimed_ids(
     mf: MailFathom, limit: int, queues: list[str] | None = None, lease: timedelta = LEASE
 ) -> list[int]:
     """Ids of the jobs one claim takes, in claim order."""
-    return [job.id for job in mf.queue.claim("w", limit, lease, queues=queues)]
+    return [job.id for job in claim(mf, "w", limit, lease, queues=queues)]
 
 
 def test_a_limited_job_of_higher_priority_goes_before_unlimited_ones(mf: MailFathom) -> None:
@@ -140,7 +142,7 @@ def _limits(mf: MailFathom) -> None:
 
 
 def _reset(mf: MailFathom) -> None:
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         cur.execute("DELETE FROM mf_flow_starts")
         cur.execute("DELETE FROM mf_jobs")
 

@@ -13,6 +13,7 @@ import pytest
 
 from mailfathom import MailFathom, SystemClock
 from mailfathom.clock import FakeClock
+from raw_database import raw_reading
 
 LEASE = timedelta(seconds=30)
 SKEWS = [timedelta(seconds=5), timedelta(seconds=10)]
@@ -46,7 +47,7 @@ def test_claimers_whose_clocks_disagree_share_one_window(
     clock.advance(timedelta(milliseconds=1))
     # one window after the last starts: not held back by the skew
     assert _claim(mf, "behind", clock.now()) == 5
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         cur.execute("SELECT count(*) AS n FROM mf_flow_starts")
         assert int(cur.fetchone()["n"]) == 5  # the earlier windows were trimmed
 
@@ -66,7 +67,7 @@ def _database_now(app: MailFathom) -> datetime:
     clock of the machine holding the file: this one)."""
     if app.store.dialect == "sqlite":
         return datetime.now(UTC)
-    with app.store.db.reading() as cur:
+    with raw_reading(app) as cur:
         cur.execute("SELECT clock_timestamp() AS now")
         moment: datetime = cur.fetchone()["now"]
     return moment.astimezone(UTC)

@@ -9,13 +9,15 @@ from datetime import timedelta
 from mailfathom import JobState, MailFathom
 from mailfathom.clock import FakeClock
 from mailfathom.store.base import FailedAttempt
+from mailfathom.testing import claim
+from raw_database import raw_reading
 
 LEASE = timedelta(seconds=30)
 
 
 def kinds(mf: MailFathom, limit: int = 100) -> list[str]:
     """Kinds of the jobs one claim takes, sorted."""
-    return sorted(job.kind for job in mf.queue.claim("w", limit, LEASE))
+    return sorted(job.kind for job in claim(mf, "w", limit, LEASE))
 
 
 def succeed_all(mf: MailFathom) -> None:
@@ -72,7 +74,7 @@ def test_each_attempt_of_a_retried_job_counts(mf: MailFathom, clock: FakeClock) 
     (job,) = mf.enqueue_many("rated", [{}])
     mf.enqueue_many("rated", [{}] * 5)
     for _ in range(2):
-        claimed = [j for j in mf.queue.claim("w", 1, LEASE)]
+        claimed = [j for j in claim(mf, "w", 1, LEASE)]
         assert len(claimed) == 1
         failure = FailedAttempt(
             job_id=claimed[0].id,
@@ -97,7 +99,7 @@ def test_per_key_rate_and_a_key_of_its_own(mf: MailFathom, clock: FakeClock) -> 
     mf.limits.sync()
     keys = ["gmail.com"] * 10 + ["example.org"] * 10
     mf.queue.enqueue_many("deliver", [{}] * len(keys), limit_keys=keys)
-    got = [job.limit_key or "" for job in mf.queue.claim("w", 100, LEASE)]
+    got = [job.limit_key or "" for job in claim(mf, "w", 100, LEASE)]
     assert sorted(got) == ["example.org"] * 2 + ["gmail.com"] * 5
     succeed_all(mf)
     clock.advance(0.5)
@@ -121,6 +123,6 @@ def test_the_starts_log_is_trimmed_past_the_window(mf: MailFathom, clock: FakeCl
         kinds(mf)
         succeed_all(mf)
         clock.advance(1)
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         cur.execute("SELECT count(*) AS n FROM mf_flow_starts")
         assert int(cur.fetchone()["n"]) == 10  # the two earlier windows are gone

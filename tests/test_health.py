@@ -14,6 +14,7 @@ from mailfathom import FakeClock, MailFathom
 from mailfathom.cli import cli
 from mailfathom.observability.health import check_store, check_url
 from mailfathom.store.base import WorkerRegistration
+from raw_database import raw_transaction
 
 
 def _closed_port() -> int:
@@ -57,7 +58,7 @@ def test_health_fails_on_a_missing_sqlite_file_without_creating_it(tmp_path: Pat
 
 
 def test_health_fails_when_migrations_are_behind(mf: MailFathom) -> None:
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         cur.execute(
             "DELETE FROM mf_migrations WHERE version = (SELECT max(version) FROM mf_migrations)"
         )

@@ -14,6 +14,7 @@ from consolekit import make_client
 from mailfathom import MailFathom
 from mailfathom.clock import FakeClock
 from mailfathom.console.limits import rate_text
+from mailfathom.testing import claim
 from mailfathom.web.limit_pages import KEYS_LISTED
 
 LEASE = timedelta(seconds=30)
@@ -75,7 +76,7 @@ def test_each_limit_its_use_keys_and_waiting_jobs(client: Any, mf: MailFathom) -
     mf.limit_queue("mail", rate="5/10s")
     mf.limits.sync()
     jobs = mf.enqueue_many("sync.account", [{"account": a} for a in ["a", "a", "b", "<i>x</i>"]])
-    assert len(mf.queue.claim("w1", 10, LEASE)) == 3
+    assert len(claim(mf, "w1", 10, LEASE)) == 3
 
     html = client.get("/limits").text
     names = re.findall(r'<section class="limit" data-limit="([^"]+)">', html)
@@ -114,7 +115,7 @@ def test_many_keys_are_capped_blocked_first(client: Any, mf: MailFathom) -> None
     mf.limits.sync()
     domains = [f"d{i:02}" for i in range(25)] + ["d20", "d21"] * 2
     mf.enqueue_many("deliver", [{"domain": d} for d in domains])
-    assert len(mf.queue.claim("w1", 100, LEASE)) == 27  # d20, d21: two run, one waits each
+    assert len(claim(mf, "w1", 100, LEASE)) == 27  # d20, d21: two run, one waits each
 
     listed = rows(client.get("/limits").text, "limit-keys")
     assert len(listed) == KEYS_LISTED
@@ -147,7 +148,7 @@ def test_a_waiting_jobs_page_names_the_limit_holding_it(
     reports = mf.enqueue_many("report", [{}] * 3)
     later = mf.enqueue("sync", {"account": 42}, delay=timedelta(hours=1))
     held = mf.enqueue("sync", {"account": 42}, hold=True)
-    assert len(mf.queue.claim("w1", 10, LEASE)) == 3  # one sync of account 42, two reports
+    assert len(claim(mf, "w1", 10, LEASE)) == 3  # one sync of account 42, two reports
     free = mf.enqueue("free", {})  # no limit on its kind or queue (due, and not claimed)
 
     def holding(job_id: int) -> str | None:

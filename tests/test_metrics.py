@@ -23,6 +23,7 @@ from mailfathom.observability.gauges import DatabaseGauges
 from mailfathom.observability.health import check_store
 from mailfathom.observability.server import MetricsServer, serve_worker_metrics
 from mailfathom.store.base import WorkerRegistration
+from mailfathom.testing import claim
 from mailfathom.web.app import create_app
 from mailfathom.web.security import Access
 from smtp_fixtures import FaultServer
@@ -95,7 +96,7 @@ def test_worker_metrics_after_known_work(
     mf.enqueue("ok", {}, hold=True)  # held: Pending, never due
     # a job whose worker vanished: its lease expires and the next claim reaps it
     mf.enqueue("ok", {}, queue="lost")
-    assert mf.queue.claim("ghost", 1, timedelta(seconds=5), queues=["lost"])
+    assert claim(mf, "ghost", 1, timedelta(seconds=5), queues=["lost"])
     clock.advance(60)
     installed.registry.register(DatabaseGauges(mf.store, mf.clock, min_interval=0))
     assert mf.worker(queues=["default", "lost"]).run(burst=True) == 6

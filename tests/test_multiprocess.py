@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from mailfathom import JobState, MailFathom
+from mailfathom.testing import claim
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +109,7 @@ def _claim_until_empty(url: str, barrier: Any, results: Any, n: int) -> None:
     with MailFathom(url) as app:
         barrier.wait()
         while idle < 3:
-            jobs = app.queue.claim(owner, 10, timedelta(seconds=60))
+            jobs = claim(app, owner, 10, timedelta(seconds=60))
             if not jobs:
                 idle += 1
                 continue

@@ -15,8 +15,7 @@ import yaml
 
 import mailfathom
 from mailfathom import FakeClock, MailFathom
-from mailfathom.observability import metrics
-from mailfathom.observability.gauges import DatabaseGauges
+from mailfathom.observability import database_gauges, metrics
 
 DOCS = Path(__file__).parent.parent / "docs"
 DOC = DOCS / "observability.md"
@@ -34,7 +33,7 @@ def exported(tmp_path: Path) -> set[str]:
     made = metrics.Metrics()
     with MailFathom(f"sqlite:///{tmp_path / 'names.db'}", clock=FakeClock()) as mf:
         mf.migrate()
-        made.registry.register(DatabaseGauges(mf.store, mf.clock, min_interval=0))
+        made.registry.register(database_gauges(mf, min_interval=0))
         return {family.name for family in made.registry.collect()}
 
 
@@ -53,7 +52,7 @@ def queried(expression: str) -> set[str]:
 
 def test_the_python_blocks_run(tmp_path: Path) -> None:
     code = "\n".join(blocks("python"))
-    assert "metrics.install()" in code and "set_tracer_provider" in code
+    assert "install_metrics()" in code and "set_tracer_provider" in code
     result = subprocess.run(
         [sys.executable, "-c", code],
         cwd=tmp_path,

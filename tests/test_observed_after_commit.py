@@ -18,6 +18,8 @@ from mailfathom.jobs.worker.outcomes import Outage
 from mailfathom.jobs.worker.recorder import Claim, OutcomeRecorder
 from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.observability import metrics
+from mailfathom.testing import claim
+from raw_database import raw_transaction
 from test_metrics import parse
 
 LEASE = timedelta(seconds=30)
@@ -55,7 +57,7 @@ def lines() -> Iterator[_Lines]:
 
 def _refuse_successes_of(mf: MailFathom, kind: str) -> None:
     """The database refuses to record a success of ``kind`` (a trigger, like a full disk)."""
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         if mf.store.dialect == "sqlite":
             cur.execute(
                 "CREATE TRIGGER refuse_success BEFORE UPDATE OF state ON mf_jobs "
@@ -128,7 +130,7 @@ def test_an_outcome_is_observed_once_its_commit_is_done_and_a_discarded_one_as_n
         committed.set()
 
     mf.store.claims.release_unstarted(owner=owner, held=[(lost.id, 1)], now=mf.clock.now())
-    mf.queue.claim("another", 1, LEASE)  # the lease moved on: its outcome is discarded
+    claim(mf, "another", 1, LEASE)  # the lease moved on: its outcome is discarded
     for job in (kept, lost):
         recorder.unrecorded.add(Finished(job, AttemptOutcome.SUCCEEDED, observer=observer))
     assert seen == []  # ended, not yet recorded: nothing told

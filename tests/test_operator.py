@@ -22,6 +22,7 @@ from mailfathom import (
     NotFound,
     PermanentFailure,
 )
+from mailfathom.testing import claim
 
 
 def _job_in(mf: MailFathom, state: JobState) -> Job:
@@ -37,7 +38,7 @@ def _job_in(mf: MailFathom, state: JobState) -> Job:
     if state is JobState.PENDING:
         return job
     if state is JobState.CLAIMED:
-        (claimed,) = mf.queue.claim("w", 1, timedelta(seconds=30))
+        (claimed,) = claim(mf, "w", 1, timedelta(seconds=30))
         return claimed
     mf.worker().run(burst=True)
     if state is JobState.DROPPED:

@@ -17,6 +17,7 @@ from consolekit import make_client
 from mailfathom import MailFathom, OutgoingEmailStage
 from mailfathom.cli import cli
 from mailfathom.console import Console
+from raw_database import raw_transaction
 from test_outbox_operator import message
 
 MANY = 1005
@@ -25,7 +26,7 @@ MANY = 1005
 def _many_unknown(app: MailFathom) -> list[int]:
     """``MANY`` TransmissionBegun records no worker holds: copies of one recorded email."""
     first = app.outbox.record(message())
-    with app.store.db.transaction() as cur:
+    with raw_transaction(app) as cur:
         cur.execute(f"UPDATE mf_outbox SET job_id = NULL WHERE id = {first.id}")
         cur.execute(
             "UPDATE mf_outbox SET stage = 'TransmissionBegun', transmission_begun_at = "

@@ -17,6 +17,8 @@ from mailfathom import (
     MailFathom,
     OutgoingEmailStage,
 )
+from mailfathom.testing import claim
+from raw_database import own_store, raw_transaction
 
 LEASE = timedelta(seconds=30)
 
@@ -41,12 +43,13 @@ def last_try(database_url: str, clock: FakeClock) -> Iterator[MailFathom]:
 
 def begin_transmission(app: MailFathom, email_id: int) -> int:
     """What a worker does up to the 354: count an attempt, commit TransmissionBegun."""
-    store = app.store.outbox_attempts
-    start, _ = store.begin_attempt(email_id, now=app.clock.now())
-    assert start is not None
-    attempt = start.email["attempts"]
-    assert store.mark_transmission_begun(email_id, attempt, now=app.clock.now())
-    return attempt
+    with own_store(app) as own:
+        store = own.outbox_attempts
+        start, _ = store.begin_attempt(email_id, now=app.clock.now())
+        assert start is not None
+        attempt = start.email["attempts"]
+        assert store.mark_transmission_begun(email_id, attempt, now=app.clock.now())
+        return attempt
 
 
 def test_a_lease_lost_on_the_last_attempt_refuses_the_recorded_email(
@@ -54,11 +57,11 @@ def test_a_lease_lost_on_the_last_attempt_refuses_the_recorded_email(
 ) -> None:
     recorded = last_try.outbox.record(message())
     begun = last_try.outbox.record(message())
-    claimed = last_try.queue.claim("w1", 10, LEASE)  # the worker dies before any SMTP
+    claimed = claim(last_try, "w1", 10, LEASE)  # the worker dies before any SMTP
     assert {job.payload["email_id"] for job in claimed} == {recorded.id, begun.id}
     begin_transmission(last_try, begun.id)
     clock.advance(LEASE + timedelta(seconds=11))  # past the lease + 10 s skew margin
-    assert last_try.queue.claim("w2", 10, LEASE) == []  # reaps: out of attempts
+    assert claim(last_try, "w2", 10, LEASE) == []  # reaps: out of attempts
 
     email = last_try.outbox.get(recorded.id)
     job = last_try.jobs.get(email.job_id or 0)
@@ -76,13 +79,13 @@ def test_dropping_the_dead_job_of_a_recorded_email_refuses_it(
     last_try: MailFathom, clock: FakeClock
 ) -> None:
     recorded = last_try.outbox.record(message())
-    (job,) = last_try.queue.claim("w1", 10, LEASE)
+    (job,) = claim(last_try, "w1", 10, LEASE)
     begin_transmission(last_try, recorded.id)
     clock.advance(LEASE + timedelta(seconds=11))  # past the lease + 10 s skew margin
-    last_try.queue.claim("w2", 10, LEASE)
+    claim(last_try, "w2", 10, LEASE)
     assert last_try.jobs.get(job.id).state is JobState.DEAD_LETTERED
     # a record stranded in Recorded before this guard existed
-    with last_try.store.db.transaction() as cur:
+    with raw_transaction(last_try) as cur:
         cur.execute(
             "UPDATE mf_outbox SET stage = 'Recorded', transmission_begun_at = NULL "
             f"WHERE id = {recorded.id}"
@@ -99,7 +102,7 @@ def test_send_again_replaces_a_delivery_job_whose_lease_expired(
     mf: MailFathom, clock: FakeClock
 ) -> None:
     recorded = mf.outbox.record(message())
-    (job,) = mf.queue.claim("w1", 10, LEASE)
+    (job,) = claim(mf, "w1", 10, LEASE)
     stale_attempt = begin_transmission(mf, recorded.id)
     clock.advance(LEASE + timedelta(seconds=11))  # w1 stalls past lease + margin
     assert [e.id for e in mf.outbox.unknown()] == [recorded.id]
@@ -115,14 +118,17 @@ def test_send_again_replaces_a_delivery_job_whose_lease_expired(
     assert still == {job.id}
     assert mf.store.claims.record_outcomes(owner="w1", now=clock.now(), succeeded=held) == set()
     assert mf.outbox.get(recorded.id).stage is OutgoingEmailStage.RECORDED
-    assert [j.id for j in mf.queue.claim("w2", 10, LEASE)] == [email.job_id]
-    store = mf.store.outbox_attempts
-    start, _ = store.begin_attempt(recorded.id, now=mf.clock.now())
-    # counted anew (on PostgreSQL the claim above counted one attempt already)
-    assert start is not None and start.email["attempts"] > stale_attempt
-    # only the latest attempt may begin a transmission
-    assert not store.mark_transmission_begun(recorded.id, stale_attempt, now=mf.clock.now())
-    assert store.mark_transmission_begun(recorded.id, start.email["attempts"], now=mf.clock.now())
+    assert [j.id for j in claim(mf, "w2", 10, LEASE)] == [email.job_id]
+    with own_store(mf) as own:
+        store = own.outbox_attempts
+        start, _ = store.begin_attempt(recorded.id, now=mf.clock.now())
+        # counted anew (on PostgreSQL the claim above counted one attempt already)
+        assert start is not None and start.email["attempts"] > stale_attempt
+        # only the latest attempt may begin a transmission
+        assert not store.mark_transmission_begun(recorded.id, stale_attempt, now=mf.clock.now())
+        assert store.mark_transmission_begun(
+            recorded.id, start.email["attempts"], now=mf.clock.now()
+        )
 
 
 @pytest.mark.parametrize(
@@ -149,7 +155,7 @@ def test_the_claim_counts_a_delivery_attempt_once_and_forgets_it_on_a_later_leas
 ) -> None:
     recorded = mf.outbox.record(message())
     # the claim counts the attempt in its own transaction and keeps what it sends
-    (job,) = mf.queue.claim("w1", 10, LEASE)
+    (job,) = claim(mf, "w1", 10, LEASE)
     assert mf.outbox.get(recorded.id).attempts == 1
     # w1 gives the job back unstarted; the record is cancelled meanwhile
     assert mf.store.claims.release_unstarted(
@@ -160,7 +166,7 @@ def test_the_claim_counts_a_delivery_attempt_once_and_forgets_it_on_a_later_leas
     mf.outbox.cancel(recorded.id, actor="ops", reason="not needed")
     # the next lease of the same job has the same attempt number, and its claim started
     # nothing: what the first claim kept must not be handed to its handler
-    (again,) = mf.queue.claim("w2", 10, LEASE)
+    (again,) = claim(mf, "w2", 10, LEASE)
     assert (again.id, again.attempts) == (job.id, job.attempts)
     assert mf.deliverer._store.claimed_start(again.id, again.attempts) is None
     email = mf.outbox.get(recorded.id)
@@ -173,12 +179,12 @@ def test_a_delivery_given_back_unstarted_is_counted_once_when_it_runs(
     """A worker's shutdown gives back the deliveries it claimed ahead: the next claim
     counts the message's attempt again, once, and hands its handler what to send."""
     recorded = mf.outbox.record(message())
-    (job,) = mf.queue.claim("w1", 10, LEASE)
+    (job,) = claim(mf, "w1", 10, LEASE)
     assert mf.store.claims.release_unstarted(
         owner="w1", held=[(job.id, job.attempts)], now=mf.clock.now()
     ) == {job.id}
     assert mf.deliverer._store.claimed_start(job.id, job.attempts) is None  # dropped
-    (again,) = mf.queue.claim("w2", 10, LEASE)
+    (again,) = claim(mf, "w2", 10, LEASE)
     assert mf.outbox.get(recorded.id).attempts == 1
     start = mf.deliverer._store.claimed_start(again.id, again.attempts)
     assert start is not None and start.email["id"] == recorded.id

@@ -25,6 +25,7 @@ from mailfathom import (
     PermanentFailure,
     RecordedEmail,
 )
+from mailfathom.testing import claim
 from smtp_fixtures import FaultServer
 
 RECORDED = OutgoingEmailStage.RECORDED
@@ -107,7 +108,7 @@ def test_cancel_is_refused_while_a_worker_holds_the_delivery(
     mail_app: MailFathom, clock: FakeClock
 ) -> None:
     recorded = mail_app.outbox.record(message())
-    (job,) = mail_app.queue.claim("worker-1", 1, timedelta(seconds=30))
+    (job,) = claim(mail_app, "worker-1", 1, timedelta(seconds=30))
     assert job.id == recorded.job_id
     with pytest.raises(IllegalTransition, match="a worker is delivering it right now"):
         mail_app.outbox.cancel(recorded.id, actor="ops")
@@ -186,7 +187,7 @@ def test_unknown_lists_transmission_begun_records_nobody_is_delivering(
 ) -> None:
     assert [e.id for e in mail_app.outbox.unknown()] == [unknown.id]
     mail_app.jobs.requeue(unknown.job_id or 0, actor="ops")
-    mail_app.queue.claim("worker-1", 1, timedelta(seconds=30))
+    claim(mail_app, "worker-1", 1, timedelta(seconds=30))
     assert mail_app.outbox.unknown() == [], "a record a live worker holds is not unknown"
     with pytest.raises(IllegalTransition, match="still waiting for the server's answer"):
         mail_app.outbox.resolve(unknown.id, "delivered", actor="ops")

@@ -16,6 +16,7 @@ import pytest
 
 from mailfathom import FakeClock, IllegalTransition, JobState, MailFathom, OutgoingEmailStage
 from mailfathom.store.migrate import load_migrations
+from raw_database import own_database
 from smtp_fixtures import FaultServer
 
 RECORDED = OutgoingEmailStage.RECORDED
@@ -298,15 +299,15 @@ def test_the_migration_finds_each_records_message_and_what_it_was_recorded_with(
             message("a@gmail.com", "b@gmail.com", "c@yahoo.com"), priority=3
         )
         deliver(mf)  # a domain part, and a deferred split of the root
-        db = mf.store.db
-        with db.transaction() as cur:
-            cur.execute("UPDATE mf_outbox SET root_id = NULL, priority = 0, queue = NULL")
-        (_, _, script) = load_migrations(db.dialect)[12]
-        backfill = [s for s in script.split(";\n") if s.lstrip().startswith(("WITH", "UPDATE"))]
-        assert len(backfill) == 2
-        with db.transaction() as cur:
-            for statement in backfill:
-                cur.execute(statement)
+        with own_database(mf) as db:
+            with db.transaction() as cur:
+                cur.execute("UPDATE mf_outbox SET root_id = NULL, priority = 0, queue = NULL")
+            (_, _, script) = load_migrations(db.dialect)[12]
+            backfill = [s for s in script.split(";\n") if s.lstrip().startswith(("WITH", "UPDATE"))]
+            assert len(backfill) == 2
+            with db.transaction() as cur:
+                for statement in backfill:
+                    cur.execute(statement)
         root, *others = mf.outbox.parts(recorded.id)
         assert len(others) == 2 and {p.root_id for p in others} == {root.id}
         assert {(p.priority, p.queue) for p in [root, *others]} == {(3, "bulk")}

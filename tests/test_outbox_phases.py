@@ -22,6 +22,7 @@ from mailfathom import (
     StoreError,
 )
 from mailfathom.delivery.phases import PHASE_POINTS, PhasePoint
+from raw_database import own_store, raw_transaction
 from smtp_fixtures import FaultServer
 from test_outbox_operator import deliver, message
 
@@ -90,7 +91,7 @@ _ALLOW_BEGUN = {
 
 
 def _run(app: MailFathom, statements: list[str]) -> None:
-    with app.store.db.transaction() as cur:
+    with raw_transaction(app) as cur:
         for sql in statements:
             cur.execute(sql)
 
@@ -143,9 +144,10 @@ def test_a_transmission_begun_record_is_never_attempted_again(
     smtp.script()
     job_id = recorded.job_id or 0
     assert mail_app.outbox.get(recorded.id).stage is BEGUN
-    store = mail_app.store.outbox_attempts
-    start, current = store.begin_attempt(recorded.id, now=mail_app.clock.now())
-    assert start is None and current is not None and current["stage"] == "TransmissionBegun"
+    with own_store(mail_app) as own:
+        store = own.outbox_attempts
+        start, current = store.begin_attempt(recorded.id, now=mail_app.clock.now())
+        assert start is None and current is not None and current["stage"] == "TransmissionBegun"
 
     mail_app.jobs.requeue(job_id, actor="ops", reason="run it again, whatever it is")
     reached: list[PhasePoint] = []

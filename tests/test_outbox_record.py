@@ -25,6 +25,7 @@ from mailfathom import (
     OutgoingEmailStage,
     StoreError,
 )
+from raw_database import raw_transaction
 
 
 def message(**headers: str) -> EmailMessage:
@@ -293,18 +294,18 @@ def test_reads_and_bad_input(mf: MailFathom) -> None:
 )
 def test_the_schema_refuses_illegal_records(mf: MailFathom, sql: str) -> None:
     recorded = mf.outbox.record(message())
-    with pytest.raises(StoreError), mf.store.db.transaction() as cur:
+    with pytest.raises(StoreError), raw_transaction(mf) as cur:
         cur.execute(sql)
     assert mf.outbox.get(recorded.id).stage is OutgoingEmailStage.RECORDED
 
 
 def test_the_schema_allows_only_the_stage_machine_moves(mf: MailFathom) -> None:
     recorded = mf.outbox.record(message())
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         cur.execute(
             "UPDATE mf_outbox SET stage = 'Cancelled', finished_at = created_at, reason = 'x'"
         )
-    with pytest.raises(StoreError), mf.store.db.transaction() as cur:
+    with pytest.raises(StoreError), raw_transaction(mf) as cur:
         cur.execute("UPDATE mf_outbox SET stage = 'Recorded', finished_at = NULL")
     assert mf.outbox.get(recorded.id).stage is OutgoingEmailStage.CANCELLED
 

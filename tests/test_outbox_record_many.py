@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from mailfathom import InvalidInput, InvalidMessage, JobState, MailFathom, OutgoingEmailStage
+from raw_database import raw_transaction
 
 
 def _message(n: int, to: str | None = None) -> EmailMessage:
@@ -119,7 +120,7 @@ def test_the_batch_lives_or_dies_with_the_callers_transaction(
 def test_a_write_that_fails_midway_leaves_nothing(mf: MailFathom) -> None:
     """The batch is one transaction: the third insert fails (the key's row is written by
     the second), and the first two are rolled back with it."""
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         cur.execute(
             "CREATE TRIGGER mf_test_refuse BEFORE INSERT ON mf_outbox_recipients "
             "WHEN NEW.address = 'user2@example.com' BEGIN SELECT RAISE(ABORT, 'refused'); END"

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from mailfathom import MailFathom, StoreError
+from raw_database import raw_reading
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def _welcome(user: int) -> EmailMessage:
 
 
 def _users(mf: MailFathom) -> int:
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         cur.execute("SELECT count(*) AS n FROM users")
         return int(cur.fetchone()["n"])
 

@@ -23,6 +23,7 @@ from mailfathom import (
     StoreError,
 )
 from mailfathom.store.migrate import load_migrations
+from raw_database import raw_reading, raw_transaction
 from smtp_fixtures import FaultServer
 from test_outbox_operator import deliver, message
 
@@ -34,7 +35,7 @@ CANCELLED = OutgoingEmailStage.CANCELLED
 
 
 def _raw(app: MailFathom, sql: str) -> None:
-    with app.store.db.transaction() as cur:
+    with raw_transaction(app) as cur:
         cur.execute(sql)
 
 
@@ -181,11 +182,11 @@ def _begun_at_guard(app: MailFathom) -> str:
     """How the error of the CHECK "Recorded/Cancelled ⇒ transmission_begun_at IS NULL"
     names it on this store (fails if the store has no such CHECK)."""
     if app.store.dialect == "sqlite":
-        with app.store.db.reading() as cur:
+        with raw_reading(app) as cur:
             cur.execute("SELECT sql FROM sqlite_master WHERE name = 'mf_outbox'")
             assert _SQLITE_BEGUN_AT_GUARD in cur.fetchone()["sql"], "the CHECK is gone"
         return _SQLITE_BEGUN_AT_GUARD
-    with app.store.db.reading() as cur:
+    with raw_reading(app) as cur:
         cur.execute(
             "SELECT conname FROM pg_constraint WHERE conrelid = 'mf_outbox'::regclass "
             "AND contype = 'c' AND pg_get_constraintdef(oid) LIKE %s",

@@ -24,6 +24,7 @@ from mailfathom import FakeClock, MailFathom, PayloadError
 from mailfathom.jobs.payload import MAX_DEPTH, MAX_INT_DIGITS
 from mailfathom.jobs.schedules.schedules import Scheduler
 from mailfathom.store.migrate import load_migrations
+from mailfathom.testing import claim
 
 TRICKY: dict[str, Any] = {
     "z": 1e16,
@@ -73,7 +74,7 @@ def test_tricky_numbers_and_key_order_come_back_exactly(mf: MailFathom) -> None:
     got = [mf.jobs.get(job.id).payload for job in batch]
     assert same(got, [TRICKY, {"n": -0.0}, TRICKY]), got
     assert same([job.payload for job in batch], [TRICKY, {"n": -0.0}, TRICKY])
-    claimed = mf.queue.claim("w", 10, timedelta(seconds=30))
+    claimed = claim(mf, "w", 10, timedelta(seconds=30))
     assert len(claimed) == 4
     assert all(same(job.payload, mf.jobs.get(job.id).payload) for job in claimed)
 

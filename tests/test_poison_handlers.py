@@ -30,6 +30,7 @@ from mailfathom import (
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished, describe_error
 from mailfathom.jobs.worker.worker import Worker
+from mailfathom.testing import claim
 
 _WITHIN = 30.0  # s a burst worker may take before the test calls it hung
 _HUGE = ("ValueError: " + "x" * 5_000_000)[:3960] + "… [4996052 more characters]"
@@ -354,7 +355,7 @@ def claimed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MailFath
     app.migrate()
     app.job("k")(poison_app.fine)
     app.enqueue("k")
-    (job,) = app.queue.claim("w", 1, timedelta(seconds=30))
+    (job,) = claim(app, "w", 1, timedelta(seconds=30))
     yield app, job
     app.close()
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from mailfathom import FakeClock, JobState, MailFathom
+from mailfathom.testing import claim
 
 LEASE = timedelta(seconds=30)
 
@@ -28,11 +29,11 @@ def test_claim_order_holds_across_queues(mf: MailFathom, clock: FakeClock) -> No
     default_high = mf.enqueue("k", queue="default", priority=5)
     mail_mid = mf.enqueue("k", queue="mail", priority=1)
     default_low = mf.enqueue("k", queue="default")
-    claimed = mf.queue.claim("w", 3, LEASE, queues=["mail", "default", "mail"])
+    claimed = claim(mf, "w", 3, LEASE, queues=["mail", "default", "mail"])
     assert [job.id for job in claimed] == [default_high.id, mail_mid.id, mail_old.id]
     assert mf.jobs.get(default_low.id).state is JobState.PENDING
     assert mf.jobs.get(other.id).state is JobState.PENDING
-    rest = mf.queue.claim("w2", 10, LEASE, queues=["default", "mail"])
+    rest = claim(mf, "w2", 10, LEASE, queues=["default", "mail"])
     assert [job.id for job in rest] == [default_low.id]
 
 
@@ -40,9 +41,9 @@ def test_the_limit_spans_every_queue(mf: MailFathom, clock: FakeClock) -> None:
     mail = mf.enqueue_many("k", [{} for _ in range(5)], queue="mail")
     clock.advance(1)
     default = mf.enqueue_many("k", [{} for _ in range(5)], queue="default")
-    first = mf.queue.claim("w", 4, LEASE, queues=["default", "mail"])
+    first = claim(mf, "w", 4, LEASE, queues=["default", "mail"])
     assert [job.id for job in first] == [job.id for job in mail[:4]]
-    second = mf.queue.claim("w", 4, LEASE, queues=["default", "mail"])
+    second = claim(mf, "w", 4, LEASE, queues=["default", "mail"])
     assert [job.id for job in second] == [mail[4].id, *(job.id for job in default[:3])]
 
 
@@ -53,7 +54,7 @@ def _claim_queues(url: str, owner: str, barrier: Any, results: Any) -> None:
         app.jobs.counts()  # connected: only the claims race
         barrier.wait(timeout=60)
         while idle < 3:
-            jobs = app.queue.claim(owner, 7, timedelta(seconds=60), queues=["b", "a"])
+            jobs = claim(app, owner, 7, timedelta(seconds=60), queues=["b", "a"])
             if not jobs:
                 idle += 1
                 continue

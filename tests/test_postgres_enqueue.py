@@ -23,6 +23,7 @@ from mailfathom import FakeClock, JobState, MailFathom, StoreError
 from mailfathom.store.base import NewJobs
 from mailfathom.store.postgres import PostgresDatabase
 from mailfathom.store.sql_store import SqlStore
+from mailfathom.testing import claim
 
 
 def test_mixed_batch_keeps_input_order_and_created_flags(mf: MailFathom, clock: FakeClock) -> None:
@@ -39,7 +40,7 @@ def test_mixed_batch_keeps_input_order_and_created_flags(mf: MailFathom, clock: 
     assert [job.payload["n"] for job in created] == [0, 2, 3, 5, 6]
     assert [job.id for job in created] == sorted(job.id for job in created), "ids follow input"
     assert all(job.created_at == clock.now() for job in created)
-    assert [j.id for j in mf.queue.claim("w", 10, timedelta(seconds=30))] == [
+    assert [j.id for j in claim(mf, "w", 10, timedelta(seconds=30))] == [
         old_b.id,
         old_d.id,
         *(job.id for job in created),

@@ -15,13 +15,15 @@ import pytest
 
 from mailfathom import JobContext, MailFathom
 from mailfathom.clock import FakeClock
+from mailfathom.testing import claim
+from raw_database import raw_reading, raw_transaction
 
 LEASE = timedelta(seconds=30)
 
 
 def waiting_on_flow_lock(app: MailFathom) -> bool:
     """Whether some session waits for the flow lock (flow_lock's advisory lock)."""
-    with app.store.db.reading() as cur:
+    with raw_reading(app) as cur:
         cur.execute(
             "SELECT count(*) AS n FROM pg_stat_activity "
             "WHERE wait_event = 'advisory' AND query LIKE '%.mf_flow%'"
@@ -45,7 +47,7 @@ def test_a_second_claimer_waits_and_then_sees_the_slot_taken(
         first.enqueue_many("one", [{}] * 3)
         got: list[int] = []
         now = clock.now()
-        with first.store.db.transaction() as cur:  # a claim that has not committed yet
+        with raw_transaction(first) as cur:  # a claim that has not committed yet
             limits = first.store.flow.active(cur)
             held = first.store.flow.claim(
                 cur, limits, owner="a", limit=5, now=now, lease_until=now + LEASE, queues=None
@@ -53,9 +55,7 @@ def test_a_second_claimer_waits_and_then_sees_the_slot_taken(
             assert len(held) == 1
             # committed meanwhile, first in claim order: not a row the first claim locks
             first.enqueue("one", {}, priority=10)
-            claimer = threading.Thread(
-                target=lambda: got.append(len(second.queue.claim("b", 5, LEASE)))
-            )
+            claimer = threading.Thread(target=lambda: got.append(len(claim(second, "b", 5, LEASE))))
             claimer.start()
             deadline = time.monotonic() + 10
             while claimer.is_alive() and not waiting_on_flow_lock(first):
@@ -107,7 +107,7 @@ def test_a_claim_with_limits_walks_the_claim_index_in_one_order(
                 yield _Explaining(cur, plans)
 
         monkeypatch.setattr(store.db, "transaction", explaining)
-        jobs = app.queue.claim("w", 100, LEASE)
+        jobs = claim(app, "w", 100, LEASE)
         assert Counter(job.kind for job in jobs) == {"limited": 50, "plain": 50}
     assert len(plans) == 3, plans  # the look ahead, the limited jobs', the unlimited claim
     for plan in plans:

@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from mailfathom import FakeClock, JobState, MailFathom, StoreError
+from mailfathom.testing import claim
 from private_cluster import PrivateCluster, fresh_database, private_cluster
 
 pytestmark = pytest.mark.slow
@@ -52,7 +53,7 @@ def test_the_first_call_after_a_restart_succeeds(cluster: PrivateCluster, url: s
     with MailFathom(url, clock=FakeClock()) as app, MailFathom(url) as other:
         app.migrate()
         app.enqueue_many("k", [{"i": i} for i in range(50)])
-        claimed = app.queue.claim("w", 10, timedelta(seconds=60))
+        claimed = claim(app, "w", 10, timedelta(seconds=60))
         _use_several_connections(app, 4)
         assert app.store.wait_for_jobs(0) is True  # LISTEN is now open
 
@@ -94,5 +95,5 @@ def test_calls_fail_clearly_during_an_outage_and_work_after_it(
         assert sum(app.jobs.counts().values()) == 21
         assert [app.jobs.get(job.id).payload for job in before] == [{"i": i} for i in range(20)]
         assert app.store.wait_for_jobs(5) is True
-        claimed = app.queue.claim("w", 100, timedelta(seconds=60))
+        claimed = claim(app, "w", 100, timedelta(seconds=60))
         assert sorted(job.id for job in claimed) == sorted([*(j.id for j in before), after.id])

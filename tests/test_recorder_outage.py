@@ -22,6 +22,7 @@ from mailfathom.jobs.worker.outcomes import Outage
 from mailfathom.jobs.worker.recorder import Claim, OutcomeRecorder
 from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.store.sqlite import SQLiteDatabase
+from raw_database import raw_transaction
 
 LEASE = timedelta(seconds=30)
 OWNER = "outage-test"
@@ -29,7 +30,7 @@ OWNER = "outage-test"
 
 def test_a_refused_row_is_told_from_an_outage(mf: MailFathom) -> None:
     job = mf.enqueue("k")
-    with pytest.raises(StoreError) as refused, mf.store.db.transaction() as cur:
+    with pytest.raises(StoreError) as refused, raw_transaction(mf) as cur:
         cur.execute(f"UPDATE mf_jobs SET state = 'Nonsense' WHERE id = {job.id}")  # no CHECK allows
     assert refused.value.refused
     assert mf.jobs.get(job.id).state is JobState.PENDING

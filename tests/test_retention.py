@@ -24,6 +24,7 @@ from mailfathom import (
     PermanentFailure,
     Settings,
 )
+from raw_database import raw_reading
 
 DAY = 86400.0
 
@@ -278,7 +279,7 @@ def test_a_dry_run_counts_what_the_pass_then_does_with_deletion_on(
                 assert rows[table][state] == actions, (table, state, rows)
     # the kept row keeps its event; the deleted rows' events went with them
     assert [(e.actor, e.action) for e in mf.jobs.events(kept.id)] == [("ops", "drop")]
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         cur.execute("SELECT count(*) AS n FROM mf_job_events")
         assert cur.fetchone()["n"] == 1
         cur.execute("SELECT count(*) AS n FROM mf_outbox_events")
@@ -309,7 +310,7 @@ def test_batches_are_small_and_the_pass_takes_them_all(mf: MailFathom, clock: Fa
     assert seen == [3, 3, 1]
     assert report.rows["jobs"]["Succeeded"]["compacted"] == 7
     if mf.store.dialect == "sqlite":  # the repack turned foreign keys off only meanwhile
-        with mf.store.db.reading() as cur:
+        with raw_reading(mf) as cur:
             assert cur.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1
     state = mf.retention.state()
     assert state.holder is None and state.last_finished_at == clock.now()

@@ -13,6 +13,7 @@ from typing import Any
 
 from guard_probe import check, insert_row, placeholders, refused_by, trigger
 from mailfathom import FakeClock, JobContext, JobState, MailFathom, PermanentFailure
+from raw_database import raw_time_param, raw_transaction
 
 DAY = 86400.0
 
@@ -60,7 +61,7 @@ def test_the_database_keeps_a_compacted_job_compacted(mf: MailFathom, clock: Fak
     before = mf.jobs.get(job_id)
     kept = trigger("a compacted job stays compacted")
     assert refused_by(mf, "mf_jobs", _update(mf, "mf_jobs", "compacted_at = NULL", job_id)) == kept
-    earlier = mf.store.db.time_param(clock.now() - timedelta(days=1))
+    earlier = raw_time_param(mf, clock.now() - timedelta(days=1))
     restamp = _update(mf, "mf_jobs", f"compacted_at = {placeholders(mf, 1)}", job_id, earlier)
     assert refused_by(mf, "mf_jobs", restamp) == kept
     payload = _update(mf, "mf_jobs", "payload = '{\"x\": 1}'", job_id)
@@ -69,7 +70,7 @@ def test_the_database_keeps_a_compacted_job_compacted(mf: MailFathom, clock: Fak
 
 
 def test_the_database_keeps_a_compacted_email_compacted(mf: MailFathom) -> None:
-    stamp = mf.store.db.time_param(mf.clock.now())
+    stamp = raw_time_param(mf, mf.clock.now())
     row: dict[str, object] = {
         "stage": "Sent",
         "message_id": "<a@example.com>",
@@ -84,12 +85,12 @@ def test_the_database_keeps_a_compacted_email_compacted(mf: MailFathom) -> None:
         "finished_at": stamp,
         "compacted_at": stamp,
     }
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         email_id = insert_row(cur, mf, "mf_outbox", row)
     kept = trigger("a compacted email stays compacted")
     # (clearing compacted_at is refused by the bytes CHECK already: restamping is the
     # write only the trigger refuses)
-    earlier = mf.store.db.time_param(mf.clock.now() - timedelta(days=1))
+    earlier = raw_time_param(mf, mf.clock.now() - timedelta(days=1))
     restamp = _update(mf, "mf_outbox", f"compacted_at = {placeholders(mf, 1)}", email_id, earlier)
     assert refused_by(mf, "mf_outbox", restamp) == kept
     assert mf.outbox.get(email_id).compacted

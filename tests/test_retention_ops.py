@@ -27,6 +27,7 @@ from mailfathom import (
 from mailfathom.cli import cli
 from mailfathom.jobs.pruner import PruneReport
 from mailfathom.store.retention.repository import Batch
+from raw_database import raw_reading
 from smtp_fixtures import FaultServer
 
 DAY = 86400.0
@@ -261,7 +262,7 @@ def test_sqlite_gives_freed_pages_back(tmp_path: Any, clock: FakeClock) -> None:
     path = tmp_path / "space.db"
     with MailFathom(f"sqlite:///{path}", clock=clock) as mf:
         mf.migrate()
-        with mf.store.db.reading() as cur:
+        with raw_reading(mf) as cur:
             assert cur.execute("PRAGMA auto_vacuum").fetchall()[0][0] == 2  # incremental
         _ok_jobs(mf, 250, pad=12000)  # 3 overflow pages a payload
         full = path.stat().st_size
@@ -278,9 +279,9 @@ def test_an_existing_sqlite_file_converts_with_prune_vacuum(tmp_path: Any) -> No
     url = f"sqlite:///{path}"
     with MailFathom(url) as mf:
         mf.migrate()
-        with mf.store.db.reading() as cur:
+        with raw_reading(mf) as cur:
             assert cur.execute("PRAGMA auto_vacuum").fetchall()[0][0] == 0  # left as it was
     done = CliRunner().invoke(cli, ["--database", url, "prune", "--vacuum", "--quiet"])
     assert done.exit_code == 0, done.output
-    with MailFathom(url) as mf, mf.store.db.reading() as cur:
+    with MailFathom(url) as mf, raw_reading(mf) as cur:
         assert cur.execute("PRAGMA auto_vacuum").fetchall()[0][0] == 2

@@ -19,10 +19,12 @@ from guard_probe import check, insert_row, refused_by
 from mailfathom import FakeClock, JobState, MailFathom, OutgoingEmailStage, StoreError
 from mailfathom.store.migrate import load_migrations
 from mailfathom.store.sqlite import SQLiteDatabase
+from mailfathom.testing import claim
+from raw_database import raw_reading, raw_time_param, raw_transaction
 
 
 def _raw(mf: MailFathom, sql: str) -> None:
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         cur.execute(sql)
 
 
@@ -66,7 +68,7 @@ def test_migrate_is_idempotent(mf: MailFathom) -> None:
 
 def _migrate_together(url: str, barrier: Any, results: Any) -> None:
     with MailFathom(url) as app:
-        with app.store.db.reading() as cur:  # connect first, so only the migration races
+        with raw_reading(app) as cur:  # connect first, so only the migration races
             cur.execute("SELECT 1")
         barrier.wait()
         started = time.monotonic()
@@ -130,7 +132,7 @@ def test_concurrent_migrations_apply_each_file_once(database_url: str, clock: Fa
     with MailFathom(database_url, clock=clock) as app:
         assert app.migrate() == []
         app.enqueue("k")
-        assert len(app.queue.claim("w", 1, timedelta(seconds=1))) == 1
+        assert len(claim(app, "w", 1, timedelta(seconds=1))) == 1
 
 
 def test_only_the_queues_own_state_moves_are_possible(mf: MailFathom) -> None:
@@ -151,7 +153,7 @@ _NOW = "2026-01-01T00:00:00+00:00"
 
 
 def _stamp(mf: MailFathom) -> object:
-    return mf.store.db.time_param(datetime.fromisoformat(_NOW))
+    return raw_time_param(mf, datetime.fromisoformat(_NOW))
 
 
 def _job_row(mf: MailFathom, **changes: object) -> dict[str, object]:
@@ -230,7 +232,7 @@ JOB_CHECK_CASES: list[tuple[str, dict[str, object], tuple[str, ...]]] = [
 def test_each_job_check_refuses_the_row_it_is_for(
     mf: MailFathom, changes: dict[str, object], guard: tuple[str, ...]
 ) -> None:
-    with mf.store.db.transaction() as cur:  # the same row without the change is fine
+    with raw_transaction(mf) as cur:  # the same row without the change is fine
         insert_row(cur, mf, "mf_jobs", _job_row(mf))
     row = _job_row(mf, **changes)
     fired = refused_by(mf, "mf_jobs", lambda cur: insert_row(cur, mf, "mf_jobs", row))
@@ -309,7 +311,7 @@ EMAIL_CHECK_CASES: list[tuple[str, dict[str, object], tuple[str, ...]]] = [
 def test_each_outbox_check_refuses_the_row_it_is_for(
     mf: MailFathom, changes: dict[str, object], guard: tuple[str, ...]
 ) -> None:
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         insert_row(cur, mf, "mf_outbox", _email_row(mf))
     row = _email_row(mf, **changes)
     fired = refused_by(mf, "mf_outbox", lambda cur: insert_row(cur, mf, "mf_outbox", row))

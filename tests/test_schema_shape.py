@@ -19,6 +19,7 @@ from typing import Any
 
 from mailfathom import MailFathom
 from mailfathom.store.migrate import load_migrations
+from raw_database import raw_reading
 
 # column: (nullable, SQLite type, PostgreSQL type)
 JOBS_COLUMNS = {
@@ -109,7 +110,7 @@ JOBS_INDEXES = {
 
 def describe(mf: MailFathom) -> dict[str, dict[str, Any]]:
     """Every ``mf_`` table of the app's database, described in dialect-neutral terms."""
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         if mf.store.dialect == "sqlite":
             return _describe_sqlite(cur)
         return _describe_postgres(cur)
@@ -334,7 +335,7 @@ def test_migrating_from_empty_gives_the_expected_outbox_tables(mf: MailFathom) -
 
 
 def test_every_migration_is_recorded(mf: MailFathom) -> None:
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         cur.execute("SELECT version, name, applied_at FROM mf_migrations ORDER BY version")
         rows = [(r["version"], r["name"], r["applied_at"]) for r in cur.fetchall()]
     expected = [(version, name) for version, name, _ in load_migrations(mf.store.dialect)]
@@ -366,7 +367,7 @@ def test_both_dialects_build_the_same_schema(postgres_schema_url: str, tmp_path:
 def test_postgres_announces_new_jobs_with_a_trigger(postgres_schema_url: str) -> None:
     with MailFathom(postgres_schema_url) as pg:
         pg.migrate()
-        with pg.store.db.reading() as cur:
+        with raw_reading(pg) as cur:
             cur.execute(
                 "SELECT tgname FROM pg_trigger WHERE tgrelid = 'mf_jobs'::regclass "
                 "AND NOT tgisinternal ORDER BY tgname"

@@ -22,6 +22,7 @@ from mailfathom import FailureClass, FakeClock, JobState, MailFathom
 from mailfathom.clock import DEFAULT_CLOCK_SKEW
 from mailfathom.jobs.model import Job
 from mailfathom.store.base import FailedAttempt
+from mailfathom.testing import claim
 from reaping import reap
 
 LEASE = timedelta(seconds=30)
@@ -44,9 +45,9 @@ def _failure(job: Job, *, retry: bool, clock: FakeClock) -> FailedAttempt:
 def _lost_to_another_owner(mf: MailFathom, clock: FakeClock) -> tuple[Job, Job]:
     """w1's attempt 1 expired and w2 holds attempt 2."""
     mf.enqueue("k", max_attempts=5)
-    (stale,) = mf.queue.claim("w1", 1, LEASE)
+    (stale,) = claim(mf, "w1", 1, LEASE)
     clock.advance(LEASE + DEFAULT_CLOCK_SKEW)  # expired, margin included
-    (live,) = mf.queue.claim("w2", 1, LEASE)
+    (live,) = claim(mf, "w2", 1, LEASE)
     assert live.id == stale.id and live.attempts == 2
     return stale, live
 
@@ -54,9 +55,9 @@ def _lost_to_another_owner(mf: MailFathom, clock: FakeClock) -> tuple[Job, Job]:
 def _lost_to_itself(mf: MailFathom, clock: FakeClock) -> tuple[Job, Job]:
     """w's attempt 1 expired and w itself holds attempt 2."""
     mf.enqueue("k", max_attempts=5)
-    (stale,) = mf.queue.claim("w", 1, LEASE)
+    (stale,) = claim(mf, "w", 1, LEASE)
     clock.advance(LEASE + DEFAULT_CLOCK_SKEW)  # expired, margin included
-    (live,) = mf.queue.claim("w", 1, LEASE)
+    (live,) = claim(mf, "w", 1, LEASE)
     assert live.id == stale.id and live.attempts == 2
     return stale, live
 
@@ -119,7 +120,7 @@ def test_a_lease_is_renewed_only_for_the_attempt_its_owner_holds(
 def test_the_reaper_dead_letters_a_lost_last_attempt(mf: MailFathom, clock: FakeClock) -> None:
     job = mf.enqueue("k", max_attempts=2)
     for _ in range(2):
-        mf.queue.claim("w", 1, LEASE, reap=False)
+        claim(mf, "w", 1, LEASE, reap=False)
         clock.advance(LEASE + DEFAULT_CLOCK_SKEW)  # expired, margin included
         assert reap(mf.store, now=clock.now()) == 1
     dead = mf.jobs.get(job.id)
@@ -127,14 +128,14 @@ def test_the_reaper_dead_letters_a_lost_last_attempt(mf: MailFathom, clock: Fake
     assert dead.finished_at == clock.now()
     assert dead.failure_class is FailureClass.TRANSIENT
     assert dead.failure_reason == "lease expired: worker w stopped renewing it"
-    assert mf.queue.claim("w", 1, LEASE) == []
+    assert claim(mf, "w", 1, LEASE) == []
 
 
 def test_a_requeued_job_has_a_fresh_budget_for_the_reaper(mf: MailFathom, clock: FakeClock) -> None:
     job = mf.enqueue("k", max_attempts=2)
 
     def lose_an_attempt() -> JobState:
-        (claimed,) = mf.queue.claim("w", 1, LEASE, reap=False)
+        (claimed,) = claim(mf, "w", 1, LEASE, reap=False)
         clock.advance(LEASE + DEFAULT_CLOCK_SKEW)  # expired, margin included
         assert reap(mf.store, now=clock.now()) == 1
         return mf.jobs.get(claimed.id).state
@@ -158,12 +159,12 @@ def test_a_claim_skips_jobs_another_transaction_holds(
             holder.execute("SELECT id FROM mf_jobs WHERE id = %s FOR UPDATE", (first.id,))
             claimed: dict[str, list[int]] = {}
 
-            def claim(name: str, queues: list[str] | None) -> None:
-                jobs = mf.queue.claim(name, 5, LEASE, queues=queues)
+            def claim_as(name: str, queues: list[str] | None) -> None:
+                jobs = claim(mf, name, 5, LEASE, queues=queues)
                 claimed[name] = [j.id for j in jobs]
 
             for name, queues in (("all", None), ("in queues", ["a"])):
-                claimer = threading.Thread(target=claim, args=(name, queues), daemon=True)
+                claimer = threading.Thread(target=claim_as, args=(name, queues), daemon=True)
                 claimer.start()
                 claimer.join(5)
                 assert not claimer.is_alive(), f"the claim ({name}) waited for the locked row"
@@ -175,5 +176,5 @@ def test_a_claim_skips_jobs_another_transaction_holds(
                 else:
                     assert claimed[name] == []
             holder.rollback()
-        (got,) = mf.queue.claim("w", 5, LEASE)
+        (got,) = claim(mf, "w", 5, LEASE)
         assert got.id == first.id

@@ -17,6 +17,7 @@ from sqlalchemy.orm import (
 )
 
 from mailfathom import InvalidInput, MailFathom
+from raw_database import raw_reading
 
 
 class Base(DeclarativeBase):
@@ -45,7 +46,7 @@ def engine(mf: MailFathom, database_url: str) -> Iterator[Engine]:
 
 
 def _orders(mf: MailFathom) -> int:
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         cur.execute("SELECT count(*) AS n FROM orders")
         return int(cur.fetchone()["n"])
 

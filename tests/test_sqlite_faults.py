@@ -263,13 +263,13 @@ def test_the_busy_timeout_is_a_setting(tmp_path: Path, monkeypatch: pytest.Monke
 @pytest.mark.parametrize("bad", [-1, "soon", float("nan"), True, 100_000])
 def test_a_bad_busy_timeout_is_refused(bad: object) -> None:
     with pytest.raises(ConfigurationError, match="sqlite_busy_timeout"):
-        MailFathom("sqlite:///x.db", sqlite_busy_timeout=bad)
+        MailFathom("sqlite:///x.db", sqlite_busy_timeout=bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("bad", [0, -1, "soon", float("inf"), False])
 def test_a_bad_enqueue_timeout_is_refused(bad: object) -> None:
     with pytest.raises(ConfigurationError, match="enqueue_timeout"):
-        MailFathom("sqlite:///x.db", enqueue_timeout=bad)
+        MailFathom("sqlite:///x.db", enqueue_timeout=bad)  # type: ignore[arg-type]
 
 
 def test_the_settings_come_from_the_environment_and_toml(

@@ -29,6 +29,7 @@ from mailfathom.jobs import state as job_states
 from mailfathom.jobs.admin import admin
 from mailfathom.jobs.state import LEGAL_SOURCES
 from mailfathom.store.base import OperatorAction
+from raw_database import raw_reading, raw_time_param, raw_transaction
 
 _T = datetime.fromisoformat("2026-01-01T00:00:00+00:00")
 
@@ -99,7 +100,7 @@ EMAIL_PAIRS = [(a, b) for a, b in product(OutgoingEmailStage, OutgoingEmailStage
 
 def _values(mf: MailFathom, columns: dict[str, object]) -> dict[str, object]:
     return {
-        name: mf.store.db.time_param(value) if isinstance(value, datetime) else value
+        name: raw_time_param(mf, value) if isinstance(value, datetime) else value
         for name, value in columns.items()
     }
 
@@ -118,7 +119,7 @@ def _update_in(
 
 
 def _update(mf: MailFathom, table: str, row_id: object, columns: dict[str, object]) -> None:
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         _update_in(cur, mf, table, row_id, columns)
 
 
@@ -129,14 +130,14 @@ def _job_in(mf: MailFathom, state: JobState) -> object:
         "payload": "{}",
         "priority": 0,
         "state": state.value,
-        "available_at": mf.store.db.time_param(_T),
+        "available_at": raw_time_param(mf, _T),
         "attempts": 1,
         "attempt_base": 0,
         "max_attempts": 3,
-        "created_at": mf.store.db.time_param(_T),
+        "created_at": raw_time_param(mf, _T),
         **_values(mf, JOB_COLUMNS[state]),
     }
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         return insert_row(cur, mf, "mf_jobs", row)
 
 
@@ -151,15 +152,15 @@ def _email_in(mf: MailFathom, stage: OutgoingEmailStage) -> object:
         "smtputf8": False,
         "eightbit": False,
         "attempts": 1,
-        "created_at": mf.store.db.time_param(_T),
+        "created_at": raw_time_param(mf, _T),
         **_values(mf, EMAIL_COLUMNS[stage]),
     }
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         return insert_row(cur, mf, "mf_outbox", row)
 
 
 def _state_of(mf: MailFathom, table: str, column: str, row_id: object) -> str:
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         cur.execute(f"SELECT {column} FROM {table} WHERE id = {placeholders(mf, 1)}", [row_id])
         value: str = cur.fetchone()[column]
         return value

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from mailfathom import FakeClock, InvalidInput, MailFathom, StoreError
+from raw_database import raw_reading
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def app_conn(mf: MailFathom, database_url: str) -> Iterator[Any]:
 
 
 def _orders(mf: MailFathom) -> int:
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         cur.execute("SELECT count(*) AS n FROM orders")
         return int(cur.fetchone()["n"])
 

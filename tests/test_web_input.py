@@ -21,6 +21,7 @@ from mailfathom.cli import cli
 from mailfathom.console import Console
 from mailfathom.console.serialize import TOO_DEEP
 from mailfathom.web import create_app
+from raw_database import raw_transaction
 
 BIG = "9" * 5000  # more digits than Python converts (4300)
 DEEP = "[" * 100_000  # more nesting than json.loads can follow
@@ -88,7 +89,7 @@ def _store_payload_as_old_rows_may(mf: MailFathom, job_id: int, text: str) -> No
     """Write a payload past today's limit, as a row from before the limit could be."""
     cast = "::json" if mf.store.dialect == "postgresql" else ""
     param = "%s" if mf.store.dialect == "postgresql" else "?"
-    with mf.store.db.transaction() as cur:
+    with raw_transaction(mf) as cur:
         sql = f"UPDATE mf_jobs SET payload = {param}{cast} WHERE id = {param}"
         cur.execute(sql, (text, job_id))
 

@@ -24,6 +24,7 @@ from consolekit import TOKEN, csrf_of, dead_letters, make_client, register_demo_
 from mailfathom import ConfigurationError, FakeClock, JobState, MailFathom
 from mailfathom.web import Access
 from mailfathom.web.sessions import SessionStore
+from raw_database import raw_reading
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SECURITY_LOG = "mailfathom.web.security"
@@ -71,7 +72,7 @@ def test_the_signing_key_is_random_kept_in_the_database_and_rotated_with_the_tok
     second = make_client(mf, token=TOKEN)
     second.cookies = first.cookies
     assert second.get("/jobs", follow_redirects=False).status_code == 200
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         cur.execute("SELECT secret FROM mf_console_secrets")
         (row,) = cur.fetchall()
     derived = hmac.new(TOKEN.encode(), b"mailfathom console session", hashlib.sha256).hexdigest()
@@ -80,7 +81,7 @@ def test_the_signing_key_is_random_kept_in_the_database_and_rotated_with_the_tok
     rotated = make_client(mf, token=secrets.token_urlsafe(32))
     rotated.cookies = first.cookies
     assert rotated.get("/jobs", follow_redirects=False).status_code == 303
-    with mf.store.db.reading() as cur:  # ended on the server, not only unverifiable
+    with raw_reading(mf) as cur:  # ended on the server, not only unverifiable
         cur.execute("SELECT count(*) AS n FROM mf_console_sessions")
         assert cur.fetchone()["n"] == 0
     back = make_client(mf, token=TOKEN)
@@ -124,7 +125,7 @@ def test_two_consoles_started_at_once_with_a_new_token_agree_on_one_key(mf: Mail
 
     first.db = _ActsAfterTheFirstRead(mf.store.db, second_console_starts)
     seen["first"] = first.secret_for(new_token)
-    with mf.store.db.reading() as cur:
+    with raw_reading(mf) as cur:
         cur.execute("SELECT secret FROM mf_console_secrets")
         (row,) = cur.fetchall()
     assert seen["first"] == seen["second"] == row["secret"]

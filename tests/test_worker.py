@@ -30,6 +30,8 @@ from mailfathom import (
 from mailfathom.jobs.worker.claim_ahead import MOST
 from mailfathom.jobs.worker.worker import Worker
 from mailfathom.store.base import WorkerRegistration
+from mailfathom.testing import claim
+from raw_database import raw_transaction
 
 
 @contextmanager
@@ -329,7 +331,7 @@ def test_a_lost_lease_stops_an_async_handler_and_drops_its_outcome(
     job = mf.enqueue("k")
     with running(mf.worker(lease=0.3), burst=True) as worker:
         assert started.wait(10)
-        with mf.store.db.transaction() as cur:  # another worker took it over
+        with raw_transaction(mf) as cur:  # another worker took it over
             cur.execute("UPDATE mf_jobs SET lease_owner = 'thief', claimed_by = 'thief'")
         assert worker.signals.lease_lost.wait() == {(job.id, 1)}
         worker.signals.stopped.wait()
@@ -397,7 +399,7 @@ def test_shutdown_timeout_releases_what_still_runs_at_once(
         assert attempt.outcome is AttemptOutcome.SHUTDOWN_TIMEOUT
         assert attempt.message is not None and "0.2 s shutdown grace period" in attempt.message
     assert ended == ["async cancelled"]
-    claimed = mf.queue.claim("another", 10, timedelta(seconds=30))
+    claimed = claim(mf, "another", 10, timedelta(seconds=30))
     assert {j.id for j in claimed} == {sync_job.id, async_job.id}
     gate.set()  # the abandoned thread returns: its outcome must change nothing
     assert worker.signals.outcome_discarded.wait().id == sync_job.id

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mailfathom import AttemptOutcome, JobState, MailFathom
+from mailfathom.testing import claim
 from worker_processes import alive, start_worker, stop, wait_for
 
 pytestmark = pytest.mark.slow
@@ -82,7 +83,7 @@ def test_sigterm_releases_a_slow_job_for_immediate_claim(
     # Due at the instant it was released, not after a backoff: whatever the timing below.
     assert released.available_at == attempt.finished_at
     # Claimable at once, although the 60 s lease it had is far from over.
-    (again,) = app.queue.claim("another", 1, timedelta(seconds=30))
+    (again,) = claim(app, "another", 1, timedelta(seconds=30))
     assert (again.id, again.attempts) == (job.id, 2)
     assert app.workers.list() == []
     text = log.read_text()

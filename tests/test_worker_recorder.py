@@ -29,6 +29,7 @@ from mailfathom.jobs.worker.outcomes import Outage
 from mailfathom.jobs.worker.recorder import Claim, OutcomeRecorder
 from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.store.base import FailedAttempt
+from mailfathom.testing import claim
 
 LEASE = timedelta(seconds=30)
 OWNER = "recorder-test"
@@ -151,7 +152,7 @@ def test_a_shutdown_timeout_is_claimable_at_the_instant_it_is_recorded(
     recorder.flush()
     released = mf.jobs.get(job.id)
     assert released.state is JobState.PENDING and released.available_at == clock.now()
-    (again,) = mf.queue.claim("another", 1, LEASE)
+    (again,) = claim(mf, "another", 1, LEASE)
     assert (again.id, again.attempts) == (job.id, 2)
 
 

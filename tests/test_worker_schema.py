@@ -6,6 +6,7 @@ import pytest
 
 from mailfathom import FakeClock, MailFathom, StoreError
 from mailfathom.store.base import WorkerRegistration
+from raw_database import raw_transaction
 
 COLUMNS = {
     "mf_workers": [
@@ -70,7 +71,7 @@ def test_check_constraints_refuse_impossible_rows(
     mf.schedule("s", cron="* * * * *", kind="k")
     mf.schedules.sync()
     mf.store.workers.heartbeat(_registration(clock), now=clock.now())
-    with pytest.raises(StoreError), mf.store.db.transaction() as cur:
+    with pytest.raises(StoreError), raw_transaction(mf) as cur:
         cur.execute(sql)
     assert [w.id for w in mf.workers.list()] == ["w"]
     assert mf.schedules.get("s").cron == "* * * * *"

@@ -1,6 +1,19 @@
 """mailfathom: a durable job queue and crash-safe outgoing email on SQLite or PostgreSQL.
 
-Everything public is importable from here; every other module is internal.
+The public modules, and only these, are the API; each lists its names in ``__all__``:
+
+- ``mailfathom``: the application (:class:`MailFathom`), its operator views, the job and
+  email models, the failures a handler raises, the errors, the settings and clocks;
+- ``mailfathom.testing``: a pytest plugin and helpers for tests of applications
+  (``drain``, ``assert_enqueued``, ``claim``, the capture SMTP server);
+- ``mailfathom.devmail``: the capture SMTP server and Maildir inbox ``mailfathom dev`` runs;
+- ``mailfathom.web``: the console as an ASGI app to mount (``create_app``);
+- ``mailfathom.observability``: metrics, database gauges, health checks, the metrics
+  server, JSON logs and tracing;
+- ``mailfathom.contrib.django``, ``mailfathom.contrib.flask``,
+  ``mailfathom.contrib.starlette``: the framework integrations.
+
+Every other module is internal: its names may change in any release.
 """
 
 from mailfathom.app import MailFathom
@@ -13,6 +26,7 @@ from mailfathom.delivery.model import (
     RecipientOutcome,
     RecordedEmail,
 )
+from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.resolution import Resolution
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import (
@@ -26,15 +40,20 @@ from mailfathom.errors import (
     PayloadError,
     StoreError,
 )
-from mailfathom.jobs.admin.queues import PausedQueue, QueueEvent, QueueSummary
-from mailfathom.jobs.admin.workers import WorkerInfo
+from mailfathom.jobs.admin.admin import Jobs
+from mailfathom.jobs.admin.limits import Limits
+from mailfathom.jobs.admin.queues import PausedQueue, QueueEvent, Queues, QueueSummary
+from mailfathom.jobs.admin.workers import WorkerInfo, Workers
 from mailfathom.jobs.context import JobContext
 from mailfathom.jobs.failures import JobAborted, PermanentFailure, Snooze, TransientFailure
+from mailfathom.jobs.flow.limits import FlowLimit, KeyLimit
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
+from mailfathom.jobs.pruner import Pruner, PruneReport
 from mailfathom.jobs.retry import Backoff
-from mailfathom.jobs.schedules.schedule_admin import Schedule
+from mailfathom.jobs.schedules.schedule_admin import Schedule, Schedules
 from mailfathom.jobs.state import AttemptOutcome, FailureClass, JobState
 from mailfathom.jobs.worker.worker import Worker
+from mailfathom.store.retention.repository import RetentionStore
 
 __all__ = [
     "Attempt",
@@ -46,6 +65,7 @@ __all__ = [
     "EnqueuedJob",
     "FailureClass",
     "FakeClock",
+    "FlowLimit",
     "IllegalTransition",
     "InvalidInput",
     "InvalidMessage",
@@ -54,22 +74,31 @@ __all__ = [
     "JobContext",
     "JobEvent",
     "JobState",
+    "Jobs",
+    "KeyLimit",
     "LeaseLost",
+    "Limits",
     "MailFathom",
     "MailFathomError",
     "NotFound",
+    "Outbox",
     "OutboxEvent",
     "OutgoingEmail",
     "OutgoingEmailStage",
     "PausedQueue",
     "PayloadError",
     "PermanentFailure",
+    "PruneReport",
+    "Pruner",
     "QueueEvent",
     "QueueSummary",
+    "Queues",
     "RecipientOutcome",
     "RecordedEmail",
     "Resolution",
+    "RetentionStore",
     "Schedule",
+    "Schedules",
     "Settings",
     "Snooze",
     "StoreError",
@@ -77,6 +106,7 @@ __all__ = [
     "TransientFailure",
     "Worker",
     "WorkerInfo",
+    "Workers",
 ]
 
 __version__ = "0.1.0"

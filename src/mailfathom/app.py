@@ -9,6 +9,7 @@ the ``mailfathom.deliver`` job kind) and the worker.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, TypeVar
@@ -52,6 +53,8 @@ from mailfathom.store.outbox.rows import DeliveryJobSpec
 __all__ = ["MailFathom"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: The keywords of ``MailFathom(...)`` that are settings: every field of Settings.
+_SETTING_NAMES = frozenset(field.name for field in fields(Settings))
 
 
 class MailFathom:
@@ -60,22 +63,57 @@ class MailFathom:
     ``MailFathom("sqlite:///app.db")`` or ``MailFathom("postgresql://…")``; with no
     URL, ``MAILFATHOM_DATABASE_URL``, then ``mailfathom.toml``, then
     ``sqlite:///mailfathom.db``. Call :meth:`migrate` once before use.
+
+    Every keyword after ``settings`` is the :class:`~mailfathom.Settings` field of that
+    name, with its type (``MailFathom(url, concurrency=20, lease=60.0)``): given, it wins
+    over the environment and ``mailfathom.toml``; None or left out, the setting comes
+    from them, then from its default. A bad value raises :class:`ConfigurationError`
+    naming the setting. ``settings=`` hands over settings already made (the keywords are
+    then not read). ``clock``: the time source (a :class:`FakeClock` in tests).
     """
 
     def __init__(
         self,
         database_url: str | None = None,
         *,
-        smtp_url: str | None = None,
         clock: Clock | None = None,
         settings: Settings | None = None,
-        **options: Any,
+        sqlite_busy_timeout: float | None = None,
+        enqueue_timeout: float | None = None,
+        smtp_url: str | None = None,
+        max_payload_bytes: int | None = None,
+        snooze_limit: int | None = None,
+        concurrency: int | None = None,
+        lease: float | None = None,
+        clock_skew: float | None = None,
+        shutdown_timeout: float | None = None,
+        smtp_timeout: float | None = None,
+        smtp_data_timeout: float | None = None,
+        smtp_sessions: int | None = None,
+        delivery_max_attempts: int | None = None,
+        delivery_queue: str | None = None,
+        domain_limits: Mapping[str, Mapping[str, Any]] | None = None,
+        max_message_bytes: int | None = None,
+        dkim_domain: str | None = None,
+        dkim_selector: str | None = None,
+        dkim_key_file: str | None = None,
+        web_host: str | None = None,
+        web_port: int | None = None,
+        web_token: str | None = None,
+        web_secure_cookies: bool | None = None,
+        retention: Mapping[str, Any] | None = None,
+        retention_kinds: Mapping[str, Mapping[str, Any]] | None = None,
+        email_retention: Mapping[str, Any] | None = None,
+        audit_retention: str | float | None = None,
+        retention_delete_keyless: bool | None = None,
+        prune_interval: float | None = None,
+        prune_batch: int | None = None,
     ) -> None:
         guard_logs()  # connection warnings (the driver's included) never show a password
         if settings is None:
-            settings = Settings.load(
-                {"database_url": database_url, "smtp_url": smtp_url, **options}
-            )
+            # the keywords named like a field of Settings, as the caller gave them
+            given = {name: value for name, value in locals().items() if name in _SETTING_NAMES}
+            settings = Settings.load(given)
         self.settings = settings
         self.clock: Clock = check_clock(clock) if clock is not None else SystemClock()
         skew = check_clock_skew(settings.clock_skew)

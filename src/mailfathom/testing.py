@@ -27,7 +27,8 @@ Fixtures:
     :class:`MailFathomTester`: the app, :meth:`~MailFathomTester.drain`,
     :meth:`~MailFathomTester.assert_enqueued` and the captured mail in one.
 
-The functions :func:`drain` and :func:`assert_enqueued` work on any ``MailFathom``.
+The functions :func:`drain`, :func:`assert_enqueued`, :func:`enqueued` and
+:func:`claim` work on any ``MailFathom``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,7 @@ __all__ = [
     "CapturedMail",
     "MailFathomTester",
     "assert_enqueued",
+    "claim",
     "drain",
     "enqueued",
     "mailfathom",
@@ -102,6 +105,26 @@ def drain(mf: MailFathom, *, concurrency: int = 1, timeout: float = _TIMEOUT) ->
         if ran == 0:
             return total
         total += ran
+
+
+def claim(
+    mf: MailFathom,
+    owner: str,
+    limit: int,
+    lease: timedelta,
+    queues: Sequence[str] | None = None,
+    *,
+    reap: bool = True,
+) -> list[Job]:
+    """Lease up to ``limit`` due jobs to worker id ``owner`` for ``lease``, as a worker's
+    claim does, and run none of them; returns the claimed jobs.
+
+    What a worker would take, in the order it would take it (queues, priorities, pauses,
+    flow limits, expired leases returned first unless ``reap`` is False), seen without a
+    worker; the jobs stay Claimed by ``owner`` until their lease runs out, as if that
+    worker had died holding them. ``queues``: only these (None: every queue).
+    """
+    return mf.queue.claim(owner, limit, lease, queues, reap=reap)
 
 
 def enqueued(mf: MailFathom, kind: str, **payload_subset: Any) -> list[Job]:
