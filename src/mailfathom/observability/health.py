@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from mailfathom import hints
 from mailfathom.clock import Clock
 from mailfathom.errors import MailFathomError, StoreError
 from mailfathom.store import open_store
@@ -106,7 +107,7 @@ def _migrations(store: SqlStore) -> Check:
             "migrations",
             False,
             f"{len(missing)} of {len(known)} migration(s) not applied (first: {missing[0]}): "
-            "run mailfathom migrate",
+            f"run {hints.command('migrate')}",
         )
     if newer:
         return Check(
@@ -129,7 +130,7 @@ def _heartbeat(store: SqlStore, clock: Clock, worker_id: str) -> Check:
             "heartbeat",
             False,
             f"no worker {worker_id!r} is registered (not started, or stopped): see "
-            "mailfathom workers",
+            f"{hints.command('workers')}",
         )
     age = clock.now() - row["last_heartbeat_at"]
     limit = timedelta(seconds=row["lease_seconds"]) + store.clock_skew
