@@ -72,7 +72,10 @@ def check_url(url: str, clock: Clock, *, worker_id: str | None = None) -> Report
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///") :]
         if path and not os.path.exists(path):
-            detail = f"no SQLite database at {os.path.abspath(path)}: check the URL, or migrate"
+            detail = (
+                f"no SQLite database at {os.path.abspath(path)}: check the URL, or run "
+                f"{hints.command('migrate')}"
+            )
             return Report((Check("database", False, detail),))
     try:
         store = open_store(url)
