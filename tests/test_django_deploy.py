@@ -167,8 +167,8 @@ def test_the_console_lets_in_django_staff_only_and_audits_them_by_name(
     assert done["anonymous"] == [302, login]
     assert done["customer"] == [302, login]
     assert done["viewer"] == [200, 403]
-    assert done["operator"] == [200, ["web:olga"]]
-    assert done["admin"] == [200, ["web:boss"]]
+    assert done["operator"] == [200, ["api:olga"]]
+    assert done["admin"] == [200, ["api:boss"]]
 
 
 def test_the_admin_shows_jobs_and_emails_and_moves_them_by_permission(

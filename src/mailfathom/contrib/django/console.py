@@ -4,7 +4,8 @@
 it reads the visitor's Django session (the admin's login), and lets in active staff
 users only. Those holding the ``mailfathom.operate_console`` permission (superusers
 hold every permission) act on jobs and email (requeue, drop, release, resolve, …);
-other staff only look. Each action is written to the audit trail as ``web:<username>``.
+other staff only look. Each action is written to the audit trail with the username
+(``web:<username>`` from the pages, ``api:<username>`` from the JSON API).
 Anyone else is sent to the admin's login page.
 
 ``with_console(application)`` serves the console under a prefix of the project's ASGI

@@ -146,6 +146,7 @@ def _help() -> dict[str, Any]:
     import click
 
     from mailfathom.cli import cli
+    from mailfathom.contrib.django.management.commands.mailfathom import Command as Mailfathom
 
     paths: list[list[str]] = [[]]
     pending: list[tuple[list[str], click.Command]] = [([], cli)]
@@ -158,8 +159,8 @@ def _help() -> dict[str, Any]:
     offering = []
     for path in paths:
         shown = io.StringIO()
-        with contextlib.redirect_stdout(shown):
-            call_command("mailfathom", *path, "--help")
+        with contextlib.redirect_stdout(shown):  # as manage.py runs it, past Django's parser
+            Mailfathom().run_from_argv(["manage.py", "mailfathom", *path, "--help"])
         if "--app" in shown.getvalue() or "--database" in shown.getvalue():
             offering.append(" ".join(path))
     return {"read": len(paths), "offering": offering}
