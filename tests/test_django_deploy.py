@@ -76,7 +76,7 @@ def test_manage_py_test_on_postgresql_passes_twice_and_drops_its_test_database(
     finally:
         for leftover in _databases_named(name):
             with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE "{leftover}" WITH (FORCE)')
+                conn.execute(f'DROP DATABASE IF EXISTS "{leftover}" WITH (FORCE)')
 
 
 def test_health_checks_the_django_database(database_url: str, tmp_path: Path) -> None:
