@@ -19,11 +19,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+
 from conftest import POSTGRES_URL, require_postgres
 from doc_snippets import python_blocks
-from test_django import PROJECT, Project, _env, _environ
-
 from mailfathom import MailFathom
+from test_django import PROJECT, Project, _env
 
 DOCS = Path(__file__).parent.parent / "docs" / "django.md"
 

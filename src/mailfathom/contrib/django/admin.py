@@ -51,6 +51,12 @@ def actor(request: HttpRequest) -> str:
     return f"admin:{request.user.get_username()}"
 
 
+def _holds(request: HttpRequest, codename: str) -> bool:
+    """Whether the admin user holds ``mailfathom.<codename>`` (superusers hold all)."""
+    has_perm = getattr(request.user, "has_perm", None)
+    return bool(has_perm is not None and has_perm(f"mailfathom.{codename}"))
+
+
 class _ViewsAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """A ``ModelAdmin`` whose pages are views over mailfathom, not over a table."""
 
@@ -138,7 +144,7 @@ class JobAdmin(_ViewsAdmin):
             (move, verb)
             for move, (state, verb) in JOB_MOVES.items()
             if (held if state == HELD else job.state is state)
-            and request.user.has_perm(f"mailfathom.{move}_job")
+            and _holds(request, f"{move}_job")
         ]
         return self._page(
             request, "job_detail.html", f"Job {job.id}", detail=detail, job=job, moves=moves
@@ -146,7 +152,7 @@ class JobAdmin(_ViewsAdmin):
 
     def move_view(self, request: HttpRequest, job_id: int, move: str) -> HttpResponse:
         """Requeue, drop or release the job, if the user holds that move's permission."""
-        if move not in JOB_MOVES or not request.user.has_perm(f"mailfathom.{move}_job"):
+        if move not in JOB_MOVES or not _holds(request, f"{move}_job"):
             raise PermissionDenied
         reason = request.POST.get("reason", "").strip() or None
         try:
@@ -167,9 +173,7 @@ class EmailAdmin(_ViewsAdmin):
         site = self.admin_site
         return [
             path("", site.admin_view(self.list_view), name=self._name("changelist")),
-            path(
-                "<int:email_id>/", site.admin_view(self.detail_view), name=self._name("change")
-            ),
+            path("<int:email_id>/", site.admin_view(self.detail_view), name=self._name("change")),
             path(
                 "<int:email_id>/resolve/",
                 site.admin_view(require_POST(self.resolve_view)),
@@ -212,18 +216,20 @@ class EmailAdmin(_ViewsAdmin):
             detail=detail,
             email=email,
             resolutions=RESOLUTIONS.items()
-            if resolvable and request.user.has_perm("mailfathom.resolve_email")
+            if resolvable and _holds(request, "resolve_email")
             else (),
         )
 
     def resolve_view(self, request: HttpRequest, email_id: int) -> HttpResponse:
         """Settle the unknown outcome as the form says (a reason is required)."""
-        if not request.user.has_perm("mailfathom.resolve_email"):
+        if not _holds(request, "resolve_email"):
             raise PermissionDenied
         decision = request.POST.get("resolution", "")
         reason = request.POST.get("reason", "")
         try:
-            Console(get_app()).resolve_email(email_id, decision, actor=actor(request), reason=reason)
+            Console(get_app()).resolve_email(
+                email_id, decision, actor=actor(request), reason=reason
+            )
         except MailFathomError as exc:
             messages.error(request, f"resolve: {exc}")
         else:

@@ -21,11 +21,11 @@ class Job(models.Model):
     class Meta:
         managed = False
         default_permissions = ("view",)
-        permissions = [
+        permissions = (
             ("requeue_job", "Can requeue a dead-lettered job"),
             ("drop_job", "Can drop a dead-lettered job"),
             ("release_job", "Can release a held job"),
-        ]
+        )
 
 
 class Email(models.Model):
@@ -34,7 +34,7 @@ class Email(models.Model):
     class Meta:
         managed = False
         default_permissions = ("view",)
-        permissions = [("resolve_email", "Can resolve an email's unknown outcome")]
+        permissions = (("resolve_email", "Can resolve an email's unknown outcome"),)
 
 
 class Console(models.Model):
@@ -44,4 +44,4 @@ class Console(models.Model):
     class Meta:
         managed = False
         default_permissions = ()
-        permissions = [("operate_console", "Can act on jobs and email in the mailfathom console")]
+        permissions = (("operate_console", "Can act on jobs and email in the mailfathom console"),)

@@ -35,7 +35,10 @@ class RolledBack(Exception):
 class Command(BaseCommand):
     """The test project's actions, run in order in one process (Django starts once)."""
 
-    help = "ACTION[:rollback|:ID] …: migrate mail task job connections worker orders result admin help console admin_views"
+    help = (
+        "ACTION[:rollback|:ID] …: migrate mail task job connections worker orders result "
+        "admin help console admin_views"
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         """The actions, each ``name`` or ``name:argument``."""
@@ -180,7 +183,7 @@ def _console() -> dict[str, Any]:
     from mailfathom.contrib.django import get_app
 
     asgi: dict[str, Any] = {}
-    exec(os.environ["MF_TEST_ASGI"], asgi)  # noqa: S102 - the docs page's asgi.py
+    exec(os.environ["MF_TEST_ASGI"], asgi)
     application = asgi["application"]
     mf = get_app()
     held = [enqueue("shop.note", {"note": f"held{n}"}, hold=True).id for n in (1, 2)]
@@ -210,7 +213,7 @@ def _console() -> dict[str, Any]:
         done["overview_hint"] = "<code>python manage.py mailfathom worker</code>" in (
             client.get("/mailfathom/").text
         )
-    for (name, user), job_id in zip([("operator", operator), ("admin", admin)], held):
+    for (name, user), job_id in zip([("operator", operator), ("admin", admin)], held, strict=True):
         with visitor(user) as client:
             release = client.post(f"/mailfathom/api/jobs/{job_id}/release", json={})
             done[name] = [release.status_code, [e.actor for e in mf.jobs.events(job_id)]]
