@@ -171,7 +171,7 @@ def test_django_test_runner_gets_the_app_on_its_test_database(
     and the app, built at start-up on the real database, follows the alias to the test one
     (shop/tests.py asserts it from inside the run)."""
     done = Project(_env(database_url), tmp_path).run("test", "shop", "-v1")
-    assert "Ran 1 test" in done.stderr and "OK" in done.stderr, done.stderr
+    assert "Ran 2 tests" in done.stderr and "OK" in done.stderr, done.stderr
     assert not Path(database_url.removeprefix("sqlite:///")).exists()  # the real one untouched
 
 

@@ -16,7 +16,7 @@ from docs_snippets import ROOT, Block, pages, parse, run_page
 RUN_ELSEWHERE = {
     "docs/outbox.md": "tests/test_outbox_docs.py runs it against an SMTP server",
     "docs/operations.md": "tests/test_operations_docs.py runs it and checks what it prints",
-    "docs/django.md": "tests/test_django.py runs its settings inside a Django project",
+    "docs/django.md": "tests/test_django.py and test_django_deploy.py run it in a Django project",
     "docs/fastapi.md": "tests/test_integration_docs.py runs its Python blocks",
     "docs/flask.md": "tests/test_integration_docs.py runs its Python blocks",
     "docs/sqlalchemy.md": "tests/test_integration_docs.py runs its Python blocks",

@@ -30,7 +30,7 @@ def test_the_page_runs_as_written(
 
 
 def test_the_testing_page_runs_as_a_users_suite(pytester: pytest.Pytester) -> None:
-    conftest, test = python_blocks("testing.md")
+    conftest, test, *_django = python_blocks("testing.md")  # test_django_deploy.py: the rest
     pytester.makeconftest('pytest_plugins = ["mailfathom.testing"]\n\n' + conftest)
     pytester.makepyfile(test_signup=test)
     pytester.runpytest("-p", "no:cacheprovider", "-W", "error").assert_outcomes(passed=1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import io
 import sys
 from typing import Any
@@ -78,8 +80,9 @@ def run(
     """Run the command line ``args`` and return the exit status; our errors print one line
     and give status 2. ``obj={"app": mf}`` presets the app (framework integrations)."""
     guard_logs()  # a driver's connection warnings may quote a password
+    group = cli if obj is None or obj.get("app") is None else _preset_cli()
     try:
-        code = cli.main(args=args, prog_name=prog_name, obj=obj, standalone_mode=False)
+        code = group.main(args=args, prog_name=prog_name, obj=obj, standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted: nothing changed", err=True)
         return 1
@@ -92,6 +95,27 @@ def run(
         click.echo(f"error: {exc}", err=True)
         return 2
     return code if isinstance(code, int) else 0
+
+
+#: The options that choose the app or its database, which a preset app has chosen already.
+_APP_OPTIONS = frozenset({"database", "app_spec", "app_path"})
+
+
+@functools.cache
+def _preset_cli() -> click.Group:
+    """The command group as a framework integration runs it (``obj={"app": mf}``): a copy
+    whose ``--help`` shows no ``--app`` or ``--database``, since the app and its database
+    come from the framework's settings (given anyway, they are refused with that reason)."""
+    group = copy.deepcopy(cli)
+    commands: list[click.Command] = [group]
+    while commands:
+        command = commands.pop()
+        for param in command.params:
+            if isinstance(param, click.Option) and param.name in _APP_OPTIONS:
+                param.hidden = True
+        if isinstance(command, click.Group):
+            commands.extend(command.commands.values())
+    return group
 
 
 def main() -> None:

@@ -4,7 +4,8 @@ Exit 0 when every check passes, 1 when one fails (each check is printed, or the
 report as JSON with ``--json``). The checks: the database answers, every migration
 is applied, and with ``--worker ID`` that worker's heartbeat is within its lease
 (``mailfathom workers`` lists the ids). A SQLite file that does not exist fails
-without being created.
+without being created. Under a framework integration (``manage.py mailfathom
+health``) the database is the integration's (Django's ``DATABASES`` alias).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 
 import click
 
-from mailfathom.cli.common import reports_errors
+from mailfathom.cli.common import preset_app, refuse_with_preset, reports_errors
 from mailfathom.clock import SystemClock
 from mailfathom.config import Settings
 from mailfathom.observability.health import check_url
@@ -34,8 +35,13 @@ __all__ = ["health"]
 @reports_errors
 def health(ctx: click.Context, worker_id: str | None, as_json: bool) -> None:
     """Check the database, its migrations and (with --worker) a worker's heartbeat."""
-    settings = Settings.load({"database_url": ctx.obj["database"]})
-    report = check_url(settings.database_url, SystemClock(), worker_id=worker_id)
+    preset = preset_app(ctx)
+    if preset is not None:
+        refuse_with_preset(ctx)
+        url = preset.settings.database_url
+    else:
+        url = Settings.load({"database_url": ctx.obj["database"]}).database_url
+    report = check_url(url, SystemClock(), worker_id=worker_id)
     if as_json:
         click.echo(json.dumps(report.as_dict()))
     else:

@@ -37,8 +37,8 @@ def prune(
 ) -> None:
     """Compact (or, where opted in, delete) terminal rows past their retention period.
 
-    Workers do this on their own every ``prune_interval``; this runs one pass now. Use
-    ``--app`` so per-kind ``@mf.job(retention=...)`` rules apply.
+    Workers do this on their own every ``prune_interval``; this runs one pass now.
+    Per-kind ``@mf.job(retention=...)`` rules apply when the command knows your app.
     """
     with open_app(ctx, app_spec) as mf:
         planned = mf.prune(dry_run=True)

@@ -6,6 +6,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from mailfathom import hints
 from mailfathom.cli.common import default_actor, echo_json, open_app, reports_errors, rich_out
 from mailfathom.console import Console
 from mailfathom.console.serialize import schedule_json, worker_json
@@ -89,7 +90,7 @@ def workers(ctx: click.Context, /, *, as_json: bool) -> None:
         echo_json([worker_json(w) for w in found])
         return
     if not found:
-        click.echo("no workers registered: start one with mailfathom worker --app module:attr")
+        click.echo(f"no workers registered: start one with {hints.command('worker')}")
         return
     table = Table("id", "host", "pid", "queues", "concurrency", "started (UTC)", "heartbeat", "")
     for w in found:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from mailfathom import hints
 from mailfathom.console.limits import LimitsConsole
 from mailfathom.console.outbox_service import OutboxConsole
 from mailfathom.console.query import HELD, JobQuery
@@ -347,7 +348,7 @@ class Console(OutboxConsole, LimitsConsole):
         """
         kinds = self.kinds()
         if registered_only and kind not in kinds:
-            known = ", ".join(kinds) or "none (start the console with --app module:attr)"
+            known = ", ".join(kinds) or f"none (start the console with {hints.command('web')})"
             raise InvalidInput(f"job kind {kind!r} is not registered: registered kinds: {known}")
         if isinstance(payload, str):
             payload = parse_payload(payload)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from mailfathom import hints
 from mailfathom.clock import Clock
 from mailfathom.errors import MailFathomError, StoreError
 from mailfathom.store import open_store
@@ -70,7 +71,10 @@ def check_url(url: str, clock: Clock, *, worker_id: str | None = None) -> Report
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///") :]
         if path and not os.path.exists(path):
-            detail = f"no SQLite database at {os.path.abspath(path)}: check the URL, or migrate"
+            detail = (
+                f"no SQLite database at {os.path.abspath(path)}: check the URL, or run "
+                f"{hints.command('migrate')}"
+            )
             return Report((Check("database", False, detail),))
     try:
         store = open_store(url)
@@ -105,7 +109,7 @@ def _migrations(store: SqlStore) -> Check:
             "migrations",
             False,
             f"{len(missing)} of {len(known)} migration(s) not applied (first: {missing[0]}): "
-            "run mailfathom migrate",
+            f"run {hints.command('migrate')}",
         )
     if newer:
         return Check(
@@ -128,7 +132,7 @@ def _heartbeat(store: SqlStore, clock: Clock, worker_id: str) -> Check:
             "heartbeat",
             False,
             f"no worker {worker_id!r} is registered (not started, or stopped): see "
-            "mailfathom workers",
+            f"{hints.command('workers')}",
         )
     age = clock.now() - row["last_heartbeat_at"]
     limit = timedelta(seconds=row["lease_seconds"]) + store.clock_skew

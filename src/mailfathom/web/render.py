@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
+from mailfathom import hints
 from mailfathom.console.limits import rate_text
 from mailfathom.console.query import JobQuery
 from mailfathom.web.delegated import user_of
@@ -80,6 +81,7 @@ def _environment() -> jinja2.Environment:
     env.filters["rate"] = rate_text
     env.globals["jobs_link"] = _jobs_link
     env.globals["urlencode"] = urlencode
+    env.globals["command"] = hints.command
     return env
 
 

@@ -19,3 +19,9 @@ def connection_job(ctx: JobContext, note: str) -> None:
     (it must not be: with CONN_MAX_AGE=0 it is closed after each job, as after a request)."""
     was_open = connection.connection is not None
     Order.objects.create(note=f"{note}:open={was_open}")
+
+
+@job("shop.fail", max_attempts=1)
+def failing_job(ctx: JobContext, item: str) -> None:
+    """Fail at once, to be dead-lettered on its only attempt (an operator's case)."""
+    raise ValueError(f"no stock of {item}")

@@ -23,3 +23,14 @@ class TestDatabase(TransactionTestCase):
         assert [e.subject for e in app.outbox.list()] == ["in a test"]
         assert sorted(j.kind for j in app.jobs.list()) == ["mailfathom.deliver", "shop.note"]
         assert app.registry.get("shop.note") is not None
+
+
+class TestWithoutMailfathom(TransactionTestCase):
+    """A test that never uses mailfathom: the test database is dropped after it all the same."""
+
+    def test_an_order_is_saved(self) -> None:
+        """Only the ORM."""
+        from shop.models import Order
+
+        Order.objects.create(note="plain")
+        assert Order.objects.count() == 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mailfathom.contrib.django.app import (
+    close_app,
     config,
     django_connection,
     enqueue,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EmailBackend",
     "TaskBackend",
+    "close_app",
     "config",
     "django_connection",
     "enqueue",

@@ -26,6 +26,7 @@ from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Isolat
 from mailfathom.jobs.retry import Backoff
 
 __all__ = [
+    "close_app",
     "config",
     "django_connection",
     "enqueue",
@@ -66,6 +67,7 @@ def _build() -> tuple[DjangoConfig, MailFathom]:
         for kind, handler, policy in _handlers:
             app.job(kind, **policy)(handler)
         _built = (conf, app)
+        _close_before_test_database_teardown(conf.alias)
         return _built
 
 
@@ -78,6 +80,48 @@ def on_build(registration: Callable[[MailFathom], None]) -> None:
         _on_build.append(registration)
         if _built is not None:
             registration(_built[1])
+
+
+def built_app() -> MailFathom | None:
+    """The app as built so far, or None: unlike :func:`get_app`, never builds one."""
+    return None if _built is None else _built[1]
+
+
+def close_app() -> None:
+    """Close the project's app and forget it: its database connections are released now,
+    and the next use builds it again (with every ``@job`` handler).
+
+    Called before Django's test runner drops a test database, which PostgreSQL refuses
+    while any connection is open on it, and after ``manage.py migrate`` built the app
+    only to migrate.
+    """
+    global _built  # noqa: PLW0603 - one app per process, built lazily
+    with _lock:
+        if _built is not None:
+            _built[1].close()
+            _built = None
+
+
+def _close_before_test_database_teardown(alias: str) -> None:
+    """Make the alias's ``destroy_test_db`` close the app first (once per creation object).
+
+    Django's test runner drops each test database through
+    ``connections[alias].creation.destroy_test_db``; mailfathom's pooled connections on
+    it would make PostgreSQL refuse ("being accessed by other users"), leaving the test
+    database behind and failing the run.
+    """
+    creation = connections[alias].creation
+    if getattr(creation, "_mailfathom_closes_app", False):
+        return
+    destroy = creation.destroy_test_db
+
+    @functools.wraps(destroy)
+    def destroy_test_db(*args: Any, **kwargs: Any) -> Any:
+        close_app()
+        return destroy(*args, **kwargs)
+
+    creation.destroy_test_db = destroy_test_db  # type: ignore[method-assign]
+    creation._mailfathom_closes_app = True  # type: ignore[attr-defined]
 
 
 def get_app() -> MailFathom:

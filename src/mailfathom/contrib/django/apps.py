@@ -10,7 +10,8 @@ from django.utils.module_loading import autodiscover_modules
 
 # the tasks module registers the ``django.task`` kind on the app when imported
 import mailfathom.contrib.django.tasks  # noqa: F401
-from mailfathom.contrib.django.app import config, get_app
+from mailfathom import hints
+from mailfathom.contrib.django.app import built_app, close_app, config, get_app
 
 __all__ = ["MailFathomConfig"]
 
@@ -34,9 +35,12 @@ class MailFathomConfig(AppConfig):
     label = "mailfathom"
     verbose_name = "mailfathom"
     default = True
+    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Import every installed app's ``jobs`` module; add the console link to the admin."""
+        """Import every installed app's ``jobs`` module; add the console link to the admin;
+        make hints name ``python manage.py mailfathom …`` (with no ``--app``)."""
+        hints.use_command("python manage.py mailfathom", app_given=True)
         autodiscover_modules("jobs")
         post_migrate.connect(_migrate_mailfathom, dispatch_uid="mailfathom.contrib.django")
         if apps.is_installed("django.contrib.admin"):
@@ -48,8 +52,20 @@ class MailFathomConfig(AppConfig):
                 admin.site.index_template = ADMIN_INDEX_TEMPLATE
 
 
-def _migrate_mailfathom(using: str = "default", **kwargs: Any) -> None:
-    """After ``manage.py migrate`` on mailfathom's alias: mailfathom's own migrations
-    (idempotent, so running once per migrated app costs a lookup each)."""
-    if using == config().alias:
-        get_app().migrate()
+def _migrate_mailfathom(sender: AppConfig, using: str = "default", **kwargs: Any) -> None:
+    """After ``manage.py migrate`` on mailfathom's alias: mailfathom's own migrations, once
+    per run (Django sends the signal for each app with models; this app has one, so the
+    signal comes even when no other app is installed).
+
+    An app built only for this (the one in use was on another database, as when Django's
+    test runner creates a test database) is closed afterwards: a pool left open on the
+    test database would keep the runner from dropping it on PostgreSQL, even when no
+    test uses mailfathom.
+    """
+    if sender.label != MailFathomConfig.label or using != config().alias:
+        return
+    before = built_app()
+    app = get_app()
+    app.migrate()
+    if app is not before:
+        close_app()

@@ -35,7 +35,10 @@ class RolledBack(Exception):
 class Command(BaseCommand):
     """The test project's actions, run in order in one process (Django starts once)."""
 
-    help = "ACTION[:rollback|:ID] …: migrate mail task job connections worker orders result admin"
+    help = (
+        "ACTION[:rollback|:ID] …: migrate mail task job connections worker orders result "
+        "admin help console admin_views"
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         """The actions, each ``name`` or ``name:argument``."""
@@ -62,6 +65,12 @@ def _run(action: str, argument: str) -> Any:
         return {"status": str(result.status), "attempts": result.attempts}
     if action == "admin":
         return _admin()
+    if action == "help":
+        return _help()
+    if action == "console":
+        return _console()
+    if action == "admin_views":
+        return _admin_views()
     done: dict[str, Any] = {}
     try:
         with transaction.atomic():
@@ -129,3 +138,173 @@ def _admin() -> dict[str, Any]:
     client.force_login(User.objects.get(username="ops"))
     page = client.get("/admin/").content.decode()
     return {"anonymous": anonymous.status_code, "page": page}
+
+
+def _help() -> dict[str, Any]:
+    """``manage.py mailfathom [COMMAND …] --help`` for every command: those whose help
+    offers ``--app`` or ``--database`` (refused here), and how many were read."""
+    import contextlib
+    import io
+
+    import click
+
+    from mailfathom.cli import cli
+    from mailfathom.contrib.django.management.commands.mailfathom import Command as Mailfathom
+
+    paths: list[list[str]] = [[]]
+    pending: list[tuple[list[str], click.Command]] = [([], cli)]
+    while pending:
+        path, command = pending.pop()
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                paths.append([*path, name])
+                pending.append(([*path, name], sub))
+    offering = []
+    for path in paths:
+        shown = io.StringIO()
+        with contextlib.redirect_stdout(shown):  # as manage.py runs it, past Django's parser
+            Mailfathom().run_from_argv(["manage.py", "mailfathom", *path, "--help"])
+        if "--app" in shown.getvalue() or "--database" in shown.getvalue():
+            offering.append(" ".join(path))
+    return {"read": len(paths), "offering": offering}
+
+
+def _console() -> dict[str, Any]:
+    """The console under /mailfathom of the project's ASGI app (the ``asgi.py`` of
+    docs/django.md, in ``MF_TEST_ASGI``), behind Django's staff login: what each kind of
+    visitor gets, and who the audit trail names."""
+    import os
+
+    from django.conf import settings
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+    from starlette.testclient import TestClient
+
+    from mailfathom.contrib.django import get_app
+
+    asgi: dict[str, Any] = {}
+    exec(os.environ["MF_TEST_ASGI"], asgi)
+    application = asgi["application"]
+    mf = get_app()
+    held = [enqueue("shop.note", {"note": f"held{n}"}, hold=True).id for n in (1, 2)]
+
+    def visitor(user: User | None) -> TestClient:
+        client = TestClient(application, base_url="http://testserver")
+        if user is not None:
+            django = Client()
+            django.force_login(user)
+            cookie = settings.SESSION_COOKIE_NAME
+            client.cookies.set(cookie, django.cookies[cookie].value)
+        return client
+
+    admin = User.objects.create_superuser("boss", "boss@example.com", "pw")
+    operator = User.objects.create_user("olga", is_staff=True)
+    operator.user_permissions.add(Permission.objects.get(codename="operate_console"))
+    viewer = User.objects.create_user("vic", is_staff=True)
+    customer = User.objects.create_user("carl")
+    done: dict[str, Any] = {}
+    for name, user in [("anonymous", None), ("customer", customer)]:
+        answer = visitor(user).get("/mailfathom/jobs", follow_redirects=False)
+        done[name] = [answer.status_code, answer.headers.get("location")]
+    with visitor(viewer) as client:
+        page = client.get("/mailfathom/jobs")
+        release = client.post(f"/mailfathom/api/jobs/{held[0]}/release", json={})
+        done["viewer"] = [page.status_code, release.status_code]
+        done["overview_hint"] = "<code>python manage.py mailfathom worker</code>" in (
+            client.get("/mailfathom/").text
+        )
+    for (name, user), job_id in zip([("operator", operator), ("admin", admin)], held, strict=True):
+        with visitor(user) as client:
+            release = client.post(f"/mailfathom/api/jobs/{job_id}/release", json={})
+            done[name] = [release.status_code, [e.actor for e in mf.jobs.events(job_id)]]
+    return done
+
+
+def _admin_views() -> dict[str, Any]:
+    """The admin's Jobs and Emails pages and moves, for each kind of user: what each got,
+    and what the audit trails say."""
+    import re
+
+    from django.contrib.auth.models import Permission
+    from django.db import connection
+    from django.test import Client
+
+    from mailfathom.contrib.django import get_app
+
+    mf = get_app()
+    failed = [enqueue("shop.fail", {"item": item}).id for item in ("socks", "hats")]
+    call_command("mailfathom", "worker", "--burst", "--concurrency", "1")
+    held = enqueue("shop.note", {"note": "held"}, hold=True).id
+    send_mail("unknown", "Was it sent?", None, ["ann@example.com", "bob@example.com"])
+    (email,) = mf.outbox.list()
+    with connection.cursor() as cursor:  # as a worker that crashed after sending the body
+        cursor.execute(
+            "UPDATE mf_outbox SET job_id = NULL, stage = 'TransmissionBegun', "
+            "transmission_begun_at = created_at, body_transmissions = 1 WHERE id = %s",
+            [email.id],
+        )
+
+    def grant(user: User, *codenames: str) -> User:
+        user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+        return User.objects.get(pk=user.pk)  # permissions are cached per instance
+
+    boss = User.objects.create_superuser("boss", "boss@example.com", "pw")
+    vic = grant(User.objects.create_user("vic", is_staff=True), "view_job", "view_email")
+    rita = grant(
+        User.objects.create_user("rita", is_staff=True),
+        *("view_job", "view_email", "requeue_job", "resolve_email"),
+    )
+    carl = User.objects.create_user("carl")
+
+    def client(user: User) -> Client:
+        logged = Client()
+        logged.force_login(user)
+        return logged
+
+    def buttons(page: str) -> list[str]:
+        return sorted(re.findall(r'name="move" value="(\w+)"', page))
+
+    jobs, emails = "/admin/mailfathom/job/", "/admin/mailfathom/email/"
+    done: dict[str, Any] = {"failed": failed, "held": held, "email": email.id}
+    done["customer"] = client(carl).get(jobs).status_code
+    viewer = client(vic)
+    index = viewer.get("/admin/").content.decode()
+    done["index"] = [jobs in index, emails in index]
+    listing = viewer.get(jobs + "?state=DeadLettered").content.decode()
+    done["listed"] = sorted(int(i) for i in re.findall(r'job/(\d+)/">', listing))
+    page = viewer.get(f"{jobs}{failed[0]}/").content.decode()
+    done["attempt_shown"] = "no stock of socks" in page
+    done["viewer_buttons"] = buttons(page)
+    done["viewer_requeue"] = viewer.post(f"{jobs}{failed[0]}/requeue/").status_code
+    operator = client(rita)
+    done["operator_buttons"] = buttons(operator.get(f"{jobs}{failed[0]}/").content.decode())
+    done["operator_requeue"] = operator.post(
+        f"{jobs}{failed[0]}/requeue/", {"reason": "restocked"}
+    ).status_code
+    done["operator_drop"] = operator.post(f"{jobs}{failed[1]}/drop/").status_code
+    done["operator_release"] = operator.post(f"{jobs}{held}/release/").status_code
+    admin = client(boss)
+    done["admin_buttons"] = buttons(admin.get(f"{jobs}{failed[1]}/").content.decode())
+    done["admin_drop"] = admin.post(f"{jobs}{failed[1]}/drop/").status_code
+    done["admin_release"] = admin.post(f"{jobs}{held}/release/").status_code
+    email_page = viewer.get(f"{emails}{email.id}/").content.decode()
+    done["email_page"] = [
+        "TransmissionBegun" in email_page,
+        "ann@example.com" in email_page and "bob@example.com" in email_page,
+        'id="mailfathom-resolve"' in email_page,
+    ]
+    done["viewer_resolve"] = viewer.post(
+        f"{emails}{email.id}/resolve/", {"resolution": "delivered", "reason": "seen"}
+    ).status_code
+    done["operator_resolve_form"] = 'id="mailfathom-resolve"' in (
+        operator.get(f"{emails}{email.id}/").content.decode()
+    )
+    done["operator_resolve"] = operator.post(
+        f"{emails}{email.id}/resolve/",
+        {"resolution": "delivered", "reason": "the server log shows it accepted"},
+    ).status_code
+    done["states"] = [mf.jobs.get(i).state.value for i in [*failed, held]]
+    done["stage"] = mf.outbox.get(email.id).stage.value
+    done["job_actors"] = [[e.actor for e in mf.jobs.events(i)] for i in [*failed, held]]
+    done["email_actors"] = [e.actor for e in mf.outbox.events(email.id)]
+    return done
