@@ -13,7 +13,7 @@ import json
 
 import click
 
-from mailfathom.cli.common import reports_errors
+from mailfathom.cli.common import preset_app, refuse_with_preset, reports_errors
 
 __all__ = ["health"]
 
@@ -35,8 +35,13 @@ def health(ctx: click.Context, worker_id: str | None, as_json: bool) -> None:
     from mailfathom.config import Settings
     from mailfathom.observability.health import check_url
 
-    settings = Settings.load({"database_url": ctx.obj["database"]})
-    report = check_url(settings.database_url, SystemClock(), worker_id=worker_id)
+    preset = preset_app(ctx)  # a framework integration's app: check its database
+    if preset is not None:
+        refuse_with_preset(ctx)
+        url = preset.settings.database_url
+    else:
+        url = Settings.load({"database_url": ctx.obj["database"]}).database_url
+    report = check_url(url, SystemClock(), worker_id=worker_id)
     if as_json:
         click.echo(json.dumps(report.as_dict()))
     else:
