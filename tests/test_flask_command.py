@@ -65,9 +65,7 @@ def test_the_worker_logs_each_attempt_in_json_and_runs_jobs_in_the_app_context(
     app: MailFathom, database_url: str, tmp_path: Path
 ) -> None:
     ids = _marks(app, tmp_path, 2)
-    ran = flask(
-        database_url, "worker", "--burst", "--log-format", "json", "--log-level", "info"
-    )
+    ran = flask(database_url, "worker", "--burst", "--log-format", "json", "--log-level", "info")
     assert ran.returncode == 0, ran.stderr
     lines = [json.loads(line) for line in ran.stderr.splitlines() if line.startswith("{")]
     attempts = [line for line in lines if line.get("action") == "attempt"]
@@ -89,7 +87,7 @@ def test_the_worker_with_two_processes_runs_flask_workers(
         stderr=subprocess.PIPE,
         text=True,
     )
-    out, err = supervisor.communicate(timeout=120)
+    _, err = supervisor.communicate(timeout=120)
     assert supervisor.returncode == 0, err
     assert all(app.jobs.get(i).state is JobState.SUCCEEDED for i in ids)
     pids = {int(p.read_text().split()[-1]) for p in tmp_path.glob("*.txt")}

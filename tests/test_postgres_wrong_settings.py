@@ -44,9 +44,8 @@ def no_such_role() -> str:
 
 def _fails_at_once(url: str, *, fix: str) -> ConfigurationError:
     started = time.monotonic()
-    with pytest.raises(ConfigurationError) as refused:
-        with MailFathom(url) as mf:
-            mf.migrate()
+    with pytest.raises(ConfigurationError) as refused, MailFathom(url) as mf:
+        mf.migrate()
     assert time.monotonic() - started < _AT_ONCE
     message = str(refused.value)
     assert fix in message and "not an outage" in message
