@@ -160,7 +160,10 @@ def test_bulk_by_ids_and_by_filter(client: Any, mf: MailFathom) -> None:
 def test_create_job(client: Any, mf: MailFathom) -> None:
     made = client.post("/api/jobs", json={"kind": "demo.ok", "payload": {"n": 1}, "priority": 2})
     assert made.status_code == 201
-    assert made.json()["held"] is True and made.json()["created"] is True
+    assert made.json()["held"] is False and made.json()["created"] is True
+    assert made.json()["state"] == "Pending" and made.json()["available_at"] is not None
+    held = client.post("/api/jobs", json={"kind": "demo.ok", "hold": True}).json()
+    assert held["held"] is True and held["available_at"] is None
     timed = client.post("/api/jobs", json={"kind": "demo.ok", "run_at": "2030-05-01T10:00:00Z"})
     assert timed.json()["held"] is False and timed.json()["available_at"].startswith("2030-05-01")
     keyed = {"kind": "demo.ok", "idempotency_key": "k1", "hold": False}
@@ -180,7 +183,14 @@ def test_create_job(client: Any, mf: MailFathom) -> None:
         answer = client.post("/api/jobs", json=body)
         assert answer.status_code == 400, body
         assert message in answer.json()["error"]["message"], body
-    assert sum(mf.jobs.counts().values()) == 3
+    assert sum(mf.jobs.counts().values()) == 4
+
+
+def test_create_job_schema_states_the_default(client: Any) -> None:
+    """The schema says what an omitted ``hold`` means: not held, like ``mf.enqueue``."""
+    schema = client.get("/api/openapi.json").json()
+    hold = schema["components"]["schemas"]["NewJob"]["properties"]["hold"]
+    assert hold["default"] is False
 
 
 def test_audit(client: Any, mf: MailFathom) -> None:

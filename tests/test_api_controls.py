@@ -42,6 +42,19 @@ def test_hold_run_now_and_abort_one_job(client: Any, mf: MailFathom, clock: Fake
     assert [e.action for e in mf.jobs.events(running.id)][-1] == "abort"
 
 
+def test_abort_a_pending_job_then_drop_it(client: Any, mf: MailFathom) -> None:
+    job = mf.enqueue("demo.ok", {})
+    aborted = client.post(f"/api/jobs/{job.id}/abort", json={"reason": "typo", "actor": "amy"})
+    assert aborted.status_code == 200
+    body = aborted.json()
+    assert body["state"] == "DeadLettered" and body["failure_class"] == "Permanent"
+    assert body["failure_reason"] == "aborted by api:amy: typo (before it started)"
+    assert mf.queue.claim("w", 10, timedelta(seconds=30)) == []  # it never starts
+    dropped = client.post(f"/api/jobs/{job.id}/drop", json={"reason": "cleared"})
+    assert dropped.status_code == 200 and dropped.json()["state"] == "Dropped"
+    assert [e.action for e in mf.jobs.events(job.id)] == ["abort", "drop"]
+
+
 def test_bulk_hold_and_abort_over_a_filter(client: Any, mf: MailFathom) -> None:
     jobs = [mf.enqueue("demo.ok", {"i": i}, queue="mail").id for i in range(4)]
     other = mf.enqueue("demo.ok", {}, queue="other")

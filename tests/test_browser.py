@@ -503,3 +503,25 @@ def test_the_console_shows_what_retention_did(page: Any, site: Site) -> None:
     assert "compacted" in page.inner_text("h1")
     assert "the message bytes and subject are gone" in page.inner_text("main")
     assert site.mf.outbox.get(email.id).stage is OutgoingEmailStage.CANCELLED
+
+
+def test_abort_a_pending_job_then_drop_it(page: Any, site: Site) -> None:
+    job = site.mf.enqueue("demo.ok", {}, hold=True)  # held: no worker starts it meanwhile
+    log_in(page, site, "carol")
+    page.goto(site.url + f"/jobs/{job.id}")
+    page.click("a:has-text('Abort…')")
+    assert "It never starts: it is dead-lettered at once" in page.inner_text("main")
+    page.fill("input[name=reason]", "wrong customer")
+    page.click("button:has-text('Confirm: abort job')")
+    assert "dead-lettered, it never starts" in page.inner_text(".flash")
+    dead = site.mf.jobs.get(job.id)
+    assert dead.state is JobState.DEAD_LETTERED and dead.failure_class is not None
+    assert dead.failure_class.value == "Permanent"
+    reason = "aborted by web:carol (self-declared): wrong customer (before it started)"
+    assert reason in page.inner_text("dl.fields")
+    assert page.locator("a:has-text('Abort…')").count() == 0
+    page.click("a:has-text('Drop…')")
+    page.click("button:has-text('Confirm: drop job')")
+    assert "dropped" in page.inner_text(".flash")
+    assert site.mf.jobs.get(job.id).state is JobState.DROPPED
+    assert [e.action for e in site.mf.jobs.events(job.id)] == ["abort", "drop"]

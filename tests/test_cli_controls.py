@@ -85,9 +85,16 @@ def test_abort_a_claimed_and_a_pending_job_and_refuse_a_finished_one(
     assert shown["state"] == "Claimed"
     reason = shown["abort_reason"]
     assert reason.startswith("aborted by cli:") and reason.endswith(": runaway")
-    stopped = run(database_url, "jobs", "abort", str(pending.id))
+    stopped = run(database_url, "jobs", "abort", str(pending.id), "--reason", "typo")
     assert stopped.exit_code == 0, stopped.output
-    assert app.jobs.get(pending.id).state is JobState.DEAD_LETTERED
+    dead = app.jobs.get(pending.id)
+    assert dead.state is JobState.DEAD_LETTERED and dead.failure_class is not None
+    assert dead.failure_class.value == "Permanent"
+    assert dead.failure_reason is not None and dead.failure_reason.startswith("aborted by cli:")
+    assert dead.failure_reason.endswith(": typo (before it started)")
+    dropped = run(database_url, "jobs", "drop", str(pending.id), "--reason", "cleared")
+    assert dropped.exit_code == 0, dropped.output
+    assert app.jobs.get(pending.id).state is JobState.DROPPED
     refused = run(database_url, "jobs", "abort", str(done.id))
     assert refused.exit_code == 2
     assert "only Pending or Claimed jobs can be aborted" in refused.output

@@ -36,7 +36,6 @@ def test_a_signup_commits_its_email_and_job_and_the_worker_runs_both(
     job_id = answer.get_json()["job"]
     result = site.test_cli_runner().invoke(args=["mailfathom", "worker", "--burst"])
     assert result.exit_code == 0, result.output
-    assert "worker stopped after 2 attempt(s)" in result.output
     mf = _mf(site)
     assert mf.jobs.get(job_id).state is JobState.SUCCEEDED
     assert [r.rcpt_tos for r in smtp.accepted()] == [["ada@example.org"]]

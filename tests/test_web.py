@@ -85,6 +85,33 @@ def test_requeue_is_confirmed_then_audited(client: Any, mf: MailFathom) -> None:
     assert twice.status_code == 409 and "only DeadLettered jobs can be requeued" in twice.text
 
 
+def test_abort_a_pending_job_then_drop_it(client: Any, mf: MailFathom) -> None:
+    ready = mf.enqueue("demo.ok", {})
+    held = mf.enqueue("demo.ok", {}, hold=True)
+    for job in (ready, held):
+        assert f'href="/jobs/{job.id}/abort"' in client.get(f"/jobs/{job.id}").text
+    confirm = client.get(f"/jobs/{ready.id}/abort")
+    assert "It never starts: it is dead-lettered at once" in confirm.text
+    done = client.post(
+        f"/jobs/{ready.id}/abort",
+        data={"csrf_token": csrf_of(confirm.text), "reason": "wrong customer"},
+    )
+    assert f"Job {ready.id} aborted: dead-lettered, it never starts" in done.text
+    dead = mf.jobs.get(ready.id)
+    assert dead.state is JobState.DEAD_LETTERED and dead.failure_class is not None
+    assert dead.failure_class.value == "Permanent"
+    assert dead.failure_reason == "aborted by web:console: wrong customer (before it started)"
+    assert f'href="/jobs/{ready.id}/abort"' not in done.text
+    assert f'href="/jobs/{ready.id}/drop"' in done.text
+    dropped = client.post(
+        f"/jobs/{ready.id}/drop", data={"csrf_token": csrf_of(confirm.text), "reason": "gone"}
+    )
+    assert f"Job {ready.id} dropped." in dropped.text
+    assert mf.jobs.get(ready.id).state is JobState.DROPPED
+    assert [e.action for e in mf.jobs.events(ready.id)] == ["abort", "drop"]
+    assert mf.jobs.get(held.id).state is JobState.PENDING  # only the chosen job
+
+
 def test_every_post_route_is_csrf_checked(client: Any, mf: MailFathom) -> None:
     (job_id,) = dead_letters(mf, 1)
     posts = [

@@ -35,7 +35,7 @@ __all__ = ["health"]
 @reports_errors
 def health(ctx: click.Context, worker_id: str | None, as_json: bool) -> None:
     """Check the database, its migrations and (with --worker) a worker's heartbeat."""
-    preset = preset_app(ctx)
+    preset = preset_app(ctx)  # a framework integration's app: check its database
     if preset is not None:
         refuse_with_preset(ctx)
         url = preset.settings.database_url

@@ -77,7 +77,9 @@ class Supervisor:
     without ``--processes``) until stopped; see the module docstring.
 
     ``environ`` is the workers' environment: where secrets such as the database URL go,
-    since ``args`` are visible to every local user. ``args`` that carry ``--database``
+    since ``args`` are visible to every local user. ``command`` is how a framework
+    integration starts one of its worker commands (``flask mailfathom worker``); by
+    default ``mailfathom worker``. ``args`` that carry ``--database``
     or anything with a password in it are refused."""
 
     def __init__(
@@ -87,17 +89,13 @@ class Supervisor:
         *,
         burst: bool,
         environ: Mapping[str, str] | None = None,
+        command: Sequence[str] | None = None,
     ) -> None:
         if any(arg.startswith("--database") or redact(arg) != arg for arg in args):
             raise ValueError("secrets such as the database URL go in environ, never in args")
         self._environ = dict(os.environ if environ is None else environ)
-        self._command = [
-            sys.executable,
-            "-c",
-            "from mailfathom.cli import main; main()",
-            "worker",
-            *args,
-        ]
+        worker = command or [sys.executable, "-c", "from mailfathom.cli import main; main()"]
+        self._command = [*worker, *([] if command else ["worker"]), *args]
         self._slots = [_Slot(number) for number in range(count)]
         self._burst = burst
         self._wake = threading.Event()

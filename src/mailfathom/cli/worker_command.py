@@ -163,6 +163,7 @@ def worker(
             database=database,
             burst=burst,
             metrics_port=metrics_port,
+            command=_preset_worker_command(ctx) if preset is not None else None,
         )
         return
     app = preset if preset is not None else load_app(str(app_path), database)
@@ -191,9 +192,11 @@ def _supervise(
     database: str | None,
     burst: bool,
     metrics_port: int | None,
+    command: list[str] | None,
 ) -> None:
-    """``--processes N``: check the app loads here, then run N workers under a supervisor."""
-    if app_path is None:
+    """``--processes N``: check the app loads here, then run N workers under a supervisor
+    (``command``: a framework integration's own worker command, whose app is loaded)."""
+    if app_path is None and command is None:
         raise click.UsageError(
             "--processes needs --app MODULE:ATTR (the worker processes import your app); "
             "with a framework integration, start one worker command per process instead"
@@ -203,10 +206,10 @@ def _supervise(
             "--metrics-port serves one process's metrics: with --processes, run one worker "
             "command per process, each with its own --metrics-port"
         )
-    load_app(app_path, database).close()  # a bad app is one clear error, not N
+    if app_path is not None:
+        load_app(app_path, database).close()  # a bad app is one clear error, not N
     args = [
-        "--app",
-        app_path,
+        *(["--app", app_path] if app_path is not None else []),
         *_passed_on(ctx, ["concurrency", "queues", "lease", "shutdown_timeout"]),
         "--log-level",
         str(ctx.params["log_level"]),
@@ -220,9 +223,17 @@ def _supervise(
     environ = dict(os.environ)
     if database is not None:
         environ["MAILFATHOM_DATABASE_URL"] = database
-    status = Supervisor(args, processes, burst=burst, environ=environ).run()
+    status = Supervisor(args, processes, burst=burst, environ=environ, command=command).run()
     if status:
         raise SystemExit(status)
+
+
+def _preset_worker_command(ctx: click.Context) -> list[str] | None:
+    """The command a framework integration starts one worker process with (its preset
+    ``obj["worker_command"]``, e.g. ``flask --app site mailfathom worker``), if it gave one."""
+    obj = ctx.find_root().obj
+    command = obj.get("worker_command") if isinstance(obj, dict) else None
+    return [str(part) for part in command] if isinstance(command, list) else None
 
 
 def _passed_on(ctx: click.Context, names: list[str]) -> list[str]:

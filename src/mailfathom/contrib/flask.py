@@ -13,8 +13,10 @@
     def welcome(ctx, user_id):                 # current_app, g and extensions work here
         ...
 
-Then ``flask mailfathom migrate`` and ``flask mailfathom worker``. Every job the
-extension's worker runs (``flask mailfathom worker``, :meth:`MailFathomFlask.worker`)
+Then ``flask mailfathom migrate`` and ``flask mailfathom worker``: ``flask mailfathom``
+is the ``mailfathom`` command line itself (every subcommand, the same options and
+log lines) on the extension's app. Every job the extension's worker runs
+(``flask mailfathom worker``, :meth:`MailFathomFlask.worker`)
 runs inside ``app.app_context()``, a fresh one per job, as a request gets one:
 kinds registered with :meth:`MailFathomFlask.job` everywhere (any worker that
 imports the app), and those registered on ``mf.job`` directly when this
@@ -31,12 +33,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
 from flask import Flask, current_app
-from flask.cli import AppGroup
+from flask.cli import ScriptInfo, with_appcontext
 
 from mailfathom.app import MailFathom
 from mailfathom.errors import ConfigurationError
@@ -121,13 +124,18 @@ class MailFathomFlask:
     ) -> Worker:
         """``mf.worker(...)`` after every thread-run kind of ``mf`` was set to run in the
         app's context (those registered with :meth:`job` already do)."""
+        self.run_kinds_in_context()
+        return self.mf.worker(concurrency, queues, **options)
+
+    def run_kinds_in_context(self) -> None:
+        """Make every thread-run kind registered on ``mf`` so far run in the app's context
+        (idempotent), so any worker of ``mf`` runs them as this extension's would."""
         registry = self.mf.registry
         for name in registry.names():
             kind = registry.get(name)
             if kind is None or kind.isolation != "thread" or hasattr(kind.handler, _WRAPPED):
                 continue
             registry.replace(dataclasses.replace(kind, handler=self._in_context(kind.handler)))
-        return self.mf.worker(concurrency, queues, **options)
 
     def _in_context(self, handler: Handler) -> Handler:
         if hasattr(handler, _WRAPPED):
@@ -162,45 +170,43 @@ def _extension() -> MailFathomFlask:
     return found
 
 
+def _worker_command(ctx: click.Context) -> list[str]:
+    """How ``worker --processes N`` starts each worker process: this same Flask app's
+    ``flask mailfathom worker`` (``--app`` as given here, else Flask finds it again from
+    ``FLASK_APP`` or the current folder, as it did for this command)."""
+    info = ctx.find_object(ScriptInfo)
+    path = info.app_import_path if info is not None else None
+    where = ["--app", path] if path else []
+    return [sys.executable, "-m", "flask", *where, "mailfathom", "worker"]
+
+
 #: ``flask mailfathom ...``: added to the app's CLI by :meth:`MailFathomFlask.init_app`.
-cli = AppGroup("mailfathom", help="mailfathom's jobs and outbox for this Flask app.")
-
-
-@cli.command("migrate")
-def migrate() -> None:
-    """Create or upgrade mailfathom's tables (idempotent)."""
-    applied = _extension().mf.migrate()
-    click.echo(f"applied {len(applied)} migration(s)" if applied else "schema is up to date")
-
-
-@cli.command("worker")
-@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Jobs at once [10].")
-@click.option("--queues", default=None, metavar="A,B", help="Comma-separated queues [all].")
-@click.option("--burst", is_flag=True, help="Run what is due, then exit.")
-@click.option("--lease", type=click.FloatRange(min=1), default=None, help="Lease seconds [30].")
-@click.option(
-    "--shutdown-timeout",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Seconds a stopping worker waits for running jobs [30].",
+@click.command(
+    "mailfathom",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    add_help_option=False,
 )
-def worker(
-    concurrency: int | None,
-    queues: str | None,
-    burst: bool,
-    lease: float | None,
-    shutdown_timeout: float | None,
-) -> None:
-    """Run a worker (each job in an app context) until SIGTERM/SIGINT, or with --burst
-    until nothing is due."""
-    names = None
-    if queues is not None:
-        names = [name.strip() for name in queues.split(",") if name.strip()]
-        if not names:
-            raise click.BadParameter("give at least one queue name", param_hint="--queues")
-    ran = (
-        _extension()
-        .worker(concurrency, names, lease=lease, shutdown_timeout=shutdown_timeout)
-        .run(burst=burst)
-    )
-    click.echo(f"worker stopped after {ran} attempt(s)")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@with_appcontext
+@click.pass_context
+def cli(ctx: click.Context, args: tuple[str, ...]) -> None:
+    """mailfathom's command line on this Flask app: worker, migrate, jobs, outbox, queues,
+    schedules, workers, enqueue, web, health, prune, backup, limits, dev (flask mailfathom
+    --help)."""
+    from mailfathom.cli import run
+    from mailfathom.jobs import signals
+
+    ext = _extension()
+    ext.run_kinds_in_context()
+    worker = args[:1] == ("worker",)
+    if worker:  # a stop that comes while the worker starts is honoured, as by the CLI
+        signals.hold()
+    prog = f"{ctx.find_root().info_name or 'flask'} mailfathom"
+    try:
+        code = run(
+            list(args), prog_name=prog, obj={"app": ext.mf, "worker_command": _worker_command(ctx)}
+        )
+    finally:
+        if worker:
+            signals.release()  # the handlers found before, for a process that goes on
+    ctx.exit(code)

@@ -86,6 +86,7 @@ class PostgresDatabase:
             return pool
         with self._lock:
             if self._pool is None or self._pid != os.getpid():
+                self._refuse_wrong_settings()
                 self._pool = ConnectionPool(
                     self.url,
                     min_size=1,
@@ -129,6 +130,22 @@ class PostgresDatabase:
                 yield conn
         finally:
             pool.putconn(conn)
+
+    def _refuse_wrong_settings(self) -> None:
+        """Connect once before the pool opens: a database, role or password the server
+        refuses fails at once with what to fix (:class:`ConfigurationError`), instead of
+        being waited on for ``pool_timeout`` like an outage. Anything else (the server down
+        or unreachable) is left to the pool, which waits and reconnects."""
+        try:
+            with psycopg.connect(self.url, connect_timeout=PROBE_TIMEOUT, **self._tcp):
+                pass
+        except psycopg.Error as exc:
+            fix = _settings_fix(exc)
+            if fix is not None:
+                raise ConfigurationError(
+                    f"PostgreSQL refused the connection ({_first_line_fatal(exc)}): {fix}; "
+                    "this is a setting, not an outage, so nothing retries it"
+                ) from None
 
     def _probe(self) -> None:
         """Connect afresh and run ``SELECT 1``; raises when the server cannot be reached
@@ -499,6 +516,43 @@ def _pool_timeout(url: str) -> float:
             "write for example connect_timeout=5"
         ) from None
     return seconds if seconds > 0 else _DEFAULT_POOL_TIMEOUT
+
+
+#: Connection refusals that no waiting cures, by SQLSTATE, with what to fix.
+_WRONG_SETTINGS = {
+    "3D000": "the database does not exist: create it (createdb NAME, or `CREATE DATABASE`) "
+    "or fix the database name in database_url",
+    "28P01": "the password was refused: fix the password in database_url (or PGPASSWORD, "
+    "~/.pgpass)",
+    "28000": "the server does not accept this role: create it (`CREATE ROLE name LOGIN`) "
+    "or fix the user name in database_url, and check pg_hba.conf",
+}
+#: The same refusals by the server's (English) message, for drivers that give no SQLSTATE
+#: for a failed connection.
+_WRONG_SETTINGS_TEXT = (
+    (re.compile(r'database "[^"]*" does not exist'), "3D000"),
+    (re.compile(r"password authentication failed"), "28P01"),
+    (re.compile(r'role "[^"]*" does not exist|no pg_hba\.conf entry'), "28000"),
+)
+
+
+def _settings_fix(exc: psycopg.Error) -> str | None:
+    """What to fix when ``exc`` is a connection refused for good (a missing database or
+    role, a wrong password), else None."""
+    state = exc.sqlstate or ""
+    if state not in _WRONG_SETTINGS:
+        text = str(exc)
+        state = next((code for found, code in _WRONG_SETTINGS_TEXT if found.search(text)), "")
+    return _WRONG_SETTINGS.get(state)
+
+
+def _first_line_fatal(exc: BaseException) -> str:
+    """The server's own words from a failed connection (its ``FATAL:`` line), else the
+    first line."""
+    for line in str(exc).splitlines():
+        if "FATAL:" in line:
+            return line[line.index("FATAL:") :].replace("FATAL:", "", 1).strip()
+    return _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:

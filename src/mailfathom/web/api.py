@@ -176,7 +176,8 @@ def get_job(request: Request, _: dict[str, Any]) -> Any:
 
 @endpoint(body=True)
 def create_job(request: Request, data: dict[str, Any]) -> Any:
-    """Create a job of a registered kind: held unless ``run_at`` is given (or ``hold`` says)."""
+    """Create a job of a registered kind, ready to run (like ``mf.enqueue`` and ``mailfathom
+    enqueue``) unless ``hold`` is true; the console's form is the one that creates held jobs."""
     _check_keys(data, {"kind", "payload", "queue", "priority", "run_at", "hold", "idempotency_key"})
     kind = data.get("kind")
     if not isinstance(kind, str):
@@ -196,7 +197,7 @@ def create_job(request: Request, data: dict[str, Any]) -> Any:
         queue=_text(data, "queue", longest=100),
         priority=priority,
         run_at=_text(data, "run_at", longest=64),
-        hold=hold,
+        hold=bool(hold),
         idempotency_key=_text(data, "idempotency_key", longest=512),
     )
     return JSONResponse({**job_json(job), "created": job.created}, status_code=201)

@@ -278,7 +278,11 @@ SCHEMAS: dict[str, Any] = {
             "queue": {"type": "string"},
             "priority": {"type": "integer"},
             "run_at": {"type": "string", "format": "date-time"},
-            "hold": {"type": "boolean"},
+            "hold": {
+                "type": "boolean",
+                "default": False,
+                "description": "true creates it held: no worker takes it until it is released",
+            },
             "idempotency_key": {"type": "string"},
         },
         "required": ["kind"],
@@ -312,7 +316,7 @@ PATHS: dict[str, Any] = {
             operation_id="listJobs",
         ),
         "post": operation(
-            "Create a job of a registered kind (held unless run_at is given)",
+            "Create a job of a registered kind, ready to run unless hold is true",
             answer("The job", "CreatedJob"),
             code="201",
             body="NewJob",

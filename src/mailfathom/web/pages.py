@@ -18,6 +18,7 @@ from mailfathom.console import ACTIONS, Console, JobQuery
 from mailfathom.console.serialize import pretty_json
 from mailfathom.console.service import parse_instant
 from mailfathom.errors import InvalidInput
+from mailfathom.jobs.state import JobState
 from mailfathom.web.chart import SERIES, throughput_chart
 from mailfathom.web.handlers import form_action, form_values, view
 from mailfathom.web.params import is_whole_number
@@ -42,6 +43,8 @@ _PAST = {
     "run_now": "made due now",
     "abort": "asked to abort (its worker stops it at its next heartbeat)",
 }
+#: What an abort of a job that had not started did.
+_ABORTED_AT_ONCE = "aborted: dead-lettered, it never starts (drop it to clear it)"
 #: Each action's button label.
 LABELS = {
     "requeue": "Requeue",
@@ -154,7 +157,8 @@ def do_action(request: Request, form: FormData) -> Response:
     action = _action_name(request)
     reason = form_values(form, "reason")["reason"]
     job = _console(request).act(action, job_id, actor=operator(request), reason=reason)
-    flash(request, f"Job {job.id} {_PAST[action]}.")
+    done = _ABORTED_AT_ONCE if action == "abort" and job.state is JobState.DEAD_LETTERED else _PAST[action]
+    flash(request, f"Job {job.id} {done}.")
     return RedirectResponse(f"/jobs/{job.id}", status_code=303)
 
 
