@@ -136,6 +136,8 @@ class MailFathom:
             timeout=settings.smtp_timeout,
             data_timeout=settings.smtp_data_timeout,
             sessions=settings.smtp_sessions,
+            config_retry=settings.smtp_config_retry,
+            snooze_limit=settings.snooze_limit,
         )
         if outbox_store.counts_at_claim():  # a delivery's attempt counted by its claim
             self.store.add_claim_hook(DELIVER_KIND, outbox_store.start_claimed)
