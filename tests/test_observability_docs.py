@@ -17,6 +17,7 @@ import mailfathom
 from mailfathom import FakeClock, MailFathom
 from mailfathom.observability import metrics
 from mailfathom.observability.gauges import DatabaseGauges
+from mailfathom.observability.smtp_gauge import SmtpConfigurationGauge
 
 DOCS = Path(__file__).parent.parent / "docs"
 DOC = DOCS / "observability.md"
@@ -35,6 +36,7 @@ def exported(tmp_path: Path) -> set[str]:
     with MailFathom(f"sqlite:///{tmp_path / 'names.db'}", clock=FakeClock()) as mf:
         mf.migrate()
         made.registry.register(DatabaseGauges(mf.store, mf.clock, min_interval=0))
+        made.registry.register(SmtpConfigurationGauge(mf.deliverer.gate))
         return {family.name for family in made.registry.collect()}
 
 
