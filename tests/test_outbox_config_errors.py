@@ -78,9 +78,11 @@ def _assert_paused(app: MailFathom, count: int, reply: str) -> None:
         assert job.available_at is not None and job.available_at > app.clock.now()
 
 
-def _health(app: MailFathom, url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
+def _health(
+    app: MailFathom, url: str, monkeypatch: pytest.MonkeyPatch, *args: str
+) -> tuple[int, str]:
     monkeypatch.setenv("MAILFATHOM_SMTP_URL", url)
-    result = CliRunner().invoke(cli, ["--database", app.settings.database_url, "health"])
+    result = CliRunner().invoke(cli, ["--database", app.settings.database_url, "health", *args])
     return result.exit_code, result.output
 
 
@@ -168,6 +170,8 @@ def test_credentials_offered_to_a_server_without_starttls_wait_for_the_fix(
     _assert_paused(app, 1, "refusing to send credentials over an unencrypted connection")
     code, output = _health(app, url, monkeypatch)
     assert code == 1 and "FAIL smtp:" in output and "STARTTLS" in output
+    code, output = _health(app, url, monkeypatch, "--no-smtp")
+    assert code == 0 and "smtp" not in output, output
     smtp.script(tls=True, auth={"user": "app", "password": "pw"})  # the server is fixed
     clock.advance(RETRY + 1)
     _run(app)

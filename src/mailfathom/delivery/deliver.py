@@ -62,6 +62,8 @@ DELIVER_KIND = "mailfathom.deliver"
 DELIVERY_BACKOFF = Backoff(base=timedelta(minutes=1), cap=timedelta(hours=1))
 
 logger = logging.getLogger(__name__)
+#: The longest wait a snooze takes (a year): ``smtp_config_retry`` beyond it waits that.
+_LONGEST_SNOOZE = 366 * 86400.0
 
 _RECORDED = OutgoingEmailStage.RECORDED.value
 _BEGUN = OutgoingEmailStage.TRANSMISSION_BEGUN.value
@@ -224,7 +226,7 @@ class Deliverer:
             start.email["attempts"],
             reason=f"waiting, no attempt spent: SMTP configuration error: {problem}",
         )
-        raise Snooze(self.gate.wait())
+        raise Snooze(min(self.gate.wait(), _LONGEST_SNOOZE))
 
     def _resume(self) -> None:
         """The server took an envelope: end a configuration error in force, saying so."""
