@@ -64,7 +64,8 @@ def test_captured_mail_keeps_envelope_and_bytes(capture: CaptureServer) -> None:
         message.parsed()  # a body check on a listing would pass wrongly: refused
     whole = capture.inbox.get(message.key)
     assert not whole.headers_only
-    assert "Thanks for your order." in whole.parsed().get_body(("plain",)).get_content()
+    plain = whole.parsed().get_body(("plain",))
+    assert plain is not None and "Thanks for your order." in plain.get_content()
     assert b"Thanks for your order." in whole.raw and whole.raw.startswith(message.raw[:-2])
     assert whole.size == message.size == len(whole.raw) and whole.subject == message.subject
     assert capture.url == f"smtp://127.0.0.1:{capture.port}?starttls=off"
