@@ -56,7 +56,7 @@ run: venv
 
 ## Screenshots of every console page (headless Chromium) into docs/screenshots/.
 screenshots: venv
-	MAILFATHOM_SCREENSHOTS=docs/screenshots $(VENV)/bin/pytest -q tests/test_browser.py tests/test_browser_dev.py tests/test_browser_limits.py
+	MAILFATHOM_SCREENSHOTS=$(CURDIR)/docs/screenshots $(VENV)/bin/pytest -q tests/test_browser.py tests/test_browser_dev.py tests/test_browser_limits.py -p no:cacheprovider
 
 ## The benchmark side by side with the peers (installs them into bench/.peers/venv).
 ## BENCH_ARGS=--full for the issue's sizes; see docs/benchmarks.md.

@@ -100,6 +100,7 @@ SETTINGS_REFUSED = [
     ("concurrency", True, "concurrency must be a positive integer"),
     ("snooze_limit", 0, "snooze_limit must be a positive integer"),
     ("smtp_sessions", 0, "smtp_sessions must be a positive integer"),
+    ("smtp_config_retry", 0, "smtp_config_retry must be a positive number of seconds"),
     ("web_port", 70_000, "web_port must be at most 65535"),
     ("delivery_queue", "mail\n", "delivery_queue 'mail\\\\n' is not usable"),
     ("delivery_max_attempts", 10_001, "delivery_max_attempts must be an integer from 1 to"),

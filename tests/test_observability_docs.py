@@ -16,6 +16,7 @@ import yaml
 import mailfathom
 from mailfathom import FakeClock, MailFathom
 from mailfathom.observability import database_gauges, metrics
+from mailfathom.observability.smtp_gauge import SmtpConfigurationGauge
 
 DOCS = Path(__file__).parent.parent / "docs"
 DOC = DOCS / "observability.md"
@@ -34,6 +35,7 @@ def exported(tmp_path: Path) -> set[str]:
     with MailFathom(f"sqlite:///{tmp_path / 'names.db'}", clock=FakeClock()) as mf:
         mf.migrate()
         made.registry.register(database_gauges(mf, min_interval=0))
+        made.registry.register(SmtpConfigurationGauge(mf.deliverer.gate))
         return {family.name for family in made.registry.collect()}
 
 

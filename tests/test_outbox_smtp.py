@@ -171,17 +171,33 @@ def test_ehlo_refused_is_retried(mail_app: MailFathom, smtp: FaultServer) -> Non
     assert smtp.received() == []
 
 
-def test_auth_failure_is_retried_and_good_credentials_send(
+def _assert_waiting(app: MailFathom, email: OutgoingEmail, reason: str) -> None:
+    """A configuration error: Recorded, no attempt spent, the job snoozed (no failure)."""
+    assert email.stage is RECORDED
+    assert email.attempts == 0 and email.transmission_begun_at is None
+    assert reason in (email.reason or ""), email.reason
+    job = app.jobs.get(email.job_id or 0)
+    assert job.state is JobState.PENDING and job.failure_class is None
+    assert job.available_at is not None and job.available_at > app.clock.now()
+
+
+def after_pause(app: MailFathom, clock: FakeClock) -> OutgoingEmail:
+    """Move past a configuration error's pause (``smtp_config_retry``) and deliver again."""
+    clock.advance(301)
+    return deliver(app)
+
+
+def test_auth_failure_waits_and_good_credentials_send(
     database_url: str, clock: FakeClock, smtp: FaultServer, app_for: dict[str, MailFathom]
 ) -> None:
     smtp.script(tls=True, auth={"user": "app", "password": "s3cret:@/"})
     wrong = _app(app_for, smtp.url(user="app", password="nope"), clock, database_url)
     wrong.outbox.record(message())
     email = deliver(wrong)
-    _assert_retried(wrong, email, "535")
+    _assert_waiting(wrong, email, "535")
     assert smtp.received() == []
     right = _app(app_for, smtp.url(user="app", password="s3cret:@/"), clock, database_url)
-    assert later(right, clock).stage is SENT
+    assert after_pause(right, clock).stage is SENT
     (received,) = smtp.received()
     assert (received.login, received.tls) == ("app", True)
 
@@ -192,7 +208,7 @@ def test_credentials_are_never_sent_in_clear(
     smtp.script(auth={"user": "app", "password": "pw"})  # no STARTTLS offered
     app = _app(app_for, smtp.url(user="app", password="pw"), clock, database_url)
     app.outbox.record(message())
-    _assert_retried(app, deliver(app), "refusing to send credentials")
+    _assert_waiting(app, deliver(app), "refusing to send credentials")
     assert smtp.received() == []
 
 
@@ -202,10 +218,10 @@ def test_starttls_verifies_the_certificate(
     smtp.script(tls=True)
     untrusted = _app(app_for, f"smtp://127.0.0.1:{smtp.port}", clock, database_url)
     untrusted.outbox.record(message())
-    _assert_retried(untrusted, deliver(untrusted), "CERTIFICATE_VERIFY_FAILED")
+    _assert_waiting(untrusted, deliver(untrusted), "CERTIFICATE_VERIFY_FAILED")
     assert smtp.received() == []
     trusted = _app(app_for, smtp.url(), clock, database_url)
-    assert later(trusted, clock).stage is SENT
+    assert after_pause(trusted, clock).stage is SENT
     assert [r.tls for r in smtp.received()] == [True]
 
 
@@ -215,10 +231,10 @@ def test_starttls_off_and_require(
     smtp.script()
     required = _app(app_for, smtp.url(starttls="require"), clock, database_url)
     required.outbox.record(message())
-    _assert_retried(required, deliver(required), "does not offer STARTTLS")
+    _assert_waiting(required, deliver(required), "does not offer STARTTLS")
     smtp.script(tls=True)
     plain = _app(app_for, smtp.url(starttls="off"), clock, database_url)
-    assert later(plain, clock).stage is SENT
+    assert after_pause(plain, clock).stage is SENT
     assert [r.tls for r in smtp.received()] == [False]
 
 

@@ -59,7 +59,13 @@ def test_captured_mail_keeps_envelope_and_bytes(capture: CaptureServer) -> None:
     assert message.rcpt_to == ["ann@example.com", "bcc@example.com"]
     assert message.subject == "Your order <b>42</b>"
     assert b"Thanks for your order." not in message.raw  # the list reads heads only
+    assert message.headers_only
+    with pytest.raises(ValueError, match=r"headers only .*inbox\.get\(message\.key\)"):
+        message.parsed()  # a body check on a listing would pass wrongly: refused
     whole = capture.inbox.get(message.key)
+    assert not whole.headers_only
+    plain = whole.parsed().get_body(("plain",))
+    assert plain is not None and "Thanks for your order." in plain.get_content()
     assert b"Thanks for your order." in whole.raw and whole.raw.startswith(message.raw[:-2])
     assert whole.size == message.size == len(whole.raw) and whole.subject == message.subject
     assert capture.url == f"smtp://127.0.0.1:{capture.port}?starttls=off"

@@ -90,6 +90,7 @@ class MailFathom:
         smtp_timeout: float | None = None,
         smtp_data_timeout: float | None = None,
         smtp_sessions: int | None = None,
+        smtp_config_retry: float | None = None,
         delivery_max_attempts: int | None = None,
         delivery_queue: str | None = None,
         domain_limits: Mapping[str, Mapping[str, Any]] | None = None,
@@ -175,6 +176,8 @@ class MailFathom:
             timeout=settings.smtp_timeout,
             data_timeout=settings.smtp_data_timeout,
             sessions=settings.smtp_sessions,
+            config_retry=settings.smtp_config_retry,
+            snooze_limit=settings.snooze_limit,
         )
         attempts = self.store.outbox_attempts
         if attempts.counts_at_claim():  # a delivery's attempt counted by its claim

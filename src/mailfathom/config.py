@@ -79,6 +79,10 @@ class Settings:
     #: waits for a session to come free. Kept above the worker's default concurrency;
     #: lower it to a relay's per-client connection limit (Postfix: 50).
     smtp_sessions: int = 16
+    #: Seconds between two tries of an SMTP server that answered with a configuration
+    #: error (a refused password, no STARTTLS for the credentials, "authentication
+    #: required"): meanwhile delivery waits and spends no message's attempts.
+    smtp_config_retry: float = 300.0
     #: Delivery attempts per record before it becomes Refused. The default, with backoff
     #: up to an hour apart, keeps trying for about a day (RFC 5321 §4.5.4.1 allows 4-5).
     delivery_max_attempts: int = 48
@@ -204,7 +208,13 @@ class Settings:
             )
         if self.web_port > 65535:
             raise ConfigurationError(f"web_port must be at most 65535, not {self.web_port}")
-        for name in ("lease", "shutdown_timeout", "smtp_timeout", "smtp_data_timeout"):
+        for name in (
+            "lease",
+            "shutdown_timeout",
+            "smtp_timeout",
+            "smtp_data_timeout",
+            "smtp_config_retry",
+        ):
             value = getattr(self, name)
             if (
                 isinstance(value, bool)

@@ -43,7 +43,13 @@ _KEY = re.compile(r"[A-Za-z0-9._,:=-]{1,200}")  # fullmatch: "$" would pass a tr
 
 @dataclass(frozen=True, slots=True)
 class InboxMessage:
-    """One captured message: its key in the Maildir, envelope, headers and raw bytes."""
+    """One captured message: its key in the Maildir, envelope, headers and raw bytes.
+
+    A message listed by :meth:`Inbox.messages` holds its **headers only**
+    (``headers_only``: ``raw`` is the head, ``size`` the whole file): a check on its
+    body would pass wrongly, so :meth:`parsed` refuses it. :meth:`Inbox.get` (or the
+    ``mailfathom_mail`` fixture's ``messages``) gives the whole message.
+    """
 
     key: str
     received_at: datetime
@@ -54,9 +60,17 @@ class InboxMessage:
     to: str
     size: int
     raw: bytes
+    #: True when ``raw`` is the head only (a listing): read it whole with ``Inbox.get``.
+    headers_only: bool = False
 
     def parsed(self) -> EmailMessage:
-        """The message parsed with the modern email policy."""
+        """The whole message parsed with the modern email policy; :class:`ValueError` for
+        a message listed with its headers only (its body would look empty)."""
+        if self.headers_only:
+            raise ValueError(
+                f"message {self.key} was listed with its headers only (Inbox.messages()): "
+                "read it whole with inbox.get(message.key) before looking at its body"
+            )
         message = email.message_from_bytes(self.raw, policy=email.policy.default)
         assert isinstance(message, EmailMessage)
         return message
@@ -88,7 +102,9 @@ class Inbox:
         return len(self._box)
 
     def messages(self, limit: int = 200) -> list[InboxMessage]:
-        """The newest ``limit`` messages, headers only (``raw`` is the head, ``size`` the whole).
+        """The newest ``limit`` messages, **headers only** (``raw`` is the head, ``size``
+        the whole, ``headers_only`` True): envelope, subject, sender and recipients. For
+        the body, read one whole with :meth:`get` (``inbox.get(message.key)``).
 
         Only those ``limit`` files are opened, and only their heads are read and parsed
         (newest first by the delivery time in the Maildir file name), so a large or
@@ -146,6 +162,7 @@ class Inbox:
             to=to,
             size=size,
             raw=raw,
+            headers_only=head_only,
         )
 
 

@@ -142,6 +142,7 @@ def overview_json(overview: Overview) -> dict[str, Any]:
         "schedules": overview.schedules,
         "schedules_paused": overview.schedules_paused,
         "retention": retention_json(overview),
+        "smtp_problem": overview.smtp_problem,
     }
 
 

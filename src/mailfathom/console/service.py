@@ -19,6 +19,7 @@ from mailfathom import hints
 from mailfathom.console.limits import LimitsConsole
 from mailfathom.console.outbox_service import OutboxConsole
 from mailfathom.console.query import HELD, JobQuery
+from mailfathom.delivery.smtp_config import SmtpCheck
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import IllegalTransition, InvalidInput, MailFathomError, NotFound
 from mailfathom.jobs.admin.admin import Throughput
@@ -91,6 +92,8 @@ class Overview:
     retained: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     #: What the last pass did, in words ("1,204 jobs Succeeded compacted, …").
     pruned: str = ""
+    #: The SMTP configuration error pausing delivery (what to fix), or None.
+    smtp_problem: str | None = None
 
     @property
     def total_jobs(self) -> int:
@@ -143,6 +146,12 @@ class Console(OutboxConsole, LimitsConsole):
         self.mf = mf
         #: The dev capture inbox (``mailfathom dev``), or None.
         self.inbox = inbox
+        target = mf.deliverer.target
+        self._smtp = (
+            None
+            if target is None
+            else SmtpCheck(target, mf.deliverer.gate, timeout=min(mf.settings.smtp_timeout, 10.0))
+        )
 
     # -- reads -------------------------------------------------------------------------
 
@@ -187,7 +196,13 @@ class Console(OutboxConsole, LimitsConsole):
             pruning=pruning,
             retained=self.mf.retention.counts(),
             pruned=describe_pass(pruning.last_report),
+            smtp_problem=self.smtp_problem(),
         )
+
+    def smtp_problem(self) -> str | None:
+        """The SMTP configuration error pausing delivery: the one this process's deliveries
+        met, else what a probe of the server found (at most one a minute); None if none."""
+        return None if self._smtp is None else self._smtp.problem()
 
     def jobs(self, query: JobQuery, *, before_id: int | None = None, limit: int = 50) -> JobPage:
         """Newest first; keyset pages of ``limit`` jobs older than ``before_id``."""

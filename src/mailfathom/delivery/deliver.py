@@ -15,7 +15,11 @@ Internal. Every step is written before the next one is taken:
 3. the answer, written only if the record is still where the attempt left it.
 
 Transient failures return the record to Recorded and retry with backoff; on the
-job's last attempt the record becomes Refused instead.
+job's last attempt the record becomes Refused instead. A configuration error (a
+refused password, credentials with nowhere safe to go, "authentication required":
+:mod:`mailfathom.delivery.smtp_config`) is no transient failure: the attempt is taken
+back (the record stays Recorded, its count unchanged) and the job snoozes, and the
+process tries the server once per ``config_retry`` seconds until it gets through.
 """
 
 from __future__ import annotations
@@ -28,11 +32,17 @@ from mailfathom.clock import Clock
 from mailfathom.delivery.phases import PhaseHook, no_phase_hook
 from mailfathom.delivery.pool import SessionPool
 from mailfathom.delivery.smtp import Outcome, Phase, Reply, SessionFailure, SmtpSession
+from mailfathom.delivery.smtp_config import (
+    CONFIG_RETRY,
+    ConfigurationGate,
+    outcome_problem,
+    session_problem,
+)
 from mailfathom.delivery.smtp_url import SmtpTarget
 from mailfathom.delivery.stage import OutgoingEmailStage
 from mailfathom.errors import StoreError
 from mailfathom.jobs.context import JobContext
-from mailfathom.jobs.failures import PermanentFailure, TransientFailure
+from mailfathom.jobs.failures import PermanentFailure, Snooze, TransientFailure
 from mailfathom.jobs.retry import Backoff
 from mailfathom.observability import tracing
 from mailfathom.observability.hooks import submission_ended, traced_phases
@@ -52,6 +62,8 @@ DELIVER_KIND = "mailfathom.deliver"
 DELIVERY_BACKOFF = Backoff(base=timedelta(minutes=1), cap=timedelta(hours=1))
 
 logger = logging.getLogger(__name__)
+#: The longest wait a snooze takes (a year): ``smtp_config_retry`` beyond it waits that.
+_LONGEST_SNOOZE = 366 * 86400.0
 
 _RECORDED = OutgoingEmailStage.RECORDED.value
 _BEGUN = OutgoingEmailStage.TRANSMISSION_BEGUN.value
@@ -96,18 +108,30 @@ class Deliverer:
         sessions: int = 16,
         backoff: Backoff = DELIVERY_BACKOFF,
         on_phase: PhaseHook = no_phase_hook,
+        config_retry: float = CONFIG_RETRY,
+        snooze_limit: int = 100,
     ) -> None:
         self.on_phase = on_phase
+        #: This process's SMTP configuration errors (:mod:`mailfathom.delivery.smtp_config`).
+        self.gate = ConfigurationGate(retry=config_retry, now=lambda: clock.now().timestamp())
+        self._snooze_limit = snooze_limit
         self._store = store
         self._records = records
         self._clock = clock
         self._job = job
         self._backoff = backoff
+        #: The SMTP server deliveries go to (None: none configured).
+        self.target = target
         self._pool = (
             None
             if target is None
             else SessionPool(target, timeout=timeout, data_timeout=data_timeout, sessions=sessions)
         )
+
+    def problem(self) -> str | None:
+        """What to fix in the SMTP configuration, while an error pauses delivery here."""
+        fault = self.gate.fault
+        return None if fault is None else fault.problem
 
     def close(self) -> None:
         """Close the idle SMTP connections."""
@@ -150,15 +174,71 @@ class Deliverer:
         pool = self._pool
         if pool is None:
             self._retry(ctx, start, _RECORDED, _NO_SERVER)
+        if not self.gate.may_try():  # a configuration error in force: wait, at no cost
+            self._wait(ctx, start)
         attempt = start.email["attempts"]
         try:
             outcome = self._transact(pool, start, attempt)
         except SessionFailure as exc:
+            problem = session_problem(exc)
+            if problem is not None:
+                self._pause(ctx, start, problem)
             self._retry(ctx, start, _RECORDED, str(exc), reply=exc.reply)
         except StoreError as exc:  # the one write inside the submission: TransmissionBegun
             reason = f"TransmissionBegun could not be saved, so the body was not sent: {exc}"
             self._retry(ctx, start, _RECORDED, reason)
+        problem = outcome_problem(outcome)
+        if problem is not None:
+            self._pause(ctx, start, problem)
+            outcome = _retried(outcome)  # past the snooze limit: counted, never refused
+        else:
+            self._resume()
         self._conclude(ctx, start, outcome)
+
+    # -- configuration errors ----------------------------------------------------------
+
+    def _pause(self, ctx: JobContext, start: AttemptStart, problem: str) -> None:
+        """A configuration error was just seen: say so once, then wait like :meth:`_wait`;
+        past the snooze limit, return (the caller counts the attempt as a failure). The
+        idle sessions are closed: the next try connects afresh, as a fix would need."""
+        if self._pool is not None:
+            self._pool.close()
+        if self.gate.failed(problem):
+            logger.error(
+                "SMTP configuration error: %s. Delivery is paused: messages stay Recorded and "
+                "keep their attempts; the server is tried again every %g s and delivery "
+                "resumes on its own once it accepts",
+                problem,
+                self.gate.retry,
+                extra=log_fields("smtp_configuration_error", problem=problem),
+            )
+        if ctx.job.snoozes < self._snooze_limit:
+            self._wait(ctx, start)
+
+    def _wait(self, ctx: JobContext, start: AttemptStart) -> NoReturn:
+        """Take the message's attempt back (it stays Recorded) and snooze the job: no
+        attempt is spent on a configuration error. Past the snooze limit the attempt
+        counts as a failure, so that a message never waits without end."""
+        fault = self.gate.fault
+        problem = "unknown" if fault is None else fault.problem
+        if ctx.job.snoozes >= self._snooze_limit:
+            self._retry(ctx, start, _RECORDED, f"SMTP configuration error: {problem}")
+        self._store.take_back_attempt(
+            start.email["id"],
+            start.email["attempts"],
+            reason=f"waiting, no attempt spent: SMTP configuration error: {problem}",
+        )
+        raise Snooze(min(self.gate.wait(), _LONGEST_SNOOZE))
+
+    def _resume(self) -> None:
+        """The server took an envelope: end a configuration error in force, saying so."""
+        ended = self.gate.passed()
+        if ended is not None:
+            logger.info(
+                "SMTP configuration error resolved: delivery resumes (was: %s)",
+                ended.problem,
+                extra=log_fields("smtp_configuration_resolved", problem=ended.problem),
+            )
 
     def _transact(self, pool: SessionPool, start: AttemptStart, attempt: int) -> Outcome:
         """One mail transaction on a pooled session. A reused session that turns out to
@@ -332,3 +412,10 @@ class Deliverer:
                 reason=reason,
             ),
         )
+
+
+def _retried(outcome: Outcome) -> Outcome:
+    """``outcome`` as a transient failure: a configuration error never refuses a message."""
+    return Outcome(
+        "retry", outcome.reason, outcome.phase, outcome.reply, outcome.recipients, outcome.deferred
+    )

@@ -180,6 +180,18 @@ class SmtpSession:
         self.needs_reset = False
         return True
 
+    def probe_sender(self) -> Reply | None:
+        """``MAIL FROM:<>`` then ``RSET``, no recipient and no message: the answer tells
+        whether the server takes mail from this client at all (530: authenticate first).
+        None when the connection failed."""
+        try:
+            reply = Reply.of(*self._command("mail", "FROM:<>"))
+            self._smtp.rset()
+        except OSError:
+            self.abort()
+            return None
+        return reply
+
     def close(self) -> None:
         """QUIT politely and close."""
         self.usable = False

@@ -5,7 +5,14 @@ Three checks, each passed or failed with a sentence saying why:
 - ``database``: the database answers a statement;
 - ``migrations``: every migration this code knows is applied, and no newer one;
 - ``heartbeat`` (only for a given worker id): that worker is registered and its last
-  heartbeat is within its lease (plus the clock-skew margin), so its jobs are safe.
+  heartbeat is within its lease (plus the clock-skew margin), so its jobs are safe;
+- ``smtp`` (only when an SMTP server is configured): the server takes this client as
+  configured. It fails on a configuration error (a refused password, credentials and
+  no STARTTLS or AUTH to give them to, "authentication required"), saying what to fix;
+  an unreachable server passes with a note, since delivery rides out an outage.
+  ``mailfathom health`` tries the server itself (connect, EHLO, STARTTLS, AUTH,
+  ``MAIL FROM:<>``, ``RSET``: no message); in a process that delivers, the error its
+  deliveries met can be given instead (``smtp=mf.deliverer.problem``).
 
 A SQLite URL whose file does not exist fails ``database`` without creating the file.
 """
@@ -13,6 +20,7 @@ A SQLite URL whose file does not exist fails ``database`` without creating the f
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -55,18 +63,31 @@ class Report:
         }
 
 
-def check_store(store: SqlStore, clock: Clock, *, worker_id: str | None = None) -> Report:
-    """Run the checks on an open store (see the module docstring)."""
+#: Tells what is wrong with the SMTP configuration (what to fix), or None when nothing is.
+SmtpProblem = Callable[[], "str | None"]
+
+
+def check_store(
+    store: SqlStore,
+    clock: Clock,
+    *,
+    worker_id: str | None = None,
+    smtp: SmtpProblem | None = None,
+) -> Report:
+    """Run the checks on an open store (see the module docstring); ``smtp``, when
+    given, tells the SMTP configuration error in force."""
     checks = [_database(store)]
     if not checks[0].ok:
-        return Report(tuple(checks))
+        return Report((*checks, *_smtp(smtp)))
     checks.append(_migrations(store))
     if worker_id is not None:
         checks.append(_heartbeat(store, clock, worker_id))
-    return Report(tuple(checks))
+    return Report((*checks, *_smtp(smtp)))
 
 
-def check_url(url: str, clock: Clock, *, worker_id: str | None = None) -> Report:
+def check_url(
+    url: str, clock: Clock, *, worker_id: str | None = None, smtp: SmtpProblem | None = None
+) -> Report:
     """Open the database at ``url``, run the checks, close it."""
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///") :]
@@ -75,15 +96,30 @@ def check_url(url: str, clock: Clock, *, worker_id: str | None = None) -> Report
                 f"no SQLite database at {os.path.abspath(path)}: check the URL, or run "
                 f"{hints.command('migrate')}"
             )
-            return Report((Check("database", False, detail),))
+            return Report((Check("database", False, detail), *_smtp(smtp)))
     try:
         store = open_store(url)
     except MailFathomError as exc:
-        return Report((Check("database", False, str(exc)),))
+        return Report((Check("database", False, str(exc)), *_smtp(smtp)))
     try:
-        return check_store(store, clock, worker_id=worker_id)
+        return check_store(store, clock, worker_id=worker_id, smtp=smtp)
     finally:
         store.close()
+
+
+def _smtp(smtp: SmtpProblem | None) -> tuple[Check, ...]:
+    if smtp is None:
+        return ()
+    problem = smtp()
+    if problem is not None:
+        return (
+            Check(
+                "smtp",
+                False,
+                f"SMTP configuration error, delivery paused (no attempt spent): {problem}",
+            ),
+        )
+    return (Check("smtp", True, "no configuration error (an unreachable server is retried)"),)
 
 
 def _database(store: SqlStore) -> Check:

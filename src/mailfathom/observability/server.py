@@ -27,6 +27,7 @@ from mailfathom.observability import metrics
 from mailfathom.observability.gauges import DatabaseGauges
 from mailfathom.observability.health import Report, check_store
 from mailfathom.observability.logs import log_fields
+from mailfathom.observability.smtp_gauge import SmtpConfigurationGauge
 
 if TYPE_CHECKING:
     from mailfathom.app import MailFathom
@@ -125,9 +126,12 @@ def _handler(
 
 def serve_worker_metrics(app: MailFathom, worker: Worker, *, host: str, port: int) -> MetricsServer:
     """Install this process's metrics, add the database gauges, and serve them with
-    ``/healthz`` (database, migrations, ``worker``'s heartbeat) on ``host:port``."""
+    ``/healthz`` (database, migrations, ``worker``'s heartbeat: a liveness probe, which
+    an SMTP configuration error must not fail, or the worker would be restarted in a
+    loop; ``mailfathom_smtp_configuration_error`` says it) on ``host:port``."""
     installed = metrics.install(kinds=app.registry.names())
     installed.registry.register(DatabaseGauges(app.store, app.clock))
+    installed.registry.register(SmtpConfigurationGauge(app.deliverer.gate))
     return MetricsServer(
         installed.registry,
         lambda: check_store(app.store, app.clock, worker_id=worker.id),

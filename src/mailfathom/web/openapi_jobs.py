@@ -175,6 +175,9 @@ SCHEMAS: dict[str, Any] = {
             "schedules": {"type": "integer", "minimum": 0},
             "schedules_paused": {"type": "integer", "minimum": 0},
             "retention": _RETENTION,
+            "smtp_problem": nullable(
+                "string", description="the SMTP configuration error pausing delivery"
+            ),
             "attention": {
                 "type": "array",
                 "items": object_schema(

@@ -157,7 +157,11 @@ def do_action(request: Request, form: FormData) -> Response:
     action = _action_name(request)
     reason = form_values(form, "reason")["reason"]
     job = _console(request).act(action, job_id, actor=operator(request), reason=reason)
-    done = _ABORTED_AT_ONCE if action == "abort" and job.state is JobState.DEAD_LETTERED else _PAST[action]
+    done = (
+        _ABORTED_AT_ONCE
+        if action == "abort" and job.state is JobState.DEAD_LETTERED
+        else _PAST[action]
+    )
     flash(request, f"Job {job.id} {done}.")
     return RedirectResponse(f"/jobs/{job.id}", status_code=303)
 

@@ -237,6 +237,19 @@ class OutboxAttempts:
 
         return self._write(write)
 
+    def take_back_attempt(self, email_id: int, attempt: int, *, reason: str) -> bool:
+        """Uncount attempt ``attempt`` of ``email_id`` if the record is still Recorded at
+        it, with ``reason`` as why it waits (``take_back_attempt``): a delivery that
+        stopped on a configuration error spent none of the message's attempts. False
+        when the record moved on."""
+        params = {"id": email_id, "attempt": attempt, "reason": reason}
+
+        def write(cur: Cursor) -> bool:
+            cur.execute(self._q["take_back_attempt"], params)
+            return cur.fetchone() is not None
+
+        return self._write(write, single=True)
+
     def mark_transmission_begun(self, email_id: int, attempt: int, *, now: datetime) -> bool:
         """Recorded → TransmissionBegun if nothing moved the record since ``attempt`` began."""
         params = {"id": email_id, "attempt": attempt, "now": self.db.time_param(now)}

@@ -193,6 +193,11 @@ class OutboxAttemptsStore(Protocol):
         claim counted none (then :meth:`begin_attempt` counts it)."""
         ...
 
+    def take_back_attempt(self, email_id: int, attempt: int, *, reason: str) -> bool:
+        """Uncount attempt ``attempt`` of a record still Recorded at it (an attempt that
+        stopped on an SMTP configuration error), ``reason`` saying why it waits; committed."""
+        ...
+
     def mark_transmission_begun(self, email_id: int, attempt: int, *, now: datetime) -> bool:
         """Recorded → TransmissionBegun, only if still Recorded at ``attempt``; committed."""
         ...

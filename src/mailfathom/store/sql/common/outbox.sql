@@ -104,6 +104,15 @@ WHERE o.id = :id AND j.state = 'Claimed' AND j.lease_expires_at > :lease_cutoff;
 -- name: unstart_attempts
 -- per-dialect
 
+-- name: take_back_attempt
+-- A delivery attempt that stopped on an SMTP configuration error (a refused password, no
+-- STARTTLS for the credentials, "authentication required") is uncounted: the record
+-- stays Recorded with the count it had, if nothing moved it since the attempt began,
+-- and its reason says why it waits.
+UPDATE mf_outbox SET attempts = attempts - 1, reason = :reason
+WHERE id = :id AND stage = 'Recorded' AND attempts = :attempt AND attempts > 0
+RETURNING id;
+
 -- name: mark_transmission_begun
 -- After the 354, before the body: only if nothing (cancel, newer attempt) moved it meanwhile.
 -- Counts one more body that may go out (never reset: Cancelled needs a count of 0).
