@@ -57,7 +57,7 @@ def test_the_import_contract_holds() -> None:
     ("module", "added", "broken"),
     [
         # storage deciding delivery policy again
-        ("store/outbox_store.py", "import mailfathom.delivery.domains", "The store imports"),
+        ("store/outbox/records.py", "import mailfathom.delivery.domains", "The store imports"),
         # observability reaching the app at run time (not only for annotations)
         ("observability/server.py", "import mailfathom.app", "Observability runs without"),
         # a job module reaching the console, a layer above it

@@ -42,7 +42,9 @@ from flask import Flask, current_app
 from flask.cli import ScriptInfo, with_appcontext
 
 from mailfathom.app import MailFathom
+from mailfathom.cli import run
 from mailfathom.errors import ConfigurationError
+from mailfathom.jobs import signals
 from mailfathom.jobs.registry import Handler
 from mailfathom.jobs.worker.worker import Worker
 
@@ -193,9 +195,6 @@ def cli(ctx: click.Context, args: tuple[str, ...]) -> None:
     """mailfathom's command line on this Flask app: worker, migrate, jobs, outbox, queues,
     schedules, workers, enqueue, web, health, prune, backup, limits, dev (flask mailfathom
     --help)."""
-    from mailfathom.cli import run
-    from mailfathom.jobs import signals
-
     ext = _extension()
     ext.run_kinds_in_context()
     worker = args[:1] == ("worker",)

@@ -10,7 +10,8 @@
   command on the project's app.
 
 The app is built from the ``MAILFATHOM`` setting on first use (:func:`get_app`).
-``EmailBackend`` and ``TaskBackend`` are imported on first access, so naming this
+``EmailBackend``, ``TaskBackend``, :func:`with_console` (the console behind Django's staff
+login) and :func:`empty_tables` (for tests) are imported on first access, so naming this
 package in ``INSTALLED_APPS`` imports nothing that needs settings.
 """
 
@@ -30,7 +31,9 @@ from mailfathom.contrib.django.app import (
 
 if TYPE_CHECKING:
     from mailfathom.contrib.django.mail import EmailBackend
+    from mailfathom.contrib.django.console import with_console
     from mailfathom.contrib.django.tasks import TaskBackend
+    from mailfathom.contrib.django.testing import empty_tables
 
 __all__ = [
     "EmailBackend",
@@ -38,15 +41,18 @@ __all__ = [
     "close_app",
     "config",
     "django_connection",
+    "empty_tables",
     "enqueue",
     "get_app",
     "job",
+    "with_console",
     "with_django_connections",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    """``EmailBackend`` and ``TaskBackend``, imported when Django first asks for them."""
+    """``EmailBackend`` and ``TaskBackend``, imported when Django first asks for them;
+    ``with_console`` and ``empty_tables``, imported on first use (both need settings)."""
     # here, not at the top: see the module docstring (INSTALLED_APPS imports this package)
     if name == "EmailBackend":
         from mailfathom.contrib.django.mail import EmailBackend
@@ -56,4 +62,12 @@ def __getattr__(name: str) -> Any:
         from mailfathom.contrib.django.tasks import TaskBackend
 
         return TaskBackend
+    if name == "with_console":
+        from mailfathom.contrib.django.console import with_console
+
+        return with_console
+    if name == "empty_tables":
+        from mailfathom.contrib.django.testing import empty_tables
+
+        return empty_tables
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

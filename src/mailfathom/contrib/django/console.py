@@ -29,6 +29,8 @@ from starlette.responses import RedirectResponse
 from starlette.routing import Mount
 from starlette.types import ASGIApp
 
+from mailfathom.contrib.django.app import get_app
+from mailfathom.web import create_app
 from mailfathom.web.delegated import ConsoleUser
 
 __all__ = ["OPERATE_PERMISSION", "staff_user", "with_console"]
@@ -88,9 +90,6 @@ def _to_login(request: Request) -> RedirectResponse:
 def with_console(application: ASGIApp, *, prefix: str = "/mailfathom") -> ASGIApp:
     """``application`` (Django's ``get_asgi_application()``) with the console under
     ``prefix``, for Django's staff (:func:`staff_user`); everything else goes to Django."""
-    from mailfathom.contrib.django.app import get_app
-    from mailfathom.web import create_app
-
     if not prefix.startswith("/") or prefix.endswith("/") or prefix == "/":
         raise ValueError(f"prefix must look like '/mailfathom', not {prefix!r}")
     console = create_app(get_app(), auth=staff_user)
