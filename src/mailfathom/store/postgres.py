@@ -34,6 +34,7 @@ from psycopg.pq import Format
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from mailfathom import hints
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
 from mailfathom.store.callers import driver_connection
 from mailfathom.store.database import Cursor
@@ -563,7 +564,9 @@ def _first_line(exc: BaseException) -> str:
 def _store_error(exc: psycopg.Error) -> StoreError:
     state = exc.sqlstate or ""
     if isinstance(exc, psycopg.errors.UndefinedTable):
-        return StoreError(f"PostgreSQL schema is missing ({exc}): run `mailfathom migrate` first")
+        return StoreError(
+            f"PostgreSQL schema is missing ({exc}): run `{hints.command('migrate')}` first"
+        )
     if "cached plan must not change result type" in str(exc):
         return StoreError(
             "the database schema changed under a prepared statement (a migration ran while "

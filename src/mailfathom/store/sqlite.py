@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from mailfathom import hints
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
 from mailfathom.store.callers import driver_connection
 from mailfathom.store.database import Cursor
@@ -470,7 +471,9 @@ def _store_error(exc: sqlite3.Error, path: str | None = None) -> StoreError:
             "written; retry, or move busy deployments to PostgreSQL"
         )
     if isinstance(exc, sqlite3.OperationalError) and "no such table" in str(exc):
-        return StoreError(f"SQLite schema is missing ({exc}): run `mailfathom migrate` first")
+        return StoreError(
+            f"SQLite schema is missing ({exc}): run `{hints.command('migrate')}` first"
+        )
     if getattr(exc, "sqlite_errorcode", 0) & 0xFF == 8:  # SQLITE_READONLY
         where = f" {path!r}" if path else ""
         return StoreError(

@@ -30,8 +30,8 @@ from mailfathom.contrib.django.app import (
 )
 
 if TYPE_CHECKING:
-    from mailfathom.contrib.django.mail import EmailBackend
     from mailfathom.contrib.django.console import with_console
+    from mailfathom.contrib.django.mail import EmailBackend
     from mailfathom.contrib.django.tasks import TaskBackend
     from mailfathom.contrib.django.testing import empty_tables
 
