@@ -90,6 +90,13 @@ def test_pause_list_and_resume_queues(client: Any, mf: MailFathom) -> None:
     assert bad.status_code == 400
     assert bad.json()["error"]["type"] == "InvalidInput"
     assert "queue 'bad name!' is not usable" in bad.json()["error"]["message"]
+    # a line break in a name is a bad name too (400), not a route that matches nothing (404)
+    for path in ("/api/queues/mail%0A/pause", "/api/queues/a%0Ab/resume"):
+        broken = client.post(path, json={})
+        assert broken.status_code == 400, path
+        assert broken.json()["error"]["type"] == "InvalidInput"
+    assert client.post("/api/schedules/s%0A/pause", json={}).status_code == 400
+    assert client.get("/api/limits/kind:x%0A").json()["error"]["type"] == "NotFound"
 
     bulk = client.post("/api/queues/bulk/resume", json={"queues": ["mail", "other"]}).json()
     assert bulk["done"] == ["mail"]

@@ -12,7 +12,7 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from mailfathom.errors import InvalidInput
 
-__all__ = ["MAX_ID", "IdConvertor", "is_whole_number", "paging_id"]
+__all__ = ["MAX_ID", "IdConvertor", "NameConvertor", "is_whole_number", "paging_id"]
 
 #: Ids are signed 64-bit integers on both stores.
 MAX_ID = 2**63 - 1
@@ -50,3 +50,22 @@ class IdConvertor(Convertor[int]):
 
 
 register_url_convertor("id", IdConvertor())
+
+
+class NameConvertor(Convertor[str]):
+    """The ``{name:name}`` path parameter of a queue, schedule or limit: any text, slashes
+    and line breaks included (``path`` stops at a line break, which made such a name a 404
+    the API does not document); the handler checks the name and refuses a bad one (400)."""
+
+    regex = "[\\s\\S]+"
+
+    def convert(self, value: str) -> str:
+        """The name as given."""
+        return value
+
+    def to_string(self, value: str) -> str:
+        """The name as given."""
+        return str(value)
+
+
+register_url_convertor("name", NameConvertor())
