@@ -196,3 +196,18 @@ def test_a_keyword_beats_the_environment_and_a_bad_one_names_the_setting(
         assert mf.settings.audit_retention == "365d"  # left out: the default
     with pytest.raises(mailfathom.ConfigurationError, match="concurrency"):
         mailfathom.MailFathom(url, concurrency=0)
+
+
+def test_every_other_module_says_it_is_internal() -> None:
+    """A user who opens any module can tell whether it is API: each one that is not public
+    says "Internal" in the first paragraphs of its docstring."""
+    unmarked = []
+    for path in sorted((ROOT / "src" / "mailfathom").rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT / "src").with_suffix("").parts)
+        name = name.removesuffix(".__init__")
+        if name in PUBLIC_MODULES:
+            continue
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False)
+        if doc is None or not any("Internal" in part for part in doc.split("\n\n")[:2]):
+            unmarked.append(name)
+    assert unmarked == []

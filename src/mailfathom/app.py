@@ -1,5 +1,7 @@
 """``MailFathom``: the composition root that users hold.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 It resolves settings, opens the store, and exposes the queue (``enqueue``,
 ``enqueue_many``, ``@job``), recurring schedules (``schedule``, ``schedules``),
 the operator views (``jobs``, ``workers``), the outbox (``outbox``, delivered by

@@ -1,5 +1,7 @@
 """Where queue logic gets the time: an injected :class:`Clock`.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Queue logic never reads the wall clock itself; every query gets ``now`` from a
 clock, so tests move time with a :class:`FakeClock` instead of sleeping.
 

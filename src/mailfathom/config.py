@@ -1,5 +1,7 @@
 """Settings: from arguments, then ``MAILFATHOM_*`` environment variables, then
 ``mailfathom.toml``, then defaults — validated at start, every error naming its setting.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Every error mailfathom raises, under one root.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Catch :class:`MailFathomError` to catch them all. Each class's docstring is its
 default message, and every message says what to do next.
 

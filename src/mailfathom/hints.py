@@ -1,5 +1,7 @@
 """The commands that hints and error messages tell people to run, as this deployment runs them.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 A plain install runs ``mailfathom migrate`` and ``mailfathom worker --app module:attr``;
 a framework integration runs the same commands through its own entry point, with the
 app already chosen (Django: ``python manage.py mailfathom migrate``, ``python manage.py

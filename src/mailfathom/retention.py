@@ -1,6 +1,8 @@
 """Retention rules: how long terminal jobs, finished emails and audit events keep
 everything before the pruner compacts (or, by opt-in, deletes) them.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 An audit event (an operator's move on a job or an email) is kept as long as its row:
 past the audit period it is only compacted (its reason cut to one line), and it goes
 only with a row that retention deletes.

@@ -1,4 +1,7 @@
-"""The ``mailfathom`` command: one group, one module per command (group) registered here."""
+"""The ``mailfathom`` command: one group, one module per command (group) registered here.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""``python -m mailfathom.cli``: the same as the ``mailfathom`` command."""
+"""``python -m mailfathom.cli``: the same as the ``mailfathom`` command.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+"""
 
 from mailfathom.cli import main
 

@@ -1,5 +1,7 @@
 """``mailfathom backup PATH``: a consistent copy of the SQLite database, taken while it runs.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 PostgreSQL databases are backed up with ``pg_dump``; the command says how.
 docs/operations.md ("Backup and restore") has the restore procedure.
 """

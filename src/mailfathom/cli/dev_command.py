@@ -1,5 +1,7 @@
 """``mailfathom dev``: everything on one machine for a developer, in one command.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Migrates the database (default ``sqlite:///mailfathom.db``), starts a capture
 SMTP server (nothing is relayed: messages land in the console's Inbox), a
 worker that delivers the outbox to it, and the web console on loopback, which

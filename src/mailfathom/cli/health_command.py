@@ -1,5 +1,7 @@
 """``mailfathom health``: an exit status for liveness and readiness probes.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Exit 0 when every check passes, 1 when one fails (each check is printed, or the
 report as JSON with ``--json``). The checks: the database answers, every migration
 is applied, with ``--worker ID`` that worker's heartbeat is within its lease

@@ -1,4 +1,6 @@
 """``mailfathom enqueue`` and ``mailfathom jobs list|show|counts|requeue|drop|release|hold|
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
 run-now|abort``."""
 
 from __future__ import annotations

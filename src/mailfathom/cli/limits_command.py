@@ -1,4 +1,6 @@
 """``mailfathom limits [NAME]``: each flow-control limit, its use now, its busiest keys and
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
 the jobs waiting on it (what the console's Limits page and ``GET /api/limits`` show)."""
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""``mailfathom outbox list|show|cancel|unknown|resolve|record-again``."""
+"""``mailfathom outbox list|show|cancel|unknown|resolve|record-again``.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+"""
 
 from __future__ import annotations
 

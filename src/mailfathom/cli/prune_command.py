@@ -1,4 +1,7 @@
-"""``mailfathom prune``: one retention pass now, with a progress bar (``--dry-run``: count only)."""
+"""``mailfathom prune``: one retention pass now, with a progress bar (``--dry-run``: count only).
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""``mailfathom queues list|pause|resume``: queues paused fleet-wide, and their backlog."""
+"""``mailfathom queues list|pause|resume``: queues paused fleet-wide, and their backlog.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""``mailfathom schedules list|pause|resume`` and ``mailfathom workers``."""
+"""``mailfathom schedules list|pause|resume`` and ``mailfathom workers``.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""``mailfathom web``: serve the operator console."""
+"""``mailfathom web``: serve the operator console.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+"""
 
 from __future__ import annotations
 

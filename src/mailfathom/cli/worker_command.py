@@ -1,5 +1,7 @@
 """``mailfathom worker --app module:attr``: run a worker for an application's job kinds.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 The app is the ``MailFathom`` object your code builds (``mf = MailFathom()``);
 the worker imports it, so every ``@mf.job`` handler and ``mf.schedule(...)``
 declaration in that module is registered. The database URL comes from

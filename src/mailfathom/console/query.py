@@ -1,5 +1,7 @@
 """Which jobs an operator means: a filter parsed from text, shared by the CLI, pages and API.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 A :class:`JobQuery` is built from plain strings (command-line options, query
 parameters, JSON fields) and validated once, here, so every surface refuses the
 same bad input with the same message.

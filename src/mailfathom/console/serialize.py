@@ -1,5 +1,7 @@
 """Console facts as JSON-ready dicts: one shape for the API and for ``--json`` in the CLI.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Times are ISO-8601 UTC text, states and outcomes their stored names. The API's
 OpenAPI document (``web/openapi.py``) describes exactly these shapes.
 """

@@ -1,5 +1,7 @@
 """The operator console's one service layer: what the CLI, the web pages and the API call.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Every read and every action an operator has goes through :class:`Console`, so
 the three surfaces show the same facts, refuse the same bad input with the same
 message, and write the same audit trail. It sits on the public API of

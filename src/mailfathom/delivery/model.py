@@ -1,4 +1,6 @@
 """What the public API returns about outgoing email: ``OutgoingEmail``, ``RecordedEmail``,
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
 ``RecipientOutcome`` and ``OutboxEvent``."""
 
 from __future__ import annotations

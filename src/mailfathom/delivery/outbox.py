@@ -1,5 +1,7 @@
 """``mf.outbox``: record outgoing email durably, and what operators read and decide about it.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 ``record`` validates and freezes the message, then writes the record and its
 delivery job (kind ``mailfathom.deliver``) in one transaction — the caller's
 own when ``connection=`` is given. ``cancel`` and ``resolve`` are conditional on

@@ -1,5 +1,7 @@
 """An operator's decision on an unknown outcome, and what it does.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 A record left in TransmissionBegun may or may not have been delivered: the body
 went out and no answer was read. Nothing decides that automatically. An
 operator, having checked the server's logs or the recipient's mailbox, resolves it:

@@ -1,5 +1,7 @@
 """The outgoing-email state machine: its stages and the only moves between them.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Stages are stored by name (``Recorded``, ``TransmissionBegun`` …). The one
 stage that matters most is ``TransmissionBegun``: it is committed after the
 server's 354 and before the first byte of the body, so a record found there

@@ -1,4 +1,7 @@
-"""What a handler receives besides its payload: the job's identity, attempt and deadline."""
+"""What a handler receives besides its payload: the job's identity, attempt and deadline.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+"""
 
 from __future__ import annotations
 

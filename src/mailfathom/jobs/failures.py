@@ -1,5 +1,7 @@
 """The exceptions a handler raises to say how its attempt failed.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Any other exception counts as transient unless the job kind lists its type as
 permanent (``@mf.job(..., permanent=(ValueError,))``).
 """

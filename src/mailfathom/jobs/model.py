@@ -1,4 +1,7 @@
-"""What the public API returns about jobs: ``Job``, ``EnqueuedJob``, ``Attempt``, ``JobEvent``."""
+"""What the public API returns about jobs: ``Job``, ``EnqueuedJob``, ``Attempt``, ``JobEvent``.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """The pruner: compacts (or, by opt-in, deletes) terminal rows past their retention.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 One pass walks every rule of the :class:`~mailfathom.retention.RetentionPolicy` —
 terminal jobs per state and kind, final emails per stage, audit events — in small
 batches, one short transaction each, so claims never stall behind it. One pass at a

@@ -1,4 +1,7 @@
-"""Job kinds: the handler and the policy (queue, attempts, timeout, backoff) for each name."""
+"""Job kinds: the handler and the policy (queue, attempts, timeout, backoff) for each name.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """When a failed attempt runs again: exponential backoff with full jitter, capped.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Full jitter (``uniform(0, min(cap, base·2^(n-1)))``) spreads a thundering herd
 of retries better than any fixed schedule; see the AWS architecture note
 "Exponential Backoff And Jitter". Each job kind may bring its own ``Backoff``.

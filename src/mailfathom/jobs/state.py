@@ -1,5 +1,7 @@
 """The job state machine: states, failure classes, attempt outcomes and legal moves.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 States are stored by name (``Pending``, ``Claimed`` …) so an ad-hoc query reads
 well and no reordering ever changes the meaning of old rows.
 """

@@ -1,5 +1,7 @@
 """The database gauges and health checks of one application, built from its ``MailFathom``.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 :class:`~mailfathom.observability.gauges.DatabaseGauges` and
 :func:`~mailfathom.observability.health.check_store` read the application's store; these
 take the application itself, so code outside mailfathom never reaches for its store.

@@ -1,5 +1,7 @@
 """Gauges read from the database, cached: one read per ``min_interval`` at most.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 However often Prometheus scrapes (and however many scrapers there are), the
 collector reads the database at most once per ``min_interval`` seconds (default
 10) and serves the cached numbers in between, so a scrape never queues behind

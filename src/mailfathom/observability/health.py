@@ -1,5 +1,7 @@
 """Health checks for liveness and readiness probes: ``mailfathom health`` and ``/healthz``.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Three checks, each passed or failed with a sentence saying why:
 
 - ``database``: the database answers a statement;

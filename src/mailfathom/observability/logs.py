@@ -1,5 +1,7 @@
 """Log set-up for the commands: ``--log-format text`` (the default) or ``json``.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 In JSON every record is one line: ``ts`` (UTC, ISO 8601), ``level``, ``logger``,
 ``message`` (for humans), the fields the call passed in ``extra`` — those under the
 ``mailfathom`` key (the convention of mailfathom's own calls) at the top level — and

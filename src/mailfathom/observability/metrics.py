@@ -1,5 +1,7 @@
 """The counters and histograms this process updates, and the hook that finds them.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Prometheus names (``mailfathom_…_total`` for counters, base units — seconds — in the
 name of everything timed) and labels ``kind``, ``queue``, ``outcome``, ``stage``:
 

@@ -1,5 +1,7 @@
 """``/metrics`` and ``/healthz`` on a port of the worker's own (``--metrics-port``).
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 A small threaded HTTP server on a daemon thread: ``GET /metrics`` is the Prometheus
 text format of one registry, ``GET /healthz`` runs a health check and answers 200
 (healthy) or 503 with the report as JSON. It binds to loopback unless told

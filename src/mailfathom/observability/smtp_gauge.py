@@ -1,6 +1,8 @@
 """``mailfathom_smtp_configuration_error``: 1 while this process's deliveries are paused
 by an SMTP configuration error, 0 otherwise.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 A wrong password, credentials with no STARTTLS or AUTH to give them to, or a server
 that requires an authentication the URL does not give: deliveries then wait without
 spending attempts (docs/outbox.md, "Configuration errors"), so nothing fails and the

@@ -1,5 +1,7 @@
 """OpenTelemetry spans: one per enqueue, per attempt, per SMTP submission.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Only ``opentelemetry-api`` is used (the ``otel`` extra), and only when the
 application has configured an SDK tracer provider: until then :func:`enabled` is
 False after one dictionary look-up (``opentelemetry.trace`` not imported means no

@@ -1,5 +1,7 @@
 """``create_app``: the operator console as an ASGI app to mount inside your own.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Public as :func:`mailfathom.web.create_app`. A thin wrapper around the console's
 application factory (:func:`mailfathom.web.app.create_app`) that adds what an
 embedded console needs:

@@ -1,5 +1,7 @@
 """The console's ``/metrics`` (Prometheus) and ``/healthz`` (probes).
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 ``/metrics`` serves the database gauges (cached: one read per 10 s however often it
 is scraped), plus this process's counters when metrics are installed (``mailfathom
 dev`` runs a worker in the same process). When the console has a token it is asked

@@ -1,5 +1,7 @@
 """mailfathom in the Django admin: jobs (with attempts) and emails (with stages and recipients).
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Read-only views over the project's app (``mf.jobs``, ``mf.outbox``), in the admin's
 look and behind its login; no Django table is involved. The operator moves are
 buttons on a job's or an email's page, each allowed by a Django permission

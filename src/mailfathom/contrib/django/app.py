@@ -1,5 +1,7 @@
 """The one ``MailFathom`` of a Django project, and writing in Django's transactions.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Built on first use from ``settings.MAILFATHOM`` (never on import), once per process.
 ``django_connection()`` is the raw driver connection Django holds for the alias
 (``sqlite3.Connection`` or ``psycopg.Connection``): passed as ``connection=``, a job

@@ -1,4 +1,7 @@
-"""The Django app config: label ``mailfathom``; discovers ``jobs`` modules, links the console."""
+"""The Django app config: label ``mailfathom``; discovers ``jobs`` modules, links the console.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+"""
 
 from __future__ import annotations
 

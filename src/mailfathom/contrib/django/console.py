@@ -1,5 +1,7 @@
 """The operator console inside a Django project, behind Django's staff login.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 ``staff_user`` is the console's ``auth=`` callable (:func:`mailfathom.web.create_app`):
 it reads the visitor's Django session (the admin's login), and lets in active staff
 users only. Those holding the ``mailfathom.operate_console`` permission (superusers

@@ -1,5 +1,7 @@
 """``EMAIL_BACKEND = "mailfathom.contrib.django.EmailBackend"``: Django's mail into the outbox.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 ``send_mail``, ``send_mass_mail``, ``EmailMessage.send`` and
 ``EmailMultiAlternatives`` record each message with ``mf.outbox.record`` on
 Django's own database connection, so a message sent inside ``transaction.atomic()``

@@ -1,5 +1,7 @@
 """mailfathom's Django models: no tables (``managed = False``), only names and permissions.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 mailfathom's tables come from its own migrations; these models give the Django admin
 its "Jobs" and "Emails" entries (read-only views over ``mf.jobs`` and ``mf.outbox``,
 see ``admin.py``) and carry the permissions of the operator moves, granted to users

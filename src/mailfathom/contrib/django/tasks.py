@@ -1,5 +1,7 @@
 """``TASKS = {"default": {"BACKEND": "mailfathom.contrib.django.TaskBackend"}}``.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Django's tasks framework (Django 6's ``django.tasks``; on Django 5.2 its backport,
 the ``django-tasks`` package, whose ``@task`` this backend serves) runs ``@task``
 functions here as mailfathom jobs of one kind, ``django.task``: leases, retries

@@ -1,5 +1,7 @@
 """Tests of a Django project with mailfathom: an empty queue and outbox for each test.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Django's test cases empty the tables of the project's models between tests (a
 rollback, or ``flush`` for ``TransactionTestCase`` and pytest-django's
 ``transactional_db``); mailfathom's tables are not models, so their rows would

@@ -1,1 +1,4 @@
-"""Operator views and actions over jobs, queues and workers."""
+"""Operator views and actions over jobs, queues and workers.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+"""

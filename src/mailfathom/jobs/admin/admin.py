@@ -1,6 +1,8 @@
 """``mf.jobs``: what operators read and do — get, list, count, history, requeue, drop,
 release, hold, run now, abort.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Every operator action is conditional on the job's current state and written to
 the audit trail in the same transaction; from any other state it is refused
 with :class:`~mailfathom.errors.IllegalTransition` and nothing changes.

@@ -1,5 +1,7 @@
 """``mf.limits``: declare flow-control limits, write them for the fleet, and see their use.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Limits are declared in code — on a kind (``@mf.job(..., max_running=3)``), on a
 queue (``mf.limit_queue("mail", max_running=5, rate="100/min")``) or on a kind
 registered elsewhere (``mf.limit_kind("mailfathom.deliver", ...)``) — validated at

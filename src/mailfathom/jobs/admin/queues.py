@@ -1,5 +1,7 @@
 """``mf.queues``: pause and resume queues fleet-wide, and see which are paused.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 A pause is a row in ``mf_paused_queues``; every claim statement leaves those
 queues out, so every worker on every machine stops taking their jobs at its
 next claim (within its poll interval, a second by default) without being told.

@@ -1,5 +1,7 @@
 """``mf.workers``: who is working — every registered worker, alive or dead.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 A worker registers when it starts and refreshes its row with every heartbeat
 (a third of its lease). One whose heartbeat is older than its lease plus the
 clock-skew margin is dead: it was killed or lost the database, and its jobs are

@@ -1,5 +1,7 @@
 """Flow control: the fleet-wide limits on when jobs may start, and their parsing.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 A :class:`FlowLimit` caps the jobs of one kind or one queue, across every worker on
 every machine: how many may run at once (``max_running``), how many may start in
 any window of time (``rate="100/min"``), and the same two per *limit key* (say one

@@ -1,5 +1,7 @@
 """``mf.schedules``: declare, list, pause, resume and remove recurring schedules.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Schedules are declared in code with ``mf.schedule(...)`` (validated at once, like
 ``@mf.job``) and written to the database when a worker starts, or by
 :meth:`Schedules.sync`. The database is the truth every worker reads: pausing

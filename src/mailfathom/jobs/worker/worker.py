@@ -1,5 +1,7 @@
 """The worker: a producer that claims, an executor that runs, a completer that records.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 One synchronous main loop per worker, and three parts with small interfaces (as
 River has them):
 

@@ -1,4 +1,7 @@
-"""``{% mailfathom_console_url %}``: where the operator console is, for the admin's link."""
+"""``{% mailfathom_console_url %}``: where the operator console is, for the admin's link.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """``manage.py mailfathom …``: the ``mailfathom`` command line on the project's app.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
 Every subcommand of ``mailfathom`` (``worker``, ``web``, ``migrate``, ``jobs``,
 ``outbox``, ``schedules``, ``workers``, ``enqueue``) runs on the app built from
 ``settings.MAILFATHOM``, so no ``--app`` or ``--database`` is given: the database
