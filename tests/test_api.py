@@ -212,7 +212,10 @@ def test_unknown_api_paths_answer_json_404(client: Any) -> None:
 def test_every_api_route_is_documented(client: Any) -> None:
     paths = document()["paths"]
     served = {
-        (route.path.replace(":id}", "}").replace(":path", ""), method.lower())
+        (
+            route.path.replace(":id}", "}").replace(":path", "").replace(":name}", "}"),
+            method.lower(),
+        )
         for route in client.app.routes
         if isinstance(route, Route) and route.path.startswith("/api/")
         for method in (route.methods or set()) - {"HEAD"}
