@@ -11,7 +11,6 @@ import pytest
 
 from mailfathom import FakeClock, JobContext, MailFathom
 from mailfathom.jobs.pruner import WORKER_DUTY, WORKER_IDLE_DUTY, Pruner
-from raw_database import raw_reading
 
 DAY = 86400.0
 
@@ -61,7 +60,8 @@ def test_a_pass_puts_the_connection_back_as_it_was(mf: MailFathom, clock: FakeCl
     pruner = mf.pruner()
     pruner.batch_size = 2
     assert pruner.run().total == 5
-    with raw_reading(mf) as cur:
+    # the app's own connection (a new one would start at FULL whatever the pass did)
+    with mf.store.db.reading() as cur:
         if mf.store.dialect == "sqlite":
             assert cur.execute("PRAGMA synchronous").fetchall()[0][0] == 2  # FULL
             assert cur.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1

@@ -310,7 +310,7 @@ def test_batches_are_small_and_the_pass_takes_them_all(mf: MailFathom, clock: Fa
     assert seen == [3, 3, 1]
     assert report.rows["jobs"]["Succeeded"]["compacted"] == 7
     if mf.store.dialect == "sqlite":  # the repack turned foreign keys off only meanwhile
-        with raw_reading(mf) as cur:
+        with mf.store.db.reading() as cur:  # the app's own connection, not a new one
             assert cur.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1
     state = mf.retention.state()
     assert state.holder is None and state.last_finished_at == clock.now()
