@@ -228,7 +228,8 @@ def test_twenty_sigkills_lose_nothing(
 def _stalled(url: str, tmp_path: Path, killed: list[int], live: list[Worker]) -> str:
     """What the run looked like when jobs stopped finishing: for the failure message."""
     with psycopg.connect(url) as conn:
-        states = dict(conn.execute("SELECT state, count(*) FROM mf_jobs GROUP BY state").fetchall())
+        rows = conn.execute("SELECT state, count(*) FROM mf_jobs GROUP BY state").fetchall()
+    states: dict[str, int] = dict(rows)
     ran = {w.pid: (tmp_path / "runs" / f"{w.pid}.log").exists() for w in live}
     log = (tmp_path / "workers.log").read_text(errors="replace")[-4000:]
     return (
