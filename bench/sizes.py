@@ -1,4 +1,4 @@
-"""How big each workload is: the default run, ``--full`` (the issue's sizes), ``--tiny``."""
+"""How big each workload is: the default run, ``--full`` (20,000 jobs, about an hour), ``--tiny``."""
 
 from __future__ import annotations
 
