@@ -19,7 +19,8 @@ table whose statistics predate the enqueues (a scratch schema, autovacuum off fo
 its table), in transactions that are rolled back: as the store runs it (after
 ``plan_claims``) and without ``plan_claims``, then the same after ``ANALYZE``.
 
-Figures are printed, never asserted (docs/benchmarks.md, *Round 2, fourth stop*).
+Figures are printed, never asserted (docs/benchmarks.md, *Where a job's time goes*;
+docs/postgresql.md, *Schema and indexes*).
 """
 
 from __future__ import annotations

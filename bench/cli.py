@@ -37,9 +37,17 @@ def _parser() -> argparse.ArgumentParser:
         "plain-SQL ceilings, on this machine.",
     )
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--full", action="store_true", help="the issue's sizes (about an hour)")
+    size.add_argument(
+        "--full",
+        action="store_true",
+        help="20,000 jobs, 200,000 for memory, 10,000 messages, 5 rounds (about an hour)",
+    )
     size.add_argument("--tiny", action="store_true", help="a smoke run of a few seconds")
-    parser.add_argument("--rounds", type=int, help="rounds of each timed workload")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="rounds: how many times each timed workload runs (rows show median and range)",
+    )
     parser.add_argument(
         "--process-budget", type=float, help="seconds a processing run may take (then stopped)"
     )

@@ -376,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="1,000,000 rows and jobs")
     parser.add_argument("--finished", type=int, help="finished rows to compact (default 50,000)")
     parser.add_argument("--pending", type=int, help="due jobs to claim (default 20,000)")
-    parser.add_argument("--rounds", type=int, help="size rounds (default 10)")
+    parser.add_argument(
+        "--rounds", type=int, help="size rounds: batches a simulated day apart (default 10)"
+    )
     parser.add_argument("--per-round", type=int, help="jobs per size round (default 2,000)")
     parser.add_argument("--pg-url", default=None, help="PostgreSQL admin URL (default: SQLite)")
     parser.add_argument("--data-dir", type=Path, default=None, help="folder for SQLite files")

@@ -1,4 +1,4 @@
-"""How big each workload is: the default run, ``--full`` (the issue's sizes), ``--tiny``."""
+"""How big each workload is: the default run, ``--full`` (20,000 jobs), ``--tiny``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The issue's speed targets, checked against one run's medians."""
+"""The project's speed targets, checked against one run's medians."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def _best(rows: dict[tuple[str, str], Row], metric: str, keys: Sequence[str]) ->
 
 
 def check_targets(rows: Sequence[Row]) -> list[Verdict]:
-    """Every target of the issue, in its order."""
+    """Every target, in its order."""
     by_key = {(row.metric.key, row.system.key): row for row in rows}
     verdicts = []
     for target in TARGETS:

@@ -138,7 +138,7 @@ class Settings:
     #: Rows per pruning transaction: small, so claims never wait long behind one (on
     #: SQLite a batch holds the one writer lock; with a million rows to compact, 10 kept
     #: the p99 claim within 12 % of no pruning, 25 let it grow by a third:
-    #: docs/benchmarks.md). Larger batches prune a little faster per row.
+    #: docs/retention.md). Larger batches prune a little faster per row.
     prune_batch: int = 10
 
     @classmethod
