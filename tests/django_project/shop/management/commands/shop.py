@@ -1,6 +1,6 @@
 """``manage.py shop ACTION …``: what the tests do inside the project, in one process.
 
-``mail``, ``task``, ``job`` and ``connections`` write an Order and send mail,
+``mail``, ``task``, ``job``, ``connections`` and ``whoami`` write an Order and send mail,
 enqueue tasks or jobs inside one ``transaction.atomic()`` block, which
 ``ACTION:rollback`` rolls back by raising. ``worker`` runs ``mailfathom worker
 --burst`` (one job at a time); ``orders``, ``result:ID`` and ``admin`` report.
@@ -36,7 +36,7 @@ class Command(BaseCommand):
     """The test project's actions, run in order in one process (Django starts once)."""
 
     help = (
-        "ACTION[:rollback|:ID] …: migrate mail task job connections worker orders result "
+        "ACTION[:rollback|:ID] …: migrate mail task job connections whoami worker orders result "
         "admin help console admin_views"
     )
 
@@ -125,7 +125,18 @@ def _connections() -> dict[str, Any]:
     return {"jobs": [job.id for job in jobs]}
 
 
-_ACTIONS = {"mail": _mail, "task": _task, "job": _job, "connections": _connections}
+def _whoami() -> dict[str, Any]:
+    jobs = [enqueue("shop.whoami", {"n": n}) for n in range(12)]
+    return {"jobs": [job.id for job in jobs]}
+
+
+_ACTIONS = {
+    "mail": _mail,
+    "task": _task,
+    "job": _job,
+    "connections": _connections,
+    "whoami": _whoami,
+}
 
 
 def _admin() -> dict[str, Any]:
