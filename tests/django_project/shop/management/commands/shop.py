@@ -71,6 +71,8 @@ def _run(action: str, argument: str) -> Any:
         return _console()
     if action == "admin_views":
         return _admin_views()
+    if action == "trips":
+        return _trips()
     done: dict[str, Any] = {}
     try:
         with transaction.atomic():
@@ -128,6 +130,51 @@ def _connections() -> dict[str, Any]:
 def _whoami() -> dict[str, Any]:
     jobs = [enqueue("shop.whoami", {"n": n}) for n in range(12)]
     return {"jobs": [job.id for job in jobs]}
+
+
+def _trips() -> dict[str, Any]:
+    """Round trips to PostgreSQL of each way of sending, on Django's connection: the runs
+    of messages the client sent before reading an answer, in libpq's own trace of the
+    wire protocol (a run of "F" lines is one flight; the answer's "B" lines end it)."""
+    import tempfile
+
+    from django.db import connection
+    from psycopg import pq
+
+    def counted(send: Any) -> int:
+        connection.ensure_connection()
+        pgconn = connection.connection.pgconn
+        with tempfile.TemporaryFile() as trace:
+            pgconn.trace(trace.fileno())
+            pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+            try:
+                send()
+            finally:
+                pgconn.untrace()
+            trace.seek(0)
+            lines = trace.read().decode().splitlines()
+        # a message's line starts with its side and a tab (a query's text may go on over
+        # further lines, which are not messages)
+        sides = [line[0] for line in lines if line[:2] in ("F\t", "B\t")]
+        return sum(1 for i, side in enumerate(sides) if side == "F" and sides[i - 1 : i] != ["F"])
+
+    def one() -> None:
+        send_mail("trip", "One message.", None, ["ann@example.com"])
+
+    def mass() -> None:
+        send_mass_mail([(f"trip {n}", "Mass.", None, [f"u{n}@example.com"]) for n in range(5)])
+
+    done: dict[str, Any] = {"autocommit_first": counted(one), "autocommit": counted(one)}
+    with transaction.atomic():
+        Order.objects.create(note="trips-order")  # the caller's transaction has begun
+        done["atomic"] = counted(one)
+        done["atomic_mass"] = counted(mass)
+        done["atomic_message"] = counted(
+            lambda: EmailMessage("trip", "Bcc.", to=["b@example.com"], bcc=["c@example.com"]).send()
+        )
+    with transaction.atomic():
+        done["atomic_first_statement"] = counted(one)  # psycopg's BEGIN comes first
+    return done
 
 
 _ACTIONS = {
