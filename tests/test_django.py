@@ -349,3 +349,17 @@ def test_a_send_is_two_round_trips_to_postgresql_and_a_list_one_record_many(
     assert trips["atomic_message"] <= 2, trips
     assert trips["atomic_first_statement"] <= 4, trips  # + BEGIN and the check
     assert len(mf.outbox.list()) == 10
+
+
+def test_a_list_with_a_bad_message_records_none_of_it_and_the_block_goes_on(
+    project: Project, mf: MailFathom
+) -> None:
+    """``send_mass_mail`` is one ``record_many``: a bad address in the middle of the list
+    records none of it (raised, or 0 with ``fail_silently``), and the caller's
+    ``atomic()`` block that caught the error still commits its own writes."""
+    _, done, orders = project.shop("migrate", "badmail", "orders")
+    assert "two..dots@example.com" in done["error"] and "nothing was recorded" in done["error"]
+    assert done["silent"] == 0
+    assert orders == ["badmail-after", "badmail-before"]
+    assert mf.outbox.list() == []
+    assert sum(mf.jobs.counts().values()) == 0

@@ -73,6 +73,8 @@ def _run(action: str, argument: str) -> Any:
         return _admin_views()
     if action == "trips":
         return _trips()
+    if action == "badmail":
+        return _badmail()
     done: dict[str, Any] = {}
     try:
         with transaction.atomic():
@@ -130,6 +132,26 @@ def _connections() -> dict[str, Any]:
 def _whoami() -> dict[str, Any]:
     jobs = [enqueue("shop.whoami", {"n": n}) for n in range(12)]
     return {"jobs": [job.id for job in jobs]}
+
+
+def _badmail() -> dict[str, Any]:
+    """A list with one bad address in the middle, sent inside ``atomic()`` and caught there:
+    nothing of the list is recorded, and the block goes on and commits."""
+    batch = [
+        ("bad 1", "Good.", None, ["ann@example.com"]),
+        ("bad 2", "Bad.", None, ["two..dots@example.com"]),
+        ("bad 3", "Good.", None, ["bob@example.com"]),
+    ]
+    done: dict[str, Any] = {}
+    with transaction.atomic():
+        Order.objects.create(note="badmail-before")
+        try:
+            send_mass_mail(batch)
+        except Exception as exc:
+            done["error"] = str(exc)
+        done["silent"] = send_mass_mail(batch, fail_silently=True)
+        Order.objects.create(note="badmail-after")
+    return done
 
 
 def _trips() -> dict[str, Any]:
