@@ -330,3 +330,36 @@ def test_the_docs_settings_snippet_works_as_written(tmp_path: Path) -> None:
     )
     with MailFathom(f"sqlite:///{site / 'db.sqlite3'}") as mf:  # beside Django's own tables
         assert [e.subject for e in mf.outbox.list()] == ["Docs"]
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_send_is_two_round_trips_to_postgresql_and_a_list_one_record_many(
+    project: Project, mf: MailFathom
+) -> None:
+    """Counted in libpq's trace of Django's connection: ``send_mail`` is two round trips
+    (the write with its savepoint, then the release, pipelined), inside the caller's
+    transaction or in autocommit; ``send_mass_mail`` of five is two as well (one
+    ``record_many``). The database check is made once per connection: only the first
+    send on a connection, and a transaction that the send itself begins, pay more."""
+    _, trips = project.shop("migrate", "trips")
+    assert trips["autocommit_first"] <= 3, trips  # + the database check
+    assert trips["autocommit"] <= 2, trips
+    assert trips["atomic"] <= 2, trips
+    assert trips["atomic_mass"] <= 2, trips
+    assert trips["atomic_message"] <= 2, trips
+    assert trips["atomic_first_statement"] <= 4, trips  # + BEGIN and the check
+    assert len(mf.outbox.list()) == 10
+
+
+def test_a_list_with_a_bad_message_records_none_of_it_and_the_block_goes_on(
+    project: Project, mf: MailFathom
+) -> None:
+    """``send_mass_mail`` is one ``record_many``: a bad address in the middle of the list
+    records none of it (raised, or 0 with ``fail_silently``), and the caller's
+    ``atomic()`` block that caught the error still commits its own writes."""
+    _, done, orders = project.shop("migrate", "badmail", "orders")
+    assert "two..dots@example.com" in done["error"] and "nothing was recorded" in done["error"]
+    assert done["silent"] == 0
+    assert orders == ["badmail-after", "badmail-before"]
+    assert mf.outbox.list() == []
+    assert sum(mf.jobs.counts().values()) == 0

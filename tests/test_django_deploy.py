@@ -8,11 +8,14 @@ Every step is a real ``manage.py`` (or ``django-admin``) process on a real datab
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -22,7 +25,7 @@ import pytest
 
 from conftest import POSTGRES_URL, require_postgres
 from doc_snippets import python_blocks
-from mailfathom import MailFathom
+from mailfathom import JobState, MailFathom
 from test_django import PROJECT, Project, _env
 
 DOCS = Path(__file__).parent.parent / "docs" / "django.md"
@@ -230,3 +233,77 @@ def test_the_pytest_django_recipe_runs_as_a_users_suite(
     done.assert_outcomes(passed=2)
     if database_url.startswith("postgresql"):
         assert _databases_named(urlsplit(database_url).path[1:]) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # its own deadlines below: a stuck worker process is killed
+def test_worker_processes_are_manage_py_workers_on_the_django_database(
+    database_url: str, tmp_path: Path
+) -> None:
+    """``manage.py mailfathom worker --processes 2``: the supervisor starts two
+    ``manage.py mailfathom worker`` processes (the project's settings, handlers and
+    ``DATABASES``), which run the jobs enqueued through Django; one SIGTERM stops all."""
+    project = Project(_env(database_url), tmp_path)
+    _, enqueued = project.shop("migrate", "whoami")
+    ids = enqueued["jobs"]
+    command = ["mailfathom", "worker", "--processes", "2", "--concurrency", "1"]
+    supervisor = subprocess.Popen(
+        [sys.executable, str(PROJECT / "manage.py"), *command, "--log-level", "info"],
+        env=project.env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with MailFathom(database_url) as mf:
+            deadline = time.monotonic() + 120
+            while any(mf.jobs.get(i).state is not JobState.SUCCEEDED for i in ids):
+                assert supervisor.poll() is None, supervisor.communicate()[1]
+                assert time.monotonic() < deadline, "the worker processes ran no job"
+                time.sleep(0.1)
+    finally:
+        supervisor.send_signal(signal.SIGTERM)
+        err = _stopped(supervisor)
+    started = re.search(r"supervisor pid=(\d+) started 2 worker processes: (\d+), (\d+)", err)
+    assert started is not None, err
+    children = {int(started[2]), int(started[3])}
+    assert supervisor.returncode == 0, err
+    assert int(started[1]) == supervisor.pid
+    (orders,) = project.shop("orders")
+    ran = [note.split(":") for note in orders if note.startswith("whoami:")]
+    assert sorted(int(n) for _, n, *_ in ran) == list(range(len(ids)))
+    if database_url.startswith("sqlite"):
+        database = f"sqlite:{database_url.removeprefix('sqlite:///')}"
+    else:
+        database = "postgresql:postgres"
+    for _, _, pid, program, *where in ran:
+        assert int(pid) in children  # a worker process, not the supervisor
+        assert program == "manage.py"  # started as the project's own command
+        assert ":".join(where) == database  # on the DATABASES alias
+
+
+def _stopped(supervisor: subprocess.Popen[str]) -> str:
+    """The supervisor's log once it has exited after a SIGTERM; if it has not within a
+    minute, it and its worker processes are killed and the test fails."""
+    try:
+        return supervisor.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        for child in _children(supervisor.pid):  # they hold its stderr open
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+        supervisor.kill()
+        err = supervisor.communicate()[1]
+        pytest.fail(f"one SIGTERM did not stop the worker processes within 60 s:\n{err}")
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rpartition(")")[2].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found

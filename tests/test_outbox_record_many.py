@@ -117,9 +117,8 @@ def test_the_batch_lives_or_dies_with_the_callers_transaction(
     assert mf.jobs.counts()[JobState.PENDING] == 2
 
 
-def test_a_write_that_fails_midway_leaves_nothing(mf: MailFathom) -> None:
-    """The batch is one transaction: the third insert fails (the key's row is written by
-    the second), and the first two are rolled back with it."""
+def _refuse_user2(mf: MailFathom) -> None:
+    """A trigger that fails the insert of user2@example.com's recipient row."""
     with raw_transaction(mf) as cur:
         cur.execute(
             "CREATE TRIGGER mf_test_refuse BEFORE INSERT ON mf_outbox_recipients "
@@ -134,6 +133,57 @@ def test_a_write_that_fails_midway_leaves_nothing(mf: MailFathom) -> None:
                 "CREATE TRIGGER mf_test_refuse BEFORE INSERT ON mf_outbox_recipients "
                 "FOR EACH ROW EXECUTE FUNCTION mf_test_refuse()"
             )
+
+
+def test_a_write_that_fails_midway_leaves_nothing(mf: MailFathom) -> None:
+    """The batch is one transaction: the third insert fails (the key's row is written by
+    the second), and the first two are rolled back with it."""
+    _refuse_user2(mf)
     with pytest.raises(Exception, match="refused"):
         mf.outbox.record_many([_message(n) for n in range(3)])
     assert _nothing_recorded(mf)
+
+
+def test_a_failed_batch_on_the_callers_connection_leaves_its_transaction_usable(
+    mf: MailFathom, app_conn: Any
+) -> None:
+    """The batch is a savepoint in the caller's transaction: when the database refuses its
+    third message, none of it stays, and the caller's own write before it and its next
+    batch commit."""
+    _refuse_user2(mf)
+    job = mf.enqueue("app.before", {}, connection=app_conn)
+    with pytest.raises(Exception, match="refused"):
+        mf.outbox.record_many([_message(n) for n in range(3)], connection=app_conn)
+    mf.outbox.record_many([_message(n) for n in (4, 5)], connection=app_conn)
+    app_conn.commit()
+    assert mf.jobs.get(job.id).kind == "app.before"
+    assert sorted(e.recipients[0].address for e in mf.outbox.list()) == [
+        "user4@example.com",
+        "user5@example.com",
+    ]
+
+
+def test_each_message_may_have_its_own_envelope(mf: MailFathom) -> None:
+    """``envelopes``: one (sender, recipients) per message, Bcc-like recipients included;
+    given with sender=/recipients= or of the wrong length, refused with nothing recorded."""
+    raw = [_message(n).as_bytes() for n in range(2)]
+    envelopes = [
+        ("a@example.com", ["user0@example.com"]),
+        ("b@example.com", ["user1@example.com", "hidden@example.com"]),
+    ]
+    recorded = mf.outbox.record_many(raw, envelopes=envelopes)
+    assert [r.sender for r in recorded] == ["a@example.com", "b@example.com"]
+    assert [r.address for r in recorded[1].recipients] == [
+        "user1@example.com",
+        "hidden@example.com",
+    ]
+    before = len(mf.outbox.list())
+    with pytest.raises(InvalidInput, match="not both"):
+        mf.outbox.record_many(raw, envelopes=envelopes, sender="c@example.com")
+    with pytest.raises(InvalidInput, match="1 entries for 2 messages"):
+        mf.outbox.record_many(raw, envelopes=envelopes[:1])
+    with pytest.raises(InvalidInput, match="not a \\(sender, recipients\\) pair"):
+        mf.outbox.record_many(raw, envelopes=[envelopes[0], "b@example.com"])  # type: ignore[list-item]
+    with pytest.raises(InvalidInput, match="message 1 of the batch"):
+        mf.outbox.record_many(raw, envelopes=[envelopes[0], ("b@example.com", ["x..y@z.com"])])
+    assert len(mf.outbox.list()) == before

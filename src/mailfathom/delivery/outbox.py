@@ -137,6 +137,7 @@ class Outbox:
         priority: int = 0,
         expires_at: datetime | None = None,
         connection: object | None = None,
+        envelopes: Sequence[tuple[str, Sequence[str]]] | None = None,
     ) -> builtins.list[RecordedEmail]:
         """:meth:`record` for a batch, in **one** transaction: every message is validated
         and frozen first (any bad one raises, naming its index, and nothing is recorded),
@@ -149,6 +150,8 @@ class Outbox:
         ``expires_at`` apply to every message, as in :meth:`record`. With
         ``domain_limits``, a message to several domains is recorded once per domain, as
         by :meth:`record` (its result stands for the whole message, with its parts).
+        ``envelopes`` gives each message its own ``(sender, recipients)`` instead (bytes
+        of several senders, Bcc recipients that are not in the headers), one per message.
         """
         if isinstance(messages, (bytes, bytearray, str, EmailMessage)):
             raise InvalidInput(
@@ -169,12 +172,13 @@ class Outbox:
                 "key (or None) per message; nothing was recorded"
             )
         keys = [None] * len(given) if idempotency_keys is None else list(idempotency_keys)
+        each = _envelopes(envelopes, len(given), sender, recipients)
         now = self._clock.now()
         due, expiry = _schedule(now, run_at, expires_at)
         priority = check_priority(priority)
         seen: set[str] = set()
         emails: builtins.list[NewEmail] = []
-        for index, (message, given_key) in enumerate(zip(given, keys, strict=True)):
+        for index, (message, given_key, envelope) in enumerate(zip(given, keys, each, strict=True)):
             try:
                 key = check_key(given_key)
                 if key is not None and key in seen:
@@ -183,8 +187,8 @@ class Outbox:
                     self._freeze(
                         message,
                         key=key,
-                        sender=sender,
-                        recipients=recipients,
+                        sender=envelope[0],
+                        recipients=envelope[1],
                         now=now,
                         due=due,
                         expiry=expiry,
@@ -550,3 +554,35 @@ def _schedule(
             f"({(due or now).isoformat()}): give a later expiry, or none; nothing was recorded"
         )
     return due, expiry
+
+
+def _envelopes(
+    envelopes: Sequence[tuple[str, Sequence[str]]] | None,
+    count: int,
+    sender: str | None,
+    recipients: Sequence[str] | None,
+) -> builtins.list[tuple[str | None, Sequence[str] | None]]:
+    """Each message's ``(sender, recipients)`` for :meth:`Outbox.record_many`: its own from
+    ``envelopes``, else the batch's ``sender`` and ``recipients``; bad shapes refused."""
+    if envelopes is None:
+        return [(sender, recipients)] * count
+    if sender is not None or recipients is not None:
+        raise InvalidInput(
+            "give envelopes= (one sender and recipients per message) or sender= and "
+            "recipients= (the same for every message), not both; nothing was recorded"
+        )
+    if isinstance(envelopes, (str, bytes)) or len(envelopes) != count:
+        size = "a string" if isinstance(envelopes, (str, bytes)) else f"{len(envelopes)} entries"
+        raise InvalidInput(
+            f"envelopes is {size} for {count} messages: give a list with one (sender, "
+            "recipients) pair per message; nothing was recorded"
+        )
+    pairs: builtins.list[tuple[str | None, Sequence[str] | None]] = []
+    for index, envelope in enumerate(envelopes):
+        if not isinstance(envelope, (tuple, list)) or len(envelope) != 2:
+            raise InvalidInput(
+                f"envelope {index} is not a (sender, recipients) pair, e.g. "
+                "('shop@example.com', ['ann@example.com']); nothing was recorded"
+            )
+        pairs.append((envelope[0], envelope[1]))
+    return pairs

@@ -53,14 +53,20 @@ class Database(Protocol):
     capabilities: Capabilities
 
     def transaction(
-        self, connection: object | None = None, *, timeout: float | None = None
+        self,
+        connection: object | None = None,
+        *,
+        timeout: float | None = None,
+        pipelined: bool = False,
     ) -> AbstractContextManager[Cursor]:
         """A write transaction, committed on success and rolled back on error.
 
         With ``connection`` (the application's own), statements run inside the
         caller's transaction and nothing is committed on its behalf. ``timeout``: the
         most seconds it waits for locks before :class:`StoreError` (not applied to a
-        caller's transaction).
+        caller's transaction). ``pipelined``: the write reads no ``rowcount``, so a
+        server that can send a caller's statements without waiting for each may
+        (PostgreSQL's pipeline mode); elsewhere it changes nothing.
         """
         ...
 

@@ -23,6 +23,7 @@ import re
 import select
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -71,6 +72,11 @@ class PostgresDatabase:
         self._listen_lock = threading.Lock()
         self._schema: str | None = None
         self._identity: tuple[str, str] | None = None  # current_database(), current_schema()
+        #: Callers' connections already found on this database and schema (see
+        #: :meth:`_callers_connection`), forgotten with the connection.
+        self._checked: weakref.WeakKeyDictionary[Conn, tuple[str, str]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._tcp = tcp_defaults(url)  # keepalives and tcp_user_timeout the URL leaves unset
         #: The client-side deadline on calls stalled on a silent network (pg_network.py).
         self.stall_watch = StallWatch(self._probe)
@@ -191,20 +197,30 @@ class PostgresDatabase:
 
     @contextmanager
     def transaction(
-        self, connection: object | None = None, *, timeout: float | None = None
+        self,
+        connection: object | None = None,
+        *,
+        timeout: float | None = None,
+        pipelined: bool = False,
     ) -> Iterator[Cursor]:
         """One transaction on a pooled connection, or the caller's own transaction.
 
         ``timeout``: its ``lock_timeout`` and ``statement_timeout`` (``SET LOCAL``, one
         round trip), so no statement in it waits longer; not applied to a caller's
-        transaction, whose settings are its own."""
+        transaction, whose settings are its own. ``pipelined`` (a caller's transaction
+        only, for writes that read no ``rowcount``): the savepoint goes out with the
+        first statement and its release with the end, in pipeline mode, so a one-statement
+        write costs two round trips instead of four."""
         if connection is not None:
             caller = self._callers_connection(driver_connection(connection))
             try:
                 # A savepoint inside the caller's open transaction (nothing is committed on
                 # its behalf); BEGIN … COMMIT on an autocommit connection, so the write is
                 # atomic either way.
-                with caller.transaction(), _callers_cursor(caller) as cur:
+                with (
+                    _pipelined_write(caller) if pipelined else caller.transaction(),
+                    _callers_cursor(caller) as cur,
+                ):
                     yield _WrappedCursor(cur)
             except psycopg.Error as exc:
                 raise _store_error(exc) from exc
@@ -245,9 +261,17 @@ class PostgresDatabase:
                 f"Connection on the postgresql+psycopg driver) for a PostgreSQL store, not "
                 f"{type(connection).__name__}"
             )
-        # On a non-autocommit connection this also opens the caller's transaction, so the
-        # write below is a savepoint inside it.
-        theirs = _where(connection)
+        # A connection's database never changes, and its schema (search_path) is set
+        # when it connects: the check is made once per connection. Except until a
+        # non-autocommit connection has begun its transaction: then the check is what
+        # begins it (psycopg sends BEGIN first), so the write below is a savepoint inside
+        # it rather than a transaction of its own that psycopg would commit on the
+        # caller's behalf.
+        idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        known = self._checked.get(connection)
+        theirs = (
+            _where(connection) if known is None or (idle and not connection.autocommit) else known
+        )
         ours = self._identity
         if ours is None:
             with self.reading() as cur:
@@ -260,6 +284,7 @@ class PostgresDatabase:
                 f"this store's database {ours[0]!r} schema {ours[1]!r}: pass a connection "
                 "to mailfathom's database with the same search_path"
             )
+        self._checked[connection] = theirs
         return connection
 
     def backup(self, target: str) -> None:
@@ -388,6 +413,35 @@ def _callers_cursor(connection: psycopg.Connection[Any]) -> psycopg.Cursor[dict[
             if loader is not None:
                 cursor.adapters.register_loader(info.oid, loader)
     return cursor
+
+
+@contextmanager
+def _pipelined_write(connection: psycopg.Connection[Any]) -> Iterator[None]:
+    """A savepoint in the caller's open transaction (on an autocommit connection outside
+    one: BEGIN … COMMIT), its statements sent in pipeline mode: the savepoint goes with
+    the first statement, the release with the final sync. A one-statement write is two
+    round trips (psycopg's ``transaction()`` waits for each of them instead)."""
+    idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    start, end, undo = (
+        ("BEGIN", "COMMIT", ["ROLLBACK"])
+        if idle
+        else (
+            "SAVEPOINT mf_write",
+            "RELEASE SAVEPOINT mf_write",
+            ["ROLLBACK TO SAVEPOINT mf_write", "RELEASE SAVEPOINT mf_write"],
+        )
+    )
+    try:
+        with connection.pipeline():
+            connection.execute(start)
+            yield
+            connection.execute(end)
+    except BaseException:
+        if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            with suppress(psycopg.Error):
+                for statement in undo:
+                    connection.execute(statement)
+        raise
 
 
 _WHERE = "SELECT current_database() AS database, current_schema() AS schema"

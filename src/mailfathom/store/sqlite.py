@@ -194,13 +194,18 @@ class SQLiteDatabase:
 
     @contextmanager
     def transaction(
-        self, connection: object | None = None, *, timeout: float | None = None
+        self,
+        connection: object | None = None,
+        *,
+        timeout: float | None = None,
+        pipelined: bool = False,
     ) -> Iterator[Cursor]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``, or the caller's own transaction.
 
         ``timeout``: wait at most that many seconds for the write lock (this process's
         other threads', then other processes'), instead of the busy timeout; then
-        :class:`StoreError`, nothing written. Not applied to a caller's transaction."""
+        :class:`StoreError`, nothing written. Not applied to a caller's transaction.
+        ``pipelined`` changes nothing here (a file has no round trips to save)."""
         if connection is not None:
             with self._callers_savepoint(driver_connection(connection)) as cursor:
                 yield cursor

@@ -1,5 +1,8 @@
 """mailfathom job handlers, found by the contrib app's ``jobs`` autodiscovery."""
 
+import os
+import sys
+
 from django.db import connection
 
 from mailfathom import JobContext
@@ -25,3 +28,12 @@ def connection_job(ctx: JobContext, note: str) -> None:
 def failing_job(ctx: JobContext, item: str) -> None:
     """Fail at once, to be dead-lettered on its only attempt (an operator's case)."""
     raise ValueError(f"no stock of {item}")
+
+
+@job("shop.whoami")
+def whoami_job(ctx: JobContext, n: int) -> None:
+    """Record, as an Order, which process ran this job, the program it was started as,
+    and the Django database it reached."""
+    program = os.path.basename(sys.argv[0])
+    database = f"{connection.vendor}:{connection.settings_dict['NAME']}"
+    Order.objects.create(note=f"whoami:{n}:{os.getpid()}:{program}:{database}")

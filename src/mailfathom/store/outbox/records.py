@@ -95,7 +95,8 @@ class OutboxRecords:
         if self._caps.record_email_in_one_statement and connection is None and not parts:
             with self.db.single_write() as cur:
                 return self._insert_one(cur, params, job)
-        with self.db.transaction(connection) as cur:
+        one_statement = self._caps.record_email_in_one_statement and not parts
+        with self.db.transaction(connection, pipelined=one_statement) as cur:
             return self._insert_one(cur, params, job, parts)
 
     def insert_emails(
@@ -112,9 +113,10 @@ class OutboxRecords:
         ``parts``: for each email, its recipients at other domains (see insert_email)."""
         params = [self._record_params(email, job, now) for email in emails]
         split = [()] * len(emails) if parts is None else parts
-        with self.db.transaction(connection) as cur:
+        one_statement = self._caps.record_email_in_one_statement and not any(split)
+        with self.db.transaction(connection, pipelined=one_statement) as cur:
             each = getattr(cur, "execute_each", None)
-            if each is not None and self._caps.record_email_in_one_statement and not any(split):
+            if each is not None and one_statement:
                 # one record_email per message, pipelined: no round trip each
                 rows: list[list[Any]] = each(self._q["record_email"], params)
                 return [

@@ -1,6 +1,6 @@
 """``manage.py shop ACTION …``: what the tests do inside the project, in one process.
 
-``mail``, ``task``, ``job`` and ``connections`` write an Order and send mail,
+``mail``, ``task``, ``job``, ``connections`` and ``whoami`` write an Order and send mail,
 enqueue tasks or jobs inside one ``transaction.atomic()`` block, which
 ``ACTION:rollback`` rolls back by raising. ``worker`` runs ``mailfathom worker
 --burst`` (one job at a time); ``orders``, ``result:ID`` and ``admin`` report.
@@ -36,7 +36,7 @@ class Command(BaseCommand):
     """The test project's actions, run in order in one process (Django starts once)."""
 
     help = (
-        "ACTION[:rollback|:ID] …: migrate mail task job connections worker orders result "
+        "ACTION[:rollback|:ID] …: migrate mail task job connections whoami worker orders result "
         "admin help console admin_views"
     )
 
@@ -71,6 +71,10 @@ def _run(action: str, argument: str) -> Any:
         return _console()
     if action == "admin_views":
         return _admin_views()
+    if action == "trips":
+        return _trips()
+    if action == "badmail":
+        return _badmail()
     done: dict[str, Any] = {}
     try:
         with transaction.atomic():
@@ -125,7 +129,83 @@ def _connections() -> dict[str, Any]:
     return {"jobs": [job.id for job in jobs]}
 
 
-_ACTIONS = {"mail": _mail, "task": _task, "job": _job, "connections": _connections}
+def _whoami() -> dict[str, Any]:
+    jobs = [enqueue("shop.whoami", {"n": n}) for n in range(12)]
+    return {"jobs": [job.id for job in jobs]}
+
+
+def _badmail() -> dict[str, Any]:
+    """A list with one bad address in the middle, sent inside ``atomic()`` and caught there:
+    nothing of the list is recorded, and the block goes on and commits."""
+    batch = [
+        ("bad 1", "Good.", None, ["ann@example.com"]),
+        ("bad 2", "Bad.", None, ["two..dots@example.com"]),
+        ("bad 3", "Good.", None, ["bob@example.com"]),
+    ]
+    done: dict[str, Any] = {}
+    with transaction.atomic():
+        Order.objects.create(note="badmail-before")
+        try:
+            send_mass_mail(batch)
+        except Exception as exc:
+            done["error"] = str(exc)
+        done["silent"] = send_mass_mail(batch, fail_silently=True)
+        Order.objects.create(note="badmail-after")
+    return done
+
+
+def _trips() -> dict[str, Any]:
+    """Round trips to PostgreSQL of each way of sending, on Django's connection: the runs
+    of messages the client sent before reading an answer, in libpq's own trace of the
+    wire protocol (a run of "F" lines is one flight; the answer's "B" lines end it)."""
+    import tempfile
+
+    from django.db import connection
+    from psycopg import pq
+
+    def counted(send: Any) -> int:
+        connection.ensure_connection()
+        pgconn = connection.connection.pgconn
+        with tempfile.TemporaryFile() as trace:
+            pgconn.trace(trace.fileno())
+            pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+            try:
+                send()
+            finally:
+                pgconn.untrace()
+            trace.seek(0)
+            lines = trace.read().decode().splitlines()
+        # a message's line starts with its side and a tab (a query's text may go on over
+        # further lines, which are not messages)
+        sides = [line[0] for line in lines if line[:2] in ("F\t", "B\t")]
+        return sum(1 for i, side in enumerate(sides) if side == "F" and sides[i - 1 : i] != ["F"])
+
+    def one() -> None:
+        send_mail("trip", "One message.", None, ["ann@example.com"])
+
+    def mass() -> None:
+        send_mass_mail([(f"trip {n}", "Mass.", None, [f"u{n}@example.com"]) for n in range(5)])
+
+    done: dict[str, Any] = {"autocommit_first": counted(one), "autocommit": counted(one)}
+    with transaction.atomic():
+        Order.objects.create(note="trips-order")  # the caller's transaction has begun
+        done["atomic"] = counted(one)
+        done["atomic_mass"] = counted(mass)
+        done["atomic_message"] = counted(
+            lambda: EmailMessage("trip", "Bcc.", to=["b@example.com"], bcc=["c@example.com"]).send()
+        )
+    with transaction.atomic():
+        done["atomic_first_statement"] = counted(one)  # psycopg's BEGIN comes first
+    return done
+
+
+_ACTIONS = {
+    "mail": _mail,
+    "task": _task,
+    "job": _job,
+    "connections": _connections,
+    "whoami": _whoami,
+}
 
 
 def _admin() -> dict[str, Any]:
