@@ -164,10 +164,15 @@ def main() -> int:
         rates = _child(args.child, json.loads(args.settings_json), args.messages, args.batch)
         print(json.dumps(rates))
         return 0
-    peers = ensure_django_peers_venv()
+    systems = args.systems.split(",")
+    unknown = sorted(set(systems) - set(SYSTEMS))
+    if unknown:
+        parser.error(f"unknown system(s) {', '.join(unknown)}: choose from {', '.join(SYSTEMS)}")
+    # the peers' venv is installed only when a peer runs
+    peers = ensure_django_peers_venv() if set(systems) - {"mailfathom"} else sys.executable
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as folder:
-        for system in args.systems.split(","):
+        for system in systems:
             database, schema = _database(args.database, Path(folder))
             python = sys.executable if system == "mailfathom" else peers
             sizes = ["--messages", str(args.messages), "--batch", str(args.batch)]

@@ -1,4 +1,5 @@
-"""The benchmark harness runs, at a tiny size, for mailfathom and the plain-SQL ceilings.
+"""The benchmark harness runs, at a tiny size, for mailfathom and the plain-SQL ceilings
+(and the Django send-path script for mailfathom alone).
 
 No peers (nothing is installed), no network, no timing asserted: this keeps the
 harness from rotting. What it checks is that every workload really ran — every job
@@ -9,6 +10,8 @@ row, with ratios where they apply, for each figure.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -92,3 +95,27 @@ def test_tiny_run_measures_every_workload(database: str, tmp_path: Path) -> None
 def test_unknown_system_is_refused_with_the_known_ones() -> None:
     with pytest.raises(SystemExit, match="choose from"):
         main(["--tiny", "--systems", "mailfathom-sqlite,rq"])
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_django_send_path_runs_for_mailfathom(database: str) -> None:
+    """``bench/django_send.py`` records through Django's backend and reports both rates."""
+    if database == "postgresql":
+        require_postgres()
+    script = Path(__file__).resolve().parent.parent / "bench" / "django_send.py"
+    done = subprocess.run(
+        [
+            *(sys.executable, str(script), "--database", database, "--systems", "mailfathom"),
+            *("--messages", "20", "--batch", "5", "--json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["database"] == database
+    rates = figures["results"]["mailfathom"]
+    assert set(rates) == {"send_mail", "send_mass_mail"}
+    assert all(rate > 0 for rate in rates.values())
