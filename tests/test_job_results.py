@@ -1,0 +1,255 @@
+"""Task results: what a handler returns is stored on its Succeeded job, on both stores.
+
+Real workers run real handlers (plain, ``async def`` and in child processes); the
+results are read back through ``mf.jobs.get`` / ``list`` and, for the exact text,
+straight from the row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+import worker_app
+from mailfathom import (
+    AttemptOutcome,
+    FailureClass,
+    FakeClock,
+    JobContext,
+    JobState,
+    MailFathom,
+    ResultError,
+)
+from raw_database import raw_reading
+
+DAY = 86400.0
+
+#: Values that read back only if stored as the exact text written: a negative zero, a
+#: float that looks like an integer, key order, text beyond ASCII, a big integer.
+EXACT: dict[str, Any] = {
+    "z": -0.0,
+    "big": 1e16,
+    "a": [1, 2.5, None, True, "é\n\"\\"],
+    "n": 10**30,
+    "nested": {"b": {}, "a": []},
+}
+
+
+def _stored_text(mf: MailFathom, job_id: int) -> str | None:
+    with raw_reading(mf) as cur:
+        cur.execute(
+            "SELECT result::text AS result FROM mf_jobs WHERE id = %(id)s"
+            if mf.store.dialect == "postgresql"
+            else "SELECT result FROM mf_jobs WHERE id = :id",
+            {"id": job_id},
+        )
+        row = cur.fetchone()
+    assert row is not None
+    text: str | None = row["result"]
+    return text
+
+
+def test_a_returned_value_is_stored_exactly_on_the_succeeded_job(mf: MailFathom) -> None:
+    @mf.job("report")
+    def build(ctx: JobContext, n: int) -> dict[str, Any]:
+        return {**EXACT, "n_rows": n}
+
+    job = mf.enqueue("report", {"n": 3})
+    assert mf.jobs.get(job.id).result is None  # not run yet
+    assert mf.worker().run(burst=True) == 1
+    done = mf.jobs.get(job.id)
+    assert done.state is JobState.SUCCEEDED
+    assert done.result == {**EXACT, "n_rows": 3}
+    assert list(done.result) == [*EXACT, "n_rows"]  # key order kept
+    assert str(done.result["z"]) == "-0.0" and type(done.result["big"]) is float
+    (listed,) = mf.jobs.list(state=JobState.SUCCEEDED)
+    assert listed.result == done.result
+    assert _stored_text(mf, job.id) == (
+        '{"z":-0.0,"big":1e+16,"a":[1,2.5,null,true,"é\\n\\"\\\\"],'
+        '"n":1000000000000000000000000000000,"nested":{"b":{},"a":[]},"n_rows":3}'
+    )
+
+
+@pytest.mark.parametrize("value", ["text", 0, 2.5, False, True, [], {}, [1, {"a": None}]])
+def test_any_json_value_is_a_result(mf: MailFathom, value: Any) -> None:
+    @mf.job("k")
+    def handler(ctx: JobContext) -> Any:
+        return value
+
+    job = mf.enqueue("k")
+    mf.worker().run(burst=True)
+    done = mf.jobs.get(job.id)
+    assert done.state is JobState.SUCCEEDED
+    assert done.result == value and type(done.result) is type(value)
+
+
+def test_returning_none_stores_nothing(mf: MailFathom) -> None:
+    @mf.job("k")
+    def handler(ctx: JobContext) -> None:
+        return None
+
+    job = mf.enqueue("k")
+    mf.worker().run(burst=True)
+    assert mf.jobs.get(job.id).state is JobState.SUCCEEDED
+    assert mf.jobs.get(job.id).result is None
+    assert _stored_text(mf, job.id) is None  # NULL, not the JSON text 'null'
+
+
+def test_each_job_of_a_batch_gets_its_own_result(mf: MailFathom) -> None:
+    """Outcomes are recorded in batches (one statement for all the successes): each row
+    must get its own job's result, the ones that returned None none."""
+
+    @mf.job("echo")
+    def echo(ctx: JobContext, i: int) -> dict[str, int] | None:
+        return None if i % 3 == 0 else {"i": i, "id": ctx.job_id}
+
+    jobs = mf.enqueue_many("echo", [{"i": i} for i in range(40)])
+    assert mf.worker(concurrency=8).run(burst=True) == 40
+    for i, job in enumerate(jobs):
+        done = mf.jobs.get(job.id)
+        assert done.state is JobState.SUCCEEDED
+        assert done.result == (None if i % 3 == 0 else {"i": i, "id": job.id})
+
+
+def test_an_async_handler_result_is_stored(mf: MailFathom) -> None:
+    @mf.job("a")
+    async def handler(ctx: JobContext, x: int) -> list[int]:
+        return [x, x * 2]
+
+    @mf.job("a.timed", timeout=30)
+    async def timed(ctx: JobContext, x: int) -> str:
+        return f"x={x}"
+
+    first, second = mf.enqueue("a", {"x": 4}), mf.enqueue("a.timed", {"x": 5})
+    mf.worker().run(burst=True)
+    assert mf.jobs.get(first.id).result == [4, 8]
+    assert mf.jobs.get(second.id).result == "x=5"
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        (datetime(2026, 1, 2, tzinfo=UTC), "returned a datetime"),
+        ({1, 2}, "returned a set"),
+        ((1, 2), "a tuple would come back as a list"),
+        ({"when": object()}, "result['when'] is a object"),
+        ({1: "a"}, "keys must be strings"),
+        (float("nan"), "nan is not JSON"),
+    ],
+)
+def test_a_result_that_is_not_json_fails_the_attempt_permanently(
+    mf: MailFathom, value: Any, named: str
+) -> None:
+    @mf.job("k", max_attempts=5)
+    def handler(ctx: JobContext) -> Any:
+        return value
+
+    job = mf.enqueue("k")
+    mf.worker().run(burst=True)
+    dead = mf.jobs.get(job.id)
+    assert dead.state is JobState.DEAD_LETTERED and dead.attempts == 1
+    assert dead.failure_class is FailureClass.PERMANENT and dead.result is None
+    assert dead.failure_reason is not None
+    assert "the handler of 'k' returned a" in dead.failure_reason
+    assert named in dead.failure_reason
+    assert "cannot be stored as the job's result" in dead.failure_reason
+    (attempt,) = mf.jobs.attempts(job.id)
+    assert attempt.outcome is AttemptOutcome.FAILED
+    assert attempt.error_type == "mailfathom.jobs.failures.ResultError"
+
+
+def test_a_result_over_the_payload_limit_fails_the_attempt(
+    database_url: str, clock: FakeClock
+) -> None:
+    with MailFathom(database_url, clock=clock, max_payload_bytes=100) as mf:
+        mf.migrate()
+
+        @mf.job("k")
+        def handler(ctx: JobContext, n: int) -> str:
+            return "x" * n
+
+        small, large = mf.enqueue("k", {"n": 98}), mf.enqueue("k", {"n": 99})
+        mf.worker().run(burst=True)
+        assert mf.jobs.get(small.id).result == "x" * 98  # 100 bytes as JSON
+        dead = mf.jobs.get(large.id)
+        assert dead.state is JobState.DEAD_LETTERED and dead.result is None
+        assert dead.failure_reason is not None
+        assert "result is 101 bytes as JSON, over the 100-byte limit" in dead.failure_reason
+
+
+def test_result_error_is_public_and_permanent() -> None:
+    from mailfathom import PermanentFailure
+
+    assert issubclass(ResultError, PermanentFailure)
+
+
+def test_retention_compacts_the_result_with_the_payload(mf: MailFathom, clock: FakeClock) -> None:
+    @mf.job("k")
+    def handler(ctx: JobContext, blob: str) -> dict[str, str]:
+        return {"echo": blob}
+
+    job = mf.enqueue("k", {"blob": "b" * 500})
+    mf.worker().run(burst=True)
+    assert mf.jobs.get(job.id).result == {"echo": "b" * 500}
+    clock.advance(6 * DAY)
+    mf.prune()
+    assert mf.jobs.get(job.id).result == {"echo": "b" * 500}  # within its period
+    clock.advance(2 * DAY)
+    assert mf.prune().rows["jobs"]["Succeeded"]["compacted"] == 1
+    compacted = mf.jobs.get(job.id)
+    assert compacted.compacted and compacted.payload == {} and compacted.result is None
+    assert _stored_text(mf, job.id) is None
+
+
+def test_a_result_set_to_never_expire_stays(mf: MailFathom, clock: FakeClock) -> None:
+    @mf.job("kept", retention="never")
+    def handler(ctx: JobContext) -> int:
+        return 42
+
+    job = mf.enqueue("kept")
+    mf.worker().run(burst=True)
+    clock.advance(400 * DAY)
+    mf.prune()
+    assert mf.jobs.get(job.id).result == 42
+
+
+@pytest.mark.slow
+def test_results_come_back_from_child_processes(mf: MailFathom) -> None:
+    mf.job("report", isolation="process")(worker_app.report)
+    mf.job("report.async", isolation="process")(worker_app.report_async)
+    mf.job("report.set", isolation="process")(worker_app.report_a_set)
+    plain = mf.enqueue("report", {"rows": 7})
+    awaited = mf.enqueue("report.async", {"rows": 1})
+    refused = mf.enqueue("report.set")
+    assert mf.worker(concurrency=3).run(burst=True) == 3
+    result = mf.jobs.get(plain.id).result
+    assert result["rows"] == 7 and str(result["ratio"]) == "-0.0"
+    assert mf.jobs.get(awaited.id).result == [1, 2]
+    dead = mf.jobs.get(refused.id)
+    assert dead.state is JobState.DEAD_LETTERED and dead.failure_class is FailureClass.PERMANENT
+    assert dead.failure_reason is not None and "returned a set" in dead.failure_reason
+
+
+def test_a_success_whose_lease_was_lost_writes_no_result(mf: MailFathom, clock: FakeClock) -> None:
+    """The result goes with the success: a worker whose lease moved on writes neither."""
+    mf.job("k")(lambda ctx: None)
+    job = mf.enqueue("k")
+    (claimed,) = mf.store.claims.claim(
+        owner="w1", limit=1, now=clock.now(), lease_until=clock.now()
+    )
+    lost = mf.store.claims.record_outcomes(
+        owner="w2", now=clock.now(), succeeded=[(job.id, 1)], results={job.id: '"late"'}
+    )
+    assert lost == {job.id}
+    assert mf.jobs.get(job.id).state is JobState.CLAIMED
+    assert _stored_text(mf, job.id) is None
+    assert claimed["result"] is None
+
+
+def test_enqueued_jobs_have_no_result(mf: MailFathom) -> None:
+    job = mf.enqueue("anything")
+    assert job.result is None and dataclasses.replace(job).result is None
+    assert mf.jobs.get(job.id).result is None
