@@ -11,9 +11,11 @@ import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
+import jsonschema_rs
 import pytest
 
 import worker_app
+from consolekit import make_client
 from mailfathom import (
     AttemptOutcome,
     FailureClass,
@@ -23,6 +25,7 @@ from mailfathom import (
     MailFathom,
     ResultError,
 )
+from mailfathom.web.openapi import document
 from raw_database import raw_reading
 
 DAY = 86400.0
@@ -36,6 +39,14 @@ EXACT: dict[str, Any] = {
     "n": 10**30,
     "nested": {"b": {}, "a": []},
 }
+
+
+def conforms(body: Any, schema: str) -> None:
+    """``body`` matches the named schema of the API's own OpenAPI document."""
+    doc = document()
+    jsonschema_rs.validate(
+        {"$ref": f"#/components/schemas/{schema}", "components": doc["components"]}, body
+    )
 
 
 def _stored_text(mf: MailFathom, job_id: int) -> str | None:
@@ -253,3 +264,51 @@ def test_enqueued_jobs_have_no_result(mf: MailFathom) -> None:
     job = mf.enqueue("anything")
     assert job.result is None and dataclasses.replace(job).result is None
     assert mf.jobs.get(job.id).result is None
+
+
+def _run_one(mf: MailFathom, value: Any) -> int:
+    """A Succeeded job whose handler returned ``value``."""
+    mf.job("returns")(lambda ctx: value)
+    job = mf.enqueue("returns")
+    mf.worker().run(burst=True)
+    assert mf.jobs.get(job.id).state is JobState.SUCCEEDED
+    return job.id
+
+
+def test_the_api_shows_the_result_as_documented(mf: MailFathom) -> None:
+    value = {"z": "last", "a": [1, 2.5, None], "html": "<b>&</b>"}
+    job_id = _run_one(mf, value)
+    client = make_client(mf)
+    detail = client.get(f"/api/jobs/{job_id}").json()
+    conforms(detail, "JobDetail")
+    assert detail["job"]["result"] == value
+    assert list(detail["job"]["result"]) == ["z", "a", "html"]
+    listed = client.get("/api/jobs", params={"state": "Succeeded"}).json()
+    conforms(listed, "JobPage")
+    assert listed["jobs"][0]["result"] == value
+    pending = mf.enqueue("returns")
+    shown = client.get(f"/api/jobs/{pending.id}").json()
+    conforms(shown, "JobDetail")
+    assert shown["job"]["result"] is None
+
+
+def test_the_console_job_page_shows_the_result_escaped(mf: MailFathom, clock: FakeClock) -> None:
+    job_id = _run_one(mf, {"note": "<script>alert(1)</script>", "n": 2})
+    client = make_client(mf)
+    html = client.get(f"/jobs/{job_id}").text
+    assert "<h2>Result</h2>" in html
+    assert "<script>alert" not in html
+    assert "&#34;note&#34;: &#34;&lt;script&gt;alert(1)&lt;/script&gt;&#34;" in html
+    clock.advance(8 * DAY)
+    mf.prune()
+    compacted = client.get(f"/jobs/{job_id}").text
+    assert "<h2>Result</h2>" in compacted and "alert(1)" not in compacted
+    assert "the payload, the result and the attempts' tracebacks are gone" in compacted
+
+
+def test_the_console_says_when_a_handler_returned_nothing(mf: MailFathom) -> None:
+    job_id = _run_one(mf, None)
+    html = make_client(mf).get(f"/jobs/{job_id}").text
+    assert "None: the handler returned nothing." in html
+    pending = mf.enqueue("returns")
+    assert "<h2>Result</h2>" not in make_client(mf).get(f"/jobs/{pending.id}").text
