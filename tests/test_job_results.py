@@ -8,7 +8,9 @@ straight from the row.
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
@@ -25,8 +27,9 @@ from mailfathom import (
     MailFathom,
     ResultError,
 )
+from mailfathom.store.sql_store import SqlStore
 from mailfathom.web.openapi import document
-from raw_database import raw_reading
+from raw_database import raw_reading, raw_transaction
 
 DAY = 86400.0
 
@@ -312,3 +315,50 @@ def test_the_console_says_when_a_handler_returned_nothing(mf: MailFathom) -> Non
     assert "None: the handler returned nothing." in html
     pending = mf.enqueue("returns")
     assert "<h2>Result</h2>" not in make_client(mf).get(f"/jobs/{pending.id}").text
+
+
+def test_sqlite_completes_a_batch_through_the_primary_key(tmp_path: Path) -> None:
+    """Writing the results joins the batch to the table: the batch must be the outer loop
+    and each row found by its id, never every Claimed row walked with the batch inside."""
+    with MailFathom(f"sqlite:///{tmp_path / 'plan.db'}") as app:
+        app.migrate()
+        store = app.store
+        assert isinstance(store, SqlStore)
+        query = store.claims._q["complete_jobs"]
+        conn = sqlite3.connect(tmp_path / "plan.db")
+        plan = [
+            row[3]
+            for row in conn.execute(
+                f"EXPLAIN QUERY PLAN {query}",
+                {"now": "2030", "owner": "w", "held": "[[1,1,null]]"},
+            )
+        ]
+        conn.close()
+    assert plan[0].startswith("SCAN held"), plan
+    assert "SEARCH mf_jobs USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
+
+
+def test_the_database_keeps_results_to_succeeded_whole_rows(
+    mf: MailFathom, clock: FakeClock
+) -> None:
+    """The schema refuses a result on a job that has not succeeded, on a compacted row,
+    and the JSON null (None is stored as NULL)."""
+    job_id = _run_one(mf, None)
+    pending = mf.enqueue("returns")
+    pg = mf.store.dialect == "postgresql"
+    write = (
+        "UPDATE mf_jobs SET result = %(result)s::json WHERE id = %(id)s"
+        if pg
+        else "UPDATE mf_jobs SET result = :result WHERE id = :id"
+    )
+    with raw_transaction(mf) as cur:  # a Succeeded, whole row takes one
+        cur.execute(write, {"result": '{"a":1}', "id": job_id})
+    for result, target in [("null", job_id), ('"x"', pending.id)]:
+        with pytest.raises(Exception, match="check|CHECK"), raw_transaction(mf) as cur:
+            cur.execute(write, {"result": result, "id": target})
+    with raw_transaction(mf) as cur:
+        cur.execute(write, {"result": None, "id": job_id})
+    clock.advance(8 * DAY)
+    mf.prune()
+    with pytest.raises(Exception, match="check|CHECK"), raw_transaction(mf) as cur:
+        cur.execute(write, {"result": '{"a":1}', "id": job_id})
