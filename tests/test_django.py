@@ -196,6 +196,16 @@ def test_a_task_result_return_value_is_what_the_task_returned(
     assert nothing == {"status": "SUCCESSFUL", "attempts": 1, "return_value": None, "errors": []}
 
 
+def test_the_docs_task_is_the_one_the_project_runs() -> None:
+    """docs/django.md's task is the project's ``total``, whose result the test above reads
+    back as the page says (``{"total": 7, "prices": [3, 4]}``)."""
+    blocks: list[str] = re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
+    (shown,) = [block for block in blocks if "def total(" in block]
+    definition = shown[shown.index("@task()") : shown.index("\nresult = ")].strip()
+    assert definition in (PROJECT / "shop" / "tasks.py").read_text()
+    assert 'done.return_value == {"total": 7, "prices": [3, 4]}' in shown
+
+
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_django_test_runner_gets_the_app_on_its_test_database(
     database_url: str, tmp_path: Path
