@@ -38,7 +38,7 @@ DAY = 86400.0
 EXACT: dict[str, Any] = {
     "z": -0.0,
     "big": 1e16,
-    "a": [1, 2.5, None, True, "é\n\"\\"],
+    "a": [1, 2.5, None, True, 'é\n"\\'],
     "n": 10**30,
     "nested": {"b": {}, "a": []},
 }
@@ -354,11 +354,11 @@ def test_the_database_keeps_results_to_succeeded_whole_rows(
     with raw_transaction(mf) as cur:  # a Succeeded, whole row takes one
         cur.execute(write, {"result": '{"a":1}', "id": job_id})
     for result, target in [("null", job_id), ('"x"', pending.id)]:
-        with pytest.raises(Exception, match="check|CHECK"), raw_transaction(mf) as cur:
+        with pytest.raises(Exception, match=r"(?i)check"), raw_transaction(mf) as cur:
             cur.execute(write, {"result": result, "id": target})
     with raw_transaction(mf) as cur:
         cur.execute(write, {"result": None, "id": job_id})
     clock.advance(8 * DAY)
     mf.prune()
-    with pytest.raises(Exception, match="check|CHECK"), raw_transaction(mf) as cur:
+    with pytest.raises(Exception, match=r"(?i)check"), raw_transaction(mf) as cur:
         cur.execute(write, {"result": '{"a":1}', "id": job_id})

@@ -87,7 +87,7 @@ class ChildProcesses:
         receive, send = _CHILDREN.Pipe(duplex=False)
         process = _CHILDREN.Process(
             target=_child_main,
-            args=(kind.handler, context, job.payload, send, kind.name, kind.max_result_bytes),
+            args=(kind.handler, context, job.payload, send, (kind.name, kind.max_result_bytes)),
             name=f"mailfathom-job-{job.id}",
         )
         timeout = kind.timeout.total_seconds() if kind.timeout is not None else None
@@ -187,11 +187,11 @@ def _child_main(
     context: JobContext,
     payload: dict[str, Any],
     send: Connection,
-    kind: str,
-    max_result_bytes: int,
+    result_rule: tuple[str, int],
 ) -> None:
     """Runs in the child: the handler, then one message back to the worker (with what it
-    returned as JSON text, made here: a value that cannot be is the attempt's error)."""
+    returned as JSON text, made here: a value that cannot be is the attempt's error).
+    ``result_rule``: the kind's name and its largest result, in bytes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _exit_with_worker(send.fileno())
@@ -200,7 +200,8 @@ def _child_main(
         result = handler(context, **payload)
         if inspect.isawaitable(result):  # an async def handler
             result = asyncio.run(_awaited(result))
-        text = encode_returned(kind, result, max_result_bytes)
+        kind, max_bytes = result_rule
+        text = encode_returned(kind, result, max_bytes)
     except BaseException as exc:  # SystemExit, KeyboardInterrupt ... are failures too
         blob: bytes | None = None
         with contextlib.suppress(BaseException):  # whatever its pickling does

@@ -109,7 +109,7 @@ class ClaimsRepository:
         the claim planned by the dialect's ``plan_claims`` when it has one. ``live``: the
         (id, attempt) leases ``owner`` holds and renews, which its reaping leaves alone."""
         with self.db.transaction() as cur:
-            lost = self._record(cur, owner, now, succeeded, failed, results)
+            lost = self._record(cur, owner, now, succeeded, failed, results=results)
             reaping = (owner, live) if reap else None
             if self._plan_claims is not None:
                 cur.execute(self._plan_claims)
@@ -406,7 +406,7 @@ class ClaimsRepository:
         """Record a batch of finished attempts; returns the ids whose lease was lost.
         ``results``: a succeeded job's result (JSON text) by id, written as it succeeds."""
         with self.db.transaction() as cur:
-            return self._record(cur, owner, now, succeeded, failed, results)
+            return self._record(cur, owner, now, succeeded, failed, results=results)
 
     def _record(
         self,
@@ -415,6 +415,7 @@ class ClaimsRepository:
         now: datetime,
         succeeded: Sequence[tuple[int, int]],
         failed: Sequence[FailedAttempt],
+        *,
         results: Mapping[int, str] | None = None,
     ) -> set[int]:
         lost: set[int] = set()
