@@ -8,6 +8,7 @@ straight from the row.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import jsonschema_rs
 import pytest
+from click.testing import CliRunner
 
 import worker_app
 from consolekit import make_client
@@ -27,6 +29,7 @@ from mailfathom import (
     MailFathom,
     ResultError,
 )
+from mailfathom.cli import cli
 from mailfathom.store.sql_store import SqlStore
 from mailfathom.web.openapi import document
 from raw_database import raw_reading, raw_transaction
@@ -362,3 +365,15 @@ def test_the_database_keeps_results_to_succeeded_whole_rows(
     mf.prune()
     with pytest.raises(Exception, match=r"(?i)check"), raw_transaction(mf) as cur:
         cur.execute(write, {"result": '{"a":1}', "id": job_id})
+
+
+def test_jobs_show_prints_the_result(mf: MailFathom, database_url: str) -> None:
+    job_id = _run_one(mf, {"path": "thumbs/7.png", "n": 2})
+    shown = CliRunner().invoke(cli, ["--database", database_url, "jobs", "show", str(job_id)])
+    assert shown.exit_code == 0, shown.output
+    result = shown.output[shown.output.index("result\n") :]
+    assert result.startswith('result\n{\n  "path": "thumbs/7.png",\n  "n": 2\n}\nattempts')
+    as_json = CliRunner().invoke(
+        cli, ["--database", database_url, "jobs", "show", str(job_id), "--json"]
+    )
+    assert json.loads(as_json.output)["job"]["result"] == {"path": "thumbs/7.png", "n": 2}
