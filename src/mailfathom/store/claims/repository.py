@@ -474,10 +474,12 @@ class ClaimsRepository:
         statement marks the batch Succeeded and writes the results."""
         get = results.get
         if self.db.dialect == "postgresql":
+            # one text, a line per job ('' for none): psycopg spends ~30 µs quoting each
+            # string of a text[] (compact JSON holds no newline: it escapes every one)
             return {
                 "ids": [pair[0] for pair in pairs],
                 "attempts": [pair[1] for pair in pairs],
-                "results": [get(pair[0]) for pair in pairs],
+                "results": "\n".join([get(pair[0]) or "" for pair in pairs]),
             }
         return {"held": self.db.list_param([[pair[0], pair[1], get(pair[0])] for pair in pairs])}
 
