@@ -163,6 +163,49 @@ def test_tasks_and_jobs_join_the_transaction_and_run_with_fresh_connections(
     ]
 
 
+def test_a_task_result_return_value_is_what_the_task_returned(
+    project: Project, mf: MailFathom
+) -> None:
+    _, ids = project.shop("migrate", "totals")
+    returned = [f"returned:{rid}" for rid in ids]
+    before = project.shop(*returned)
+    assert before[0] == {
+        "status": "READY",
+        "attempts": 0,
+        "refused": "Task has not finished yet",
+        "errors": [],
+    }
+    _, summed, dated, nothing = project.shop("worker", *returned)
+    # Django's normalize_json made the tuple a list, as Django's own backends do
+    assert summed == {
+        "status": "SUCCESSFUL",
+        "attempts": 1,
+        "return_value": {"total": 7, "prices": [3, 4]},
+        "errors": [],
+    }
+    assert mf.jobs.get(int(ids[0])).result == {"total": 7, "prices": [3, 4]}
+    # not JSON: failed at once, as Django's immediate backend fails it (no retries)
+    assert dated == {
+        "status": "FAILED",
+        "attempts": 1,
+        "refused": "Task failed",
+        "errors": ["mailfathom.jobs.failures.ResultError"],
+    }
+    failure = mf.jobs.get(int(ids[1])).failure_reason
+    assert failure is not None and "'shop.tasks.total_at' returned a datetime" in failure
+    assert nothing == {"status": "SUCCESSFUL", "attempts": 1, "return_value": None, "errors": []}
+
+
+def test_the_docs_task_is_the_one_the_project_runs() -> None:
+    """docs/django.md's task is the project's ``total``, whose result the test above reads
+    back as the page says (``{"total": 7, "prices": [3, 4]}``)."""
+    blocks: list[str] = re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
+    (shown,) = [block for block in blocks if "def total(" in block]
+    definition = shown[shown.index("@task()") : shown.index("\nresult = ")].strip()
+    assert definition in (PROJECT / "shop" / "tasks.py").read_text()
+    assert 'done.return_value == {"total": 7, "prices": [3, 4]}' in shown
+
+
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_django_test_runner_gets_the_app_on_its_test_database(
     database_url: str, tmp_path: Path

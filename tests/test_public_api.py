@@ -48,6 +48,7 @@ EXPECTED = {
     "RecipientOutcome",
     "RecordedEmail",
     "Resolution",
+    "ResultError",
     "RetentionStore",
     "Schedule",
     "Schedules",

@@ -28,7 +28,7 @@ from raw_database import raw_reading
 
 DAY = 86400.0
 
-#: What compaction keeps of a job: every field but the payload.
+#: What compaction keeps of a job: every field but the payload and the result.
 KEPT_JOB_FIELDS = {
     "id",
     "kind",
@@ -58,11 +58,12 @@ def _app(mf: MailFathom, clock: FakeClock, **settings: Any) -> MailFathom:
 
 def _register(mf: MailFathom) -> None:
     @mf.job("t.work", max_attempts=2)
-    def work(ctx: JobContext, outcome: str, blob: str = "") -> None:
+    def work(ctx: JobContext, outcome: str, blob: str = "") -> dict[str, int]:
         if outcome == "fail":
             raise ValueError("line one of the failure\n" + "x" * 500)
         if outcome == "permanent":
             raise PermanentFailure("broken input")
+        return {"blob_length": len(blob)}  # the result, compacted with the payload
 
     @mf.job("t.other")
     def other(ctx: JobContext, outcome: str = "ok") -> None:
@@ -95,6 +96,7 @@ def test_compaction_keeps_exactly_the_listed_fields(mf: MailFathom, clock: FakeC
     after_ok = mf.jobs.get(ok.id)
     assert after_ok.compacted and after_ok.compacted_at == clock.now()
     assert after_ok.payload == {}
+    assert before_ok.result == {"blob_length": 1000} and after_ok.result is None
     for name in KEPT_JOB_FIELDS:
         assert getattr(after_ok, name) == getattr(before_ok, name), name
     assert mf.jobs.get(failed.id) == before_failed  # untouched: it waits for an operator

@@ -47,6 +47,7 @@ JOBS_COLUMNS = {
     "snoozes": (False, "INTEGER", "integer"),
     "trace_context": (True, "TEXT", "text"),
     "limit_key": (True, "TEXT", "text"),  # flow control (0011)
+    "result": (True, "TEXT", "json"),  # what the handler returned (0015)
 }
 JOBS_CHECKS = Counter(
     {
@@ -68,6 +69,9 @@ JOBS_CHECKS = Counter(
         ("snoozes",): 1,
         ("trace_context",): 1,
         ("limit_key",): 1,
+        ("result",): 1,  # JSON, never the JSON null (None stores NULL)
+        ("result", "state"): 1,  # only a Succeeded job has a result
+        ("compacted_at", "result"): 1,  # and a compacted row has none
     }
 )
 # Every CHECK of the outbox tables (both dialects; SQLite adds its 0/1 stand-ins for booleans).

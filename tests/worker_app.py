@@ -96,3 +96,18 @@ def snooze_once(ctx: JobContext, seconds: float) -> None:
 
     if ctx.job.snoozes == 0:
         raise Snooze(seconds)
+
+
+def report(ctx: JobContext, rows: int) -> dict[str, object]:
+    """Returns a result, made in the child process that ran it."""
+    return {"rows": rows, "pid": os.getpid(), "ratio": -0.0}
+
+
+async def report_async(ctx: JobContext, rows: int) -> list[int]:
+    """An ``async def`` handler's result, from a child process."""
+    return [rows, rows + 1]
+
+
+def report_a_set(ctx: JobContext) -> set[int]:
+    """Returns what JSON cannot hold: the child refuses it."""
+    return {1, 2}

@@ -45,7 +45,13 @@ from mailfathom.jobs.admin.limits import Limits
 from mailfathom.jobs.admin.queues import PausedQueue, QueueEvent, Queues, QueueSummary
 from mailfathom.jobs.admin.workers import WorkerInfo, Workers
 from mailfathom.jobs.context import JobContext
-from mailfathom.jobs.failures import JobAborted, PermanentFailure, Snooze, TransientFailure
+from mailfathom.jobs.failures import (
+    JobAborted,
+    PermanentFailure,
+    ResultError,
+    Snooze,
+    TransientFailure,
+)
 from mailfathom.jobs.flow.limits import FlowLimit, KeyLimit
 from mailfathom.jobs.model import Attempt, EnqueuedJob, Job, JobEvent
 from mailfathom.jobs.pruner import Pruner, PruneReport
@@ -96,6 +102,7 @@ __all__ = [
     "RecipientOutcome",
     "RecordedEmail",
     "Resolution",
+    "ResultError",
     "RetentionStore",
     "Schedule",
     "Schedules",

@@ -282,6 +282,7 @@ class MailFathom:
                     permanent=permanent,
                     isolation=isolation,
                     limit_key=limit_key,
+                    max_result_bytes=self.settings.max_payload_bytes,
                 )
             )
             if limit is not None:

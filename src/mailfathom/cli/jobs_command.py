@@ -167,7 +167,7 @@ def list_jobs(
 @click.pass_context
 @reports_errors
 def show(ctx: click.Context, job_id: int, as_json: bool) -> None:
-    """One job: payload, every attempt with its traceback, and its audit trail."""
+    """One job: payload, result, every attempt with its traceback, and its audit trail."""
     with open_app(ctx) as mf:
         detail = Console(mf).job(job_id)
     if as_json:
@@ -311,6 +311,12 @@ def _print_detail(detail: JobDetail) -> None:
     out.print(table)
     out.print("[bold]payload[/]")
     out.print(pretty_json(job.payload, sort_keys=False), markup=False)
+    if job.state.value == "Succeeded":  # what its handler returned
+        out.print("[bold]result[/]")
+        if job.compacted:
+            out.print("removed by retention")
+        else:
+            out.print(pretty_json(job.result, sort_keys=False), markup=False)
     out.print(f"[bold]attempts[/] ({len(detail.attempts)})")
     for attempt in detail.attempts:
         out.print(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-__all__ = ["JobAborted", "PermanentFailure", "Snooze", "TransientFailure"]
+__all__ = ["JobAborted", "PermanentFailure", "ResultError", "Snooze", "TransientFailure"]
 
 
 class PermanentFailure(Exception):
@@ -19,6 +19,15 @@ class PermanentFailure(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class ResultError(PermanentFailure):
+    """The handler returned a value that cannot be stored as its job's result: not JSON
+    that reads back as the same value (a ``datetime``, a ``set``, a ``tuple``...), or
+    larger than ``max_payload_bytes``. The worker records the attempt as failed with
+    this error, permanently: the job is dead-lettered, as Django's task backends fail a
+    task whose return value is not JSON. The handler's work was done: fix what it
+    returns before requeueing the job (which runs it again)."""
 
 
 class TransientFailure(Exception):

@@ -53,15 +53,19 @@ class Job:
     #: The W3C traceparent of the span that enqueued the job (None when tracing was off);
     #: its attempts' spans are that span's children (docs/observability.md).
     trace_context: str | None = field(default=None, kw_only=True)
-    #: When retention compacted this terminal row: its payload is ``{}`` now and its
-    #: failed attempts keep one summary line each (no traceback). Its key still holds.
+    #: When retention compacted this terminal row: its payload is ``{}`` now, its result
+    #: None, and its failed attempts keep one summary line each (no traceback). Its key still holds.
     compacted_at: datetime | None = field(default=None, kw_only=True)
     #: The flow-control limit key computed at enqueue (None: no per-key limit applies).
     limit_key: str | None = field(default=None, kw_only=True)
+    #: What the handler returned, for a Succeeded job: the JSON value as decoded from the
+    #: stored text (a dict, list, str, int, float, bool). None when the handler returned
+    #: None, when the job has not succeeded, and once retention compacted the row.
+    result: Any = field(default=None, kw_only=True)
 
     @property
     def compacted(self) -> bool:
-        """Retention has compacted this row (payload and tracebacks are gone)."""
+        """Retention has compacted this row (payload, result and tracebacks are gone)."""
         return self.compacted_at is not None
 
     @property
@@ -152,7 +156,7 @@ def enqueued_jobs(
                     result, kind, queue, decode(text) if copy is None else copy, priority,
                     pending, key, due, 0, 0,
                     attempts, None, None, None, None, None, None, created_at, None,
-                    None, 0, trace, None, limit, True,
+                    None, 0, trace, None, limit, None, True,
                 )
             )  # fmt: skip
         else:

@@ -30,7 +30,7 @@ from typing import Any
 
 from mailfathom.errors import PayloadError
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "encode", "encode_and_copy"]
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "encode", "encode_and_copy", "encode_value"]
 
 #: Deepest nesting accepted, counting the payload object itself as level 1. Deeper
 #: JSON breaks recursive readers (the console's renderer, other languages' parsers).
@@ -108,8 +108,7 @@ def encode_and_copy(
     try:
         flat = _check_object(payload, 1)
     except _Refused as refused:
-        where = _where(refused.path[::-1])
-        raise PayloadError(refused.problem.replace("{where}", where, 1)) from None
+        raise PayloadError(_located(refused, "payload")) from None
     text = _dumps(payload)
     if "\\u0000" in text:  # json.dumps escapes NUL; the text may also hold a literal "\u0000"
         _refuse_text(payload, lambda s: "\x00" in s, _NUL)
@@ -124,6 +123,37 @@ def encode_and_copy(
             "large data elsewhere and pass its id, or raise max_payload_bytes"
         )
     return text, dict(payload) if flat else None
+
+
+def encode_value(value: object, *, max_bytes: int, root: str) -> str:
+    """Compact JSON text that decodes to exactly ``value``, any JSON value (not only an
+    object), under the payload's rules; or :class:`PayloadError` naming the place from
+    ``root`` (``result['a'][1]: ...``). For what a handler returns."""
+    kind = type(value)
+    try:
+        if kind is dict:
+            _check_object(value, 1)  # type: ignore[arg-type]
+        elif kind not in _FLAT:
+            _check_value(value, 0)
+    except _Refused as refused:
+        raise PayloadError(_located(refused, root)) from None
+    text = _dumps(value)  # type: ignore[arg-type]
+    if "\\u0000" in text:
+        _refuse_text(value, lambda s: "\x00" in s, _NUL, root)
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        _refuse_text(value, _has_surrogate, _SURROGATE, root)
+        raise PayloadError(_SURROGATE.replace("{where}", root, 1)) from None
+    if size > max_bytes:
+        raise PayloadError(f"{root} is {size} bytes as JSON, over the {max_bytes}-byte limit")
+    return text
+
+
+def _located(refused: _Refused, root: str) -> str:
+    """The refusal's text with its place (and the value's name) filled in."""
+    where = _where(refused.path[::-1], root)
+    return refused.problem.replace("{root}", root, 1).replace("{where}", where, 1)
 
 
 # -- the walk: types, keys, numbers and depth ------------------------------------------
@@ -205,7 +235,7 @@ def _bad_type(value: object) -> str:
         if isinstance(value, base):
             return f"{{where}}: {name} would come back as {article}: pass {base.__name__}(value)"
     return (
-        f"payload is not JSON: {{where}} is a {name}; pass only dicts, lists, strings, "
+        f"{{root}} is not JSON: {{where}} is a {name}; pass only dicts, lists, strings, "
         "finite numbers, booleans and None (convert other values first, e.g. a datetime "
         "to an ISO string)"
     )
@@ -237,11 +267,13 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
-def _refuse_text(payload: dict[str, Any], bad: Callable[[str], bool], problem: str) -> None:
+def _refuse_text(
+    payload: object, bad: Callable[[str], bool], problem: str, root: str = "payload"
+) -> None:
     """Raise naming the first key or string in ``payload`` that ``bad`` matches."""
     path = _find(payload, bad)
     if path is not None:
-        raise PayloadError(problem.replace("{where}", _where(path), 1))
+        raise PayloadError(problem.replace("{where}", _where(path, root), 1))
 
 
 def _find(value: object, bad: Callable[[str], bool]) -> list[object] | None:
@@ -262,12 +294,12 @@ def _find(value: object, bad: Callable[[str], bool]) -> list[object] | None:
     return None
 
 
-def _where(path: list[object]) -> str:
+def _where(path: list[object], root: str = "payload") -> str:
     """``payload['a'][1]`` (long paths and long keys shortened)."""
     parts = [_part(step) for step in path]
     if len(parts) > 8:
         parts = [*parts[:4], "...", *parts[-2:]]
-    return "payload" + "".join(parts)
+    return root + "".join(parts)
 
 
 def _part(step: object) -> str:

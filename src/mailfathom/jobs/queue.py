@@ -68,6 +68,8 @@ class Finished:
     #: Called by the recorder after the outcome's commit (metrics, span, log line), so
     #: that nothing is counted or logged as done that the database does not hold.
     observer: Observer | None = field(default=None, compare=False, repr=False)
+    #: A succeeded attempt's result as JSON text (None: the handler returned None).
+    result: str | None = None
 
 
 class JobQueue:

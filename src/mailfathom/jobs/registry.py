@@ -18,6 +18,7 @@ from mailfathom.validate import check_max_attempts, check_name
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_QUEUE",
     "JobKind",
     "Registry",
@@ -27,6 +28,9 @@ __all__ = [
 
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 20
+#: Largest result (its JSON text, in bytes) a handler may return: the app passes its
+#: ``max_payload_bytes``, the payload's limit; this is that setting's default.
+DEFAULT_MAX_RESULT_BYTES = 1_048_576
 
 Isolation = Literal["thread", "process"]
 Handler = Callable[..., Any]
@@ -46,6 +50,8 @@ class JobKind:
     isolation: Isolation = "thread"
     #: Computes each job's flow-control limit key from its payload at enqueue (None: none).
     limit_key: KeyFunction | None = None
+    #: Largest result its handler may return, as JSON text in bytes (the payload limit).
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     #: True for an ``async def`` handler (or an object whose ``__call__`` is one); decided
     #: once here, not per job on the worker's hot path.
     is_async: bool = field(init=False)
@@ -96,6 +102,7 @@ def build_kind(
     permanent: tuple[type[BaseException], ...] = (),
     isolation: Isolation = "thread",
     limit_key: KeyFunction | None = None,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
 ) -> JobKind:
     """Validate a kind's policy and build it; every bad value gets a clear error."""
     check_name("job kind", name, longest=200)
@@ -126,6 +133,7 @@ def build_kind(
         permanent=tuple(permanent),
         isolation=isolation,
         limit_key=limit_key,
+        max_result_bytes=max_result_bytes,
     )
 
 

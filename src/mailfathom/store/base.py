@@ -62,6 +62,8 @@ class JobRow(TypedDict):
     trace_context: str | None
     #: The flow-control limit key computed at enqueue (None: no per-key limit applies).
     limit_key: str | None
+    #: What the handler returned, for a Succeeded job (None: nothing, or compacted).
+    result: Any
 
 
 class AttemptRow(TypedDict):

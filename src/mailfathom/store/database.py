@@ -109,6 +109,10 @@ class Database(Protocol):
         """A stored JSON object back as a dict."""
         ...
 
+    def result_value(self, stored: Any) -> Any:
+        """A stored job result (any JSON value, or NULL) back as Python (None for NULL)."""
+        ...
+
     def list_param(self, values: Sequence[Any]) -> Any:
         """A list of scalars or pairs, as a single bound parameter."""
         ...

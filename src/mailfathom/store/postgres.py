@@ -391,6 +391,10 @@ class PostgresDatabase:
         value: dict[str, Any] = stored if isinstance(stored, dict) else json.loads(stored)
         return value
 
+    def result_value(self, stored: Any) -> Any:
+        """json comes back parsed by psycopg (a JSON string as a str): nothing to do."""
+        return stored
+
     def list_param(self, values: Sequence[Any]) -> str:
         """A JSON array, read in SQL with ``jsonb_array_elements``."""
         return json.dumps(list(values), separators=(",", ":"))

@@ -440,6 +440,10 @@ class SQLiteDatabase:
         value: dict[str, Any] = json.loads(stored)
         return value
 
+    def result_value(self, stored: Any) -> Any:
+        """JSON text back to its value (NULL: None)."""
+        return None if stored is None else json.loads(stored)
+
     def list_param(self, values: Sequence[Any]) -> str:
         """A JSON array, read in SQL with ``json_each``."""
         return json.dumps(list(values), separators=(",", ":"))

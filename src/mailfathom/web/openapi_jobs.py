@@ -61,6 +61,12 @@ _JOB: dict[str, Any] = {
     "snoozes": {"type": "integer", "minimum": 0},
     "trace_context": nullable("string"),
     "limit_key": nullable("string", description="its flow-control limit key, if any"),
+    "result": {
+        "type": ["object", "array", "string", "number", "boolean", "null"],
+        "description": "What its handler returned (any JSON value), once Succeeded; null "
+        "when the handler returned None, before it succeeded, and once retention "
+        "compacted the job",
+    },
     "held": {"type": "boolean"},
     "attempts_left": {"type": "integer", "minimum": 0},
 }

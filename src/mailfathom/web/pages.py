@@ -124,16 +124,19 @@ def job_list(request: Request) -> Response:
 
 @view
 def job_detail(request: Request) -> Response:
-    """One job: fields, payload, every attempt with its traceback, the audit trail."""
+    """One job: fields, payload, result, every attempt with its traceback, the audit trail."""
     job_id = _positive(str(request.path_params["job_id"]), "job id")
     assert job_id is not None
     console = _console(request)
     detail = console.job(job_id)
-    payload = pretty_json(detail.job.payload)
+    job = detail.job
+    payload = pretty_json(job.payload)
     context = {
         "detail": detail,
         "job": detail.job,
         "payload": payload,
+        # what the handler returned, in its own key order (None: nothing returned)
+        "result": None if job.result is None else pretty_json(job.result, sort_keys=False),
         "holding": console.holding(detail.job),  # the limits that hold it back, if any
     }
     return page(request, "job.html", context)

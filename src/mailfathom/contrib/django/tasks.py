@@ -10,7 +10,11 @@ writes the job on Django's connection, so inside ``transaction.atomic()`` it
 commits or rolls back with the block. The result's id is the job's id.
 
 ``OPTIONS``: ``MAX_ATTEMPTS`` (attempts per task, default mailfathom's 20).
-Return values are not stored: a finished result's ``return_value`` is None.
+A task's return value is normalised as Django's own backends do (``normalize_json``:
+tuples become lists, bytes text) and stored on its Succeeded job; ``get_result()``'s
+``return_value`` reads it back (None once retention compacted the job). A value Django
+cannot normalise, or that is not JSON once normalised, fails the task at once
+(:class:`~mailfathom.ResultError`, permanent), as Django's immediate backend fails it.
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ from django_tasks import TaskContext, TaskResult, TaskResultStatus
 from django_tasks.backends.base import BaseTaskBackend
 from django_tasks.base import Task, TaskError
 from django_tasks.exceptions import TaskResultDoesNotExist
+from django_tasks.utils import normalize_json
 from typing_extensions import ParamSpec
 
 from mailfathom.app import MailFathom
 from mailfathom.contrib.django.app import enqueue, get_app, on_build, with_django_connections
 from mailfathom.errors import NotFound
 from mailfathom.jobs.context import JobContext
-from mailfathom.jobs.failures import PermanentFailure
+from mailfathom.jobs.failures import PermanentFailure, ResultError
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.state import JobState
 
@@ -102,7 +107,7 @@ class TaskBackend(BaseTaskBackend):
         self, task: Task[Any, Any], job: Job, *, errors: list[TaskError] | None = None
     ) -> TaskResult[Any]:
         started: datetime | None = job.claimed_at
-        return TaskResult(
+        result: TaskResult[Any] = TaskResult(
             task=task,
             id=str(job.id),
             status=_STATUS[job.state],
@@ -116,10 +121,14 @@ class TaskBackend(BaseTaskBackend):
             errors=errors or [],
             worker_ids=[job.claimed_by] * job.attempts if job.claimed_by else [],
         )
+        if job.state is JobState.SUCCEEDED:  # what the task returned, as Django's backends set it
+            object.__setattr__(result, "_return_value", job.result)
+        return result
 
 
-def run_task(ctx: JobContext, *, task: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-    """The ``django.task`` handler: import the ``@task`` by its path and call it."""
+def run_task(ctx: JobContext, *, task: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The ``django.task`` handler: import the ``@task`` by its path and call it; returns
+    what it returned, normalised as Django does, to be stored as the job's result."""
     try:
         found = import_string(task)
     except ImportError as exc:
@@ -134,9 +143,17 @@ def run_task(ctx: JobContext, *, task: str, args: list[Any], kwargs: dict[str, A
         if not isinstance(backend, TaskBackend):
             raise PermanentFailure(f"the task {task!r} is not set to run on mailfathom")
         result = backend._result(found, ctx.job)
-        found.call(TaskContext(task_result=result), *args, **kwargs)
+        returned = found.call(TaskContext(task_result=result), *args, **kwargs)
     else:
-        found.call(*args, **kwargs)
+        returned = found.call(*args, **kwargs)
+    try:
+        return normalize_json(returned)
+    except (TypeError, ValueError) as exc:  # what Django's immediate backend fails on
+        raise ResultError(
+            f"the task {task!r} returned a {type(returned).__name__} that cannot be stored as "
+            f"its result ({exc}): return JSON data (dicts, lists, strings, numbers, booleans "
+            "or None); the task's work was done, so fix it before requeueing"
+        ) from exc
 
 
 def register_task_kind(app: MailFathom) -> None:

@@ -20,11 +20,12 @@ from datetime import datetime, timedelta
 
 from mailfathom.clock import Clock
 from mailfathom.jobs.context import AbortFlag, JobContext
-from mailfathom.jobs.failures import Snooze
+from mailfathom.jobs.failures import ResultError, Snooze
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.reasons import TRACEBACK_LIMIT, reason_of, storable, traceback_text
 from mailfathom.jobs.registry import JobKind
+from mailfathom.jobs.result import encode_result
 from mailfathom.jobs.slots import positional_builder
 from mailfathom.jobs.state import AttemptOutcome
 
@@ -32,6 +33,7 @@ __all__ = [
     "aborted",
     "context_for",
     "failed",
+    "returned",
     "run_async",
     "run_sync",
     "shutdown_timed_out",
@@ -45,7 +47,7 @@ __all__ = [
 handler_logger = logging.getLogger("mailfathom.handlers")
 
 #: ``JobContext(job, deadline, logger, abort)`` and ``Finished(job, outcome, error,
-#: traceback, message, started_at)``, positionally, made without ``__init__``: the
+#: traceback, message, started_at, observer, result)``, positionally, made without ``__init__``: the
 #: worker makes one of each per attempt (:mod:`mailfathom.jobs.slots`).
 _context = positional_builder(JobContext)
 _finished = positional_builder(Finished)
@@ -66,14 +68,16 @@ def run_sync(kind: JobKind, job: Job, clock: Clock, abort: AbortFlag | None = No
     context = context_for(kind, job, started, abort)
     began = time.monotonic()
     try:
-        kind.handler(context, **job.payload)
+        value = kind.handler(context, **job.payload)
     except BaseException as exc:  # a handler's SystemExit must not kill a pool thread
         if _overran(kind, began):
             return timed_out(job, kind.timeout, started, exc)
         return failed(job, exc, started)
     if kind.timeout is not None and _overran(kind, began):
         return timed_out(job, kind.timeout, started, None)
-    return _finished(job, _SUCCEEDED, None, None, None, started)
+    if value is None:
+        return _finished(job, _SUCCEEDED, None, None, None, started)
+    return returned(kind, job, value, started)
 
 
 async def run_async(
@@ -93,18 +97,20 @@ async def run_async(
     context = context_for(kind, job, started, abort)
     if kind.timeout is None:  # no deadline to keep: no timeout scope to pay for
         try:
-            await kind.handler(context, **job.payload)
+            value = await kind.handler(context, **job.payload)
         except asyncio.CancelledError as exc:
             if _cancelled_from_outside():
                 raise  # the runner drops the attempt
             return failed(job, exc, started)
         except BaseException as exc:  # a handler's SystemExit must not stop the event loop
             return failed(job, exc, started)
-        return _finished(job, _SUCCEEDED, None, None, None, started)
+        if value is None:
+            return _finished(job, _SUCCEEDED, None, None, None, started)
+        return returned(kind, job, value, started)
     deadline = asyncio.timeout(kind.timeout.total_seconds())
     try:
         async with deadline:
-            await kind.handler(context, **job.payload)
+            value = await kind.handler(context, **job.payload)
     except TimeoutError as exc:
         if deadline.expired():
             return timed_out(job, kind.timeout, started, None)
@@ -115,7 +121,7 @@ async def run_async(
         return failed(job, exc, started)
     except BaseException as exc:  # a handler's SystemExit must not stop the event loop
         return failed(job, exc, started)
-    return succeeded(job, started)
+    return returned(kind, job, value, started)
 
 
 def _cancelled_from_outside() -> bool:
@@ -129,9 +135,19 @@ def _overran(kind: JobKind, began: float) -> bool:
     return kind.timeout is not None and time.monotonic() - began >= kind.timeout.total_seconds()
 
 
-def succeeded(job: Job, started: datetime) -> Finished:
-    """The handler returned."""
-    return _finished(job, _SUCCEEDED, None, None, None, started)
+def succeeded(job: Job, started: datetime, result: str | None = None) -> Finished:
+    """The handler returned (``result``: what it returned, as JSON text; None: None)."""
+    return _finished(job, _SUCCEEDED, None, None, None, started, None, result)
+
+
+def returned(kind: JobKind, job: Job, value: object, started: datetime) -> Finished:
+    """The handler returned ``value``: succeeded with it as the job's result, or failed
+    (permanently) with a :class:`ResultError` when it cannot be stored as JSON."""
+    try:
+        text = encode_result(kind, value)
+    except ResultError as exc:
+        return failed(job, exc, started)
+    return _finished(job, _SUCCEEDED, None, None, None, started, None, text)
 
 
 def aborted(job: Job, reason: str, started: datetime | None, ended: Finished | None) -> Finished:

@@ -36,6 +36,7 @@ from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished
 from mailfathom.jobs.reasons import error_type, text_of, traceback_text
 from mailfathom.jobs.registry import JobKind
+from mailfathom.jobs.result import encode_returned
 from mailfathom.jobs.worker.execute import context_for, failed, succeeded, timed_out
 
 __all__ = ["ChildProcessDied", "ChildProcesses", "HandlerFailedInChild"]
@@ -86,7 +87,7 @@ class ChildProcesses:
         receive, send = _CHILDREN.Pipe(duplex=False)
         process = _CHILDREN.Process(
             target=_child_main,
-            args=(kind.handler, context, job.payload, send),
+            args=(kind.handler, context, job.payload, send, (kind.name, kind.max_result_bytes)),
             name=f"mailfathom-job-{job.id}",
         )
         timeout = kind.timeout.total_seconds() if kind.timeout is not None else None
@@ -158,7 +159,7 @@ def _answer(message: Any, process: Any, job: Job, started: datetime) -> Finished
             started,
         )
     if message[0] == "ok":
-        return succeeded(job, started)
+        return succeeded(job, started, message[1])
     _, blob, error_type, text, tb = message
     error: BaseException = HandlerFailedInChild(error_type, text)
     if blob is not None:
@@ -182,9 +183,15 @@ def _kill(process: Any) -> None:
 
 
 def _child_main(
-    handler: Callable[..., Any], context: JobContext, payload: dict[str, Any], send: Connection
+    handler: Callable[..., Any],
+    context: JobContext,
+    payload: dict[str, Any],
+    send: Connection,
+    result_rule: tuple[str, int],
 ) -> None:
-    """Runs in the child: the handler, then one message back to the worker."""
+    """Runs in the child: the handler, then one message back to the worker (with what it
+    returned as JSON text, made here: a value that cannot be is the attempt's error).
+    ``result_rule``: the kind's name and its largest result, in bytes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _exit_with_worker(send.fileno())
@@ -192,7 +199,9 @@ def _child_main(
     try:
         result = handler(context, **payload)
         if inspect.isawaitable(result):  # an async def handler
-            asyncio.run(_awaited(result))
+            result = asyncio.run(_awaited(result))
+        kind, max_bytes = result_rule
+        text = encode_returned(kind, result, max_bytes)
     except BaseException as exc:  # SystemExit, KeyboardInterrupt ... are failures too
         blob: bytes | None = None
         with contextlib.suppress(BaseException):  # whatever its pickling does
@@ -201,12 +210,12 @@ def _child_main(
             blob = packed
         send.send(("error", blob, error_type(exc), text_of(exc), traceback_text(exc)))
     else:
-        send.send(("ok",))
+        send.send(("ok", text))
     send.close()
 
 
-async def _awaited(awaitable: Any) -> None:
-    await awaitable
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
 
 
 def _exit_with_worker(pipe: int) -> None:

@@ -95,9 +95,9 @@ class OutcomeRecorder:
             return
         now = self._clock.now()
         try:
-            succeeded, failed, fallbacks = self._rows(batch, now)
+            succeeded, failed, fallbacks, results = self._rows(batch, now)
             lost = self._store.record_outcomes(
-                owner=self._owner, now=now, succeeded=succeeded, failed=failed
+                owner=self._owner, now=now, succeeded=succeeded, failed=failed, results=results
             )
         except Exception as exc:  # whatever it is, the loop must go on
             if _outage(exc):
@@ -125,12 +125,13 @@ class OutcomeRecorder:
     def _claim_and_record(self, batch: list[Finished], claim: Claim) -> list[Job] | None:
         now = self._clock.now()
         try:
-            succeeded, failed, fallbacks = self._rows(batch, now)
+            succeeded, failed, fallbacks, results = self._rows(batch, now)
             lost, rows = self._store.record_and_claim(
                 owner=self._owner,
                 now=now,
                 succeeded=succeeded,
                 failed=failed,
+                results=results,
                 limit=claim.limit,
                 lease_until=now + claim.lease,
                 queues=claim.queues,
@@ -203,15 +204,19 @@ class OutcomeRecorder:
 
     def _rows(
         self, batch: list[Finished], now: datetime
-    ) -> tuple[list[Pair], list[FailedAttempt], list[tuple[Finished, str]]]:
+    ) -> tuple[list[Pair], list[FailedAttempt], list[tuple[Finished, str]], dict[int, str]]:
         """The store's arguments for ``batch``; an outcome that cannot be turned into a row
-        gets its fallback row at once (and is listed in the third item)."""
+        gets its fallback row at once (and is listed in the third item). The fourth: the
+        succeeded jobs' results (JSON text) by id, for those that returned one."""
         succeeded: list[Pair] = []
         failed: list[FailedAttempt] = []
         fallbacks: list[tuple[Finished, str]] = []
+        results: dict[int, str] = {}
         for result in batch:
             if result.outcome is AttemptOutcome.SUCCEEDED:
                 succeeded.append((result.job.id, result.job.attempts))
+                if result.result is not None:
+                    results[result.job.id] = result.result
                 continue
             try:
                 failed.append(self.failed_attempt(result, now))
@@ -219,7 +224,7 @@ class OutcomeRecorder:
                 reason = _reason(result, "could not be turned into a row", exc)
                 failed.append(self.fallback(result, now, reason))
                 fallbacks.append((result, reason))
-        return succeeded, failed, fallbacks
+        return succeeded, failed, fallbacks, results
 
     # -- after a batch -----------------------------------------------------------------
 
@@ -316,11 +321,11 @@ class OutcomeRecorder:
         self._outage.ok()
 
     def _record_one(self, result: Finished, now: datetime) -> set[int]:
-        succeeded, failed, fallbacks = self._rows([result], now)
+        succeeded, failed, fallbacks, results = self._rows([result], now)
         if fallbacks:
             raise _Unprepared(fallbacks[0][1])
         return self._store.record_outcomes(
-            owner=self._owner, now=now, succeeded=succeeded, failed=failed
+            owner=self._owner, now=now, succeeded=succeeded, failed=failed, results=results
         )
 
     def _left_to_lease(self, result: Finished, reason: str) -> None:

@@ -65,8 +65,11 @@ class ClaimsStore(Protocol):
         now: datetime,
         succeeded: Sequence[tuple[int, int]] = (),
         failed: Sequence[FailedAttempt] = (),
+        results: Mapping[int, str] | None = None,
     ) -> set[int]:
-        """Record finished attempts in one transaction; return the ids whose lease was lost."""
+        """Record finished attempts in one transaction; return the ids whose lease was lost.
+        ``results``: the JSON text of a succeeded job's result by job id (none: no result),
+        written by the statement that marks it Succeeded."""
         ...
 
     def record_and_claim(
@@ -82,6 +85,7 @@ class ClaimsStore(Protocol):
         reap: bool = True,
         queue_limits: Mapping[str, int] | None = None,
         live: Sequence[tuple[int, int]] = (),
+        results: Mapping[int, str] | None = None,
     ) -> tuple[set[int], list[JobRow]]:
         """``record_outcomes`` then ``claim`` in one transaction: a busy worker's loop
         commits once per batch. Returns the lost ids and the claimed jobs."""

@@ -2,7 +2,7 @@
 
 Internal. A fetched ``mf_jobs`` row becomes a :class:`~mailfathom.store.base.JobRow`
 through the :class:`~mailfathom.store.database.Database`'s value conversion (aware
-instants, a parsed payload). The jobs, claims and schedules repositories each hold one.
+instants, a parsed payload and result). The jobs, claims and schedules repositories each hold one.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class JobRows:
         for key in _JOB_TIMES:
             job[key] = self.db.time_value(job[key])
         job["payload"] = self.db.json_value(job["payload"])
+        job["result"] = self.db.result_value(job["result"])
         return job  # type: ignore[return-value]
 
     def jobs(self, rows: Iterable[Any]) -> list[JobRow]:
@@ -50,6 +51,7 @@ class JobRows:
         are immutable, so rows may share them; each row still gets its own payload."""
         time_value = self.db.time_value
         json_value = self.db.json_value
+        result_value = self.db.result_value
         seen: dict[Any, datetime | None] = {None: None}
         names: Any = None  # a tuple-like row's column names, read once for the batch
         jobs: list[JobRow] = []
@@ -67,5 +69,8 @@ class JobRows:
                     moment = seen[stored] = time_value(stored)
                 job[key] = moment
             job["payload"] = json_value(job["payload"])
+            stored = job["result"]
+            if stored is not None:  # a claim's rows never have one
+                job["result"] = result_value(stored)
             jobs.append(job)  # type: ignore[arg-type]
         return jobs

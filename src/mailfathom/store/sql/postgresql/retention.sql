@@ -31,8 +31,9 @@ WHERE state = :state AND compacted_at IS NULL AND finished_at IS NOT NULL
   AND (:only::text = 'all' OR (:only::text = 'keyless') = (idempotency_key IS NULL));
 
 -- name: compact_jobs
--- Empties the payload of up to :limit rows and stamps them compacted; returns their ids.
-UPDATE mf_jobs SET payload = '{}', compacted_at = :now
+-- Empties the payload and the result of up to :limit rows and stamps them compacted;
+-- returns their ids.
+UPDATE mf_jobs SET payload = '{}', result = NULL, compacted_at = :now
 WHERE id IN (
     SELECT id FROM mf_jobs
     WHERE state = :state AND compacted_at IS NULL AND finished_at IS NOT NULL

@@ -34,8 +34,9 @@ WHERE state = :state AND compacted_at IS NULL AND finished_at IS NOT NULL
   AND (:only = 'all' OR (:only = 'keyless') = (idempotency_key IS NULL));
 
 -- name: compact_jobs
--- Empties the payload of up to :limit rows and stamps them compacted; returns their ids.
-UPDATE mf_jobs SET payload = '{}', compacted_at = :now
+-- Empties the payload and the result of up to :limit rows and stamps them compacted;
+-- returns their ids.
+UPDATE mf_jobs SET payload = '{}', result = NULL, compacted_at = :now
 WHERE id IN (
     SELECT id FROM mf_jobs INDEXED BY mf_jobs_compactable
     WHERE state = :state AND compacted_at IS NULL AND finished_at IS NOT NULL

@@ -3,7 +3,8 @@
 ``mail``, ``task``, ``job``, ``connections`` and ``whoami`` write an Order and send mail,
 enqueue tasks or jobs inside one ``transaction.atomic()`` block, which
 ``ACTION:rollback`` rolls back by raising. ``worker`` runs ``mailfathom worker
---burst`` (one job at a time); ``orders``, ``result:ID`` and ``admin`` report.
+--burst`` (one job at a time); ``orders``, ``result:ID``, ``returned:ID`` and ``admin`` report;
+``totals`` enqueues tasks that return values.
 The command prints one JSON list: what each action did.
 """
 
@@ -25,7 +26,7 @@ from django_tasks import default_task_backend
 
 from mailfathom.contrib.django import enqueue
 from shop.models import Order
-from shop.tasks import record_attempt, record_note
+from shop.tasks import record_attempt, record_note, total, total_at
 
 
 class RolledBack(Exception):
@@ -63,6 +64,10 @@ def _run(action: str, argument: str) -> Any:
     if action == "result":
         result = default_task_backend.get_result(argument)
         return {"status": str(result.status), "attempts": result.attempts}
+    if action == "returned":
+        return _returned(argument)
+    if action == "totals":  # tasks that return something, enqueued outside any block
+        return [total.enqueue([3, 4]).id, total_at.enqueue().id, record_note.enqueue("none").id]
     if action == "admin":
         return _admin()
     if action == "help":
@@ -84,6 +89,18 @@ def _run(action: str, argument: str) -> Any:
                 raise RolledBack
     except RolledBack:
         done["rolled_back"] = True
+    return done
+
+
+def _returned(result_id: str) -> dict[str, Any]:
+    """The task's result with what the task returned, or why Django refuses to say."""
+    result = default_task_backend.get_result(result_id)
+    done: dict[str, Any] = {"status": str(result.status), "attempts": result.attempts}
+    try:
+        done["return_value"] = result.return_value
+    except ValueError as exc:  # Django's: the task failed or has not finished
+        done["refused"] = str(exc)
+    done["errors"] = [error.exception_class_path for error in result.errors]
     return done
 
 
