@@ -13,8 +13,29 @@ from __future__ import annotations
 import sys
 
 from mailfathom.errors import InvalidInput
+from mailfathom.store.database import Cursor
 
-__all__ = ["driver_connection"]
+__all__ = ["JoinedTransaction", "driver_connection"]
+
+
+class JoinedTransaction:
+    """A write already opened inside the caller's async transaction, as ``connection=``.
+
+    The async API (:mod:`mailfathom.store.async_callers`) checks the caller's connection,
+    opens the savepoint and passes this in place of the connection: ``transaction()``
+    then hands out ``cursor`` as it is, so the sync implementation writes there."""
+
+    __slots__ = ("cursor", "dialect")
+
+    def __init__(self, cursor: Cursor, dialect: str) -> None:
+        self.cursor = cursor
+        self.dialect = dialect
+
+    def cursor_for(self, dialect: str) -> Cursor:
+        """The cursor, once the store is known to be of the same dialect."""
+        if dialect != self.dialect:  # pragma: no cover - async_callers checks it first
+            raise InvalidInput(f"connection= is a {self.dialect} connection: not this store's")
+        return self.cursor
 
 
 def driver_connection(connection: object) -> object:
