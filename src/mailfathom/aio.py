@@ -73,9 +73,7 @@ class _Awaited(Generic[P, R]):
     def __get__(self, instance: None, owner: type) -> _Awaited[P, R]: ...
 
     @overload
-    def __get__(
-        self, instance: _Wrapper, owner: type
-    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
+    def __get__(self, instance: _Wrapper, owner: type) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
     def __get__(
         self, instance: _Wrapper | None, owner: type

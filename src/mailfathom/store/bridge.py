@@ -69,10 +69,10 @@ def await_on_loop(awaitable: Awaitable[T]) -> T:
     return current.parent.switch(awaitable)  # type: ignore[no-any-return]
 
 
-_BRIDGE: type | None = None
+_BRIDGE: Any = None
 
 
-def _bridge_class(greenlet: Any) -> type:
+def _bridge_class(greenlet: Any) -> Any:
     """The greenlet subclass that marks code run by :func:`run_bridged` (made once)."""
     global _BRIDGE  # noqa: PLW0603 - made on first use: greenlet is an optional import
     if _BRIDGE is None:
