@@ -17,7 +17,7 @@ import aiosqlite
 import psycopg
 import pytest
 
-from mailfathom import AsyncMailFathom, InvalidInput, JobState, MailFathom, NotFound
+from mailfathom import AsyncMailFathom, InvalidInput, JobState, MailFathom, NotFound, StoreError
 from mailfathom.store.bridge import await_on_loop
 from raw_database import raw_reading
 
@@ -266,9 +266,7 @@ async def waiting_on_the_lock(mf: MailFathom, holder: Any, heartbeat: Heartbeat)
 
 
 @pytest.mark.parametrize("joined", [True, False], ids=["callers_connection", "own_connection"])
-def test_an_enqueue_waiting_on_a_lock_leaves_the_loop_running(
-    mf: MailFathom, joined: bool
-) -> None:
+def test_an_enqueue_waiting_on_a_lock_leaves_the_loop_running(mf: MailFathom, joined: bool) -> None:
     # (an enqueue that did block the loop would fail after enqueue_timeout, not hang)
     app = MailFathom(mf.settings.database_url, enqueue_timeout=5.0)
     amf = AsyncMailFathom(app)
@@ -298,3 +296,32 @@ def test_an_enqueue_waiting_on_a_lock_leaves_the_loop_running(
     # a call that held the loop for the lock's duration would show here (a loaded machine
     # gives some lag of its own: the bound is far under the time the lock was held)
     assert longest < 0.25, f"the loop stalled for {longest * 1000:.0f} ms"
+
+
+def test_a_failed_write_is_undone_alone_and_the_callers_transaction_goes_on(
+    postgres_schema_url: str,
+) -> None:
+    """(PostgreSQL, where a failed statement would otherwise abort the whole transaction.)"""
+    mf = MailFathom(postgres_schema_url)
+    mf.migrate()
+    amf = AsyncMailFathom(mf)
+
+    async def main() -> None:
+        async with async_connection(mf) as conn:
+            await amf.enqueue("orders.ship", {"order": 1}, connection=conn)
+            await conn.execute("SET lock_timeout = '200ms'")
+            async with async_connection(mf) as holder:  # holds key "k", uncommitted
+                await amf.enqueue("orders.ship", {}, idempotency_key="k", connection=holder)
+                with pytest.raises(StoreError, match="cancelled the statement"):
+                    await amf.enqueue(
+                        "orders.ship", {"order": 2}, idempotency_key="k", connection=conn
+                    )
+                await holder.rollback()
+            await amf.enqueue("orders.ship", {"order": 3}, connection=conn)
+            await conn.commit()
+
+    try:
+        asyncio.run(main())
+        assert committed_jobs(mf) == [{"order": 3}, {"order": 1}]
+    finally:
+        mf.close()
