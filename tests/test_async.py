@@ -156,7 +156,7 @@ def test_a_connection_to_another_database_is_refused_and_nothing_is_written(
     async def main() -> None:
         if mf.store.dialect == "sqlite":
             async with aiosqlite.connect(tmp_path / "other.db") as conn:
-                with pytest.raises(InvalidInput, match="other.db"):
+                with pytest.raises(InvalidInput, match=r"other\.db"):
                     await amf.enqueue("orders.ship", {}, connection=conn)
         else:
             url = mf.settings.database_url.partition("?")[0]  # the public schema
@@ -177,7 +177,7 @@ def test_a_sync_connection_or_the_other_stores_driver_is_refused_saying_what_to_
         if mf.store.dialect == "sqlite":
             sync = sqlite3.connect(mf.store.db.path)  # type: ignore[attr-defined]
             try:
-                with pytest.raises(InvalidInput, match="sync sqlite3.Connection.*aiosqlite"):
+                with pytest.raises(InvalidInput, match=r"sync sqlite3\.Connection.*aiosqlite"):
                     await amf.enqueue("orders.ship", {}, connection=sync)
             finally:
                 sync.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from email.message import EmailMessage
+from typing import Annotated
 
 import pytest
 from fastapi import Depends, FastAPI, HTTPException
@@ -96,7 +97,7 @@ def shop(mf: MailFathom) -> FastAPI:
 
     @app.post("/orders/{order_id}")
     async def place(
-        order_id: int, refuse: bool = False, db: AsyncSession = Depends(session)
+        order_id: int, db: Annotated[AsyncSession, Depends(session)], refuse: bool = False
     ) -> dict[str, int]:
         db.add(Order(id=order_id))
         job = await amf.enqueue("orders.ship", {"order": order_id}, connection=db)

@@ -10,12 +10,26 @@ imports it first, and mailfathom does not depend on it.
 
 from __future__ import annotations
 
+import inspect
 import sys
 
 from mailfathom.errors import InvalidInput
 from mailfathom.store.database import Cursor
 
-__all__ = ["JoinedTransaction", "driver_connection"]
+__all__ = ["ASYNC_HINT", "JoinedTransaction", "driver_connection", "is_async"]
+
+#: Added to the sync path's refusal of an async connection: where it is taken.
+ASYNC_HINT = (
+    "; an async connection or session goes to the async API: "
+    "await AsyncMailFathom(mf).enqueue(..., connection=...)"
+)
+
+
+def is_async(connection: object) -> bool:
+    """Whether ``connection`` looks like an async driver's connection or session (a
+    coroutine method ``commit``), which only the async API takes."""
+    commit = getattr(type(connection), "commit", None)
+    return commit is not None and inspect.iscoroutinefunction(commit)
 
 
 class JoinedTransaction:
