@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from email.message import EmailMessage
-from typing import Annotated
 
 import pytest
 from fastapi import Depends, FastAPI, HTTPException
@@ -97,7 +96,9 @@ def shop(mf: MailFathom) -> FastAPI:
 
     @app.post("/orders/{order_id}")
     async def place(
-        order_id: int, db: Annotated[AsyncSession, Depends(session)], refuse: bool = False
+        order_id: int,
+        refuse: bool = False,
+        db: AsyncSession = Depends(session),  # noqa: B008 - FastAPI's way (a local dependency)
     ) -> dict[str, int]:
         db.add(Order(id=order_id))
         job = await amf.enqueue("orders.ship", {"order": order_id}, connection=db)
@@ -151,3 +152,21 @@ def test_an_async_connection_begun_or_not_joins_its_transaction(
 
     asyncio.run(main())
     assert counts(mf) == (0, 1, 1)
+
+
+def test_the_sync_api_refuses_an_async_session_and_points_at_the_async_one(
+    mf: MailFathom, tables: None
+) -> None:
+    import asyncio
+
+    async def main() -> None:
+        engine = make_engine(mf.settings.database_url)
+        try:
+            async with AsyncSession(engine) as session:
+                with pytest.raises(InvalidInput, match=r"await AsyncMailFathom\(mf\)\.enqueue"):
+                    mf.enqueue("orders.ship", {}, connection=session)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
+    assert counts(mf) == (0, 0, 0)
