@@ -245,10 +245,10 @@ async def write_lock_held(mf: MailFathom) -> AsyncIterator[Any]:
             holder.execute("ROLLBACK")
             holder.close()
         return
-    async with await psycopg.AsyncConnection.connect(mf.settings.database_url) as holder:
-        await holder.execute("LOCK TABLE mf_jobs IN SHARE MODE")  # INSERT waits for it
-        yield holder
-        await holder.rollback()
+    async with await psycopg.AsyncConnection.connect(mf.settings.database_url) as locker:
+        await locker.execute("LOCK TABLE mf_jobs IN SHARE MODE")  # INSERT waits for it
+        yield locker
+        await locker.rollback()
 
 
 async def waiting_on_the_lock(mf: MailFathom, holder: Any, heartbeat: Heartbeat) -> None:
