@@ -325,3 +325,24 @@ def test_a_failed_write_is_undone_alone_and_the_callers_transaction_goes_on(
         assert committed_jobs(mf) == [{"order": 3}, {"order": 1}]
     finally:
         mf.close()
+
+
+def test_the_operator_moves_and_reads_are_awaited_with_the_sync_rules(mf: MailFathom) -> None:
+    amf = AsyncMailFathom(mf)
+
+    async def main() -> None:
+        job = await amf.enqueue("orders.ship", {"order": 1})
+        held = await amf.jobs.hold(job.id, actor="ada", reason="check the address")
+        assert held.state is JobState.PENDING and held.available_at is None
+        assert await amf.jobs.held_count() == 1
+        released = await amf.jobs.release(job.id, actor="ada")
+        assert released.available_at is not None
+        assert [e.action for e in await amf.jobs.events(job.id)] == ["hold", "release"]
+        email = await amf.outbox.record(message())
+        cancelled = await amf.outbox.cancel(email.id, actor="ada", reason="customer left")
+        assert cancelled.cancelled
+        with pytest.raises(NotFound):  # the same errors as the sync API
+            await amf.jobs.get(10**6)
+        assert amf.sync is mf
+
+    asyncio.run(main())

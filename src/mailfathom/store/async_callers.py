@@ -107,6 +107,7 @@ class _PipelinedCursor(AwaitedCursor):
 
 @asynccontextmanager
 async def _psycopg(database: Any, connection: Any) -> AsyncIterator[JoinedTransaction]:
+    # here, not at the top: psycopg (~0.4 s to import) loads for PostgreSQL callers only
     import psycopg
     from psycopg.rows import dict_row
 
@@ -138,6 +139,7 @@ async def _psycopg(database: Any, connection: Any) -> AsyncIterator[JoinedTransa
 
 @asynccontextmanager
 async def _aiosqlite(database: Any, connection: Any) -> AsyncIterator[JoinedTransaction]:
+    # here, not at the top: the SQLite store's module, for SQLite callers only
     import sqlite3
 
     from mailfathom.store.sqlite import (

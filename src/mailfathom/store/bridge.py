@@ -24,7 +24,7 @@ T = TypeVar("T")
 
 
 def _greenlet_module() -> Any:
-    try:
+    try:  # here, not at the top: greenlet is optional (the async extra)
         import greenlet
     except ImportError:  # pragma: no cover - the async extra installs it
         raise ConfigurationError(
