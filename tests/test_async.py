@@ -346,3 +346,22 @@ def test_the_operator_moves_and_reads_are_awaited_with_the_sync_rules(mf: MailFa
         assert amf.sync is mf
 
     asyncio.run(main())
+
+
+def test_concurrent_requests_each_write_in_their_own_transaction(mf: MailFathom) -> None:
+    """Requests interleave on one loop, each on its own connection: every commit keeps its
+    own job and email, every rollback drops only its own."""
+    amf = AsyncMailFathom(mf)
+
+    async def request(n: int) -> None:
+        async with async_connection(mf) as conn:
+            await amf.enqueue("orders.ship", {"order": n}, connection=conn)
+            await amf.outbox.record(message(f"c{n}@example.org"), connection=conn)
+            await (conn.commit() if n % 2 == 0 else conn.rollback())
+
+    async def main() -> None:
+        await asyncio.gather(*(request(n) for n in range(8)))
+
+    asyncio.run(main())
+    assert sorted(job["order"] for job in committed_jobs(mf)) == [0, 2, 4, 6]
+    assert committed_emails(mf) == 4
