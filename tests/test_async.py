@@ -365,3 +365,24 @@ def test_concurrent_requests_each_write_in_their_own_transaction(mf: MailFathom)
     asyncio.run(main())
     assert sorted(job["order"] for job in committed_jobs(mf)) == [0, 2, 4, 6]
     assert committed_emails(mf) == 4
+
+
+def test_on_an_autocommit_connection_the_write_is_a_transaction_of_its_own(
+    mf: MailFathom,
+) -> None:
+    amf = AsyncMailFathom(mf)
+
+    async def main() -> None:
+        if mf.store.dialect == "sqlite":
+            path = mf.store.db.path  # type: ignore[attr-defined]
+            conn: Any = await aiosqlite.connect(path, isolation_level=None)
+        else:
+            url = mf.settings.database_url
+            conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        try:
+            await amf.enqueue_many("orders.ship", [{"order": 1}, {"order": 2}], connection=conn)
+            assert committed_jobs(mf) == [{"order": 2}, {"order": 1}]  # no commit needed
+        finally:
+            await conn.close()
+
+    asyncio.run(main())
