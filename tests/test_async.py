@@ -17,7 +17,15 @@ import aiosqlite
 import psycopg
 import pytest
 
-from mailfathom import AsyncMailFathom, InvalidInput, JobState, MailFathom, NotFound, StoreError
+from mailfathom import (
+    AsyncMailFathom,
+    InvalidInput,
+    JobContext,
+    JobState,
+    MailFathom,
+    NotFound,
+    StoreError,
+)
 from mailfathom.store.bridge import await_on_loop
 from raw_database import raw_reading
 
@@ -386,3 +394,22 @@ def test_on_an_autocommit_connection_the_write_is_a_transaction_of_its_own(
             await conn.close()
 
     asyncio.run(main())
+
+
+def test_an_async_handler_enqueues_its_follow_up_without_blocking_the_workers_loop(
+    mf: MailFathom,
+) -> None:
+    amf = AsyncMailFathom(mf)
+
+    @mf.job("orders.pack")
+    async def pack(ctx: JobContext, order: int) -> None:
+        await amf.enqueue("orders.ship", {"order": order}, idempotency_key=f"ship-{order}")
+
+    @mf.job("orders.ship")
+    async def ship(ctx: JobContext, order: int) -> None:
+        pass
+
+    mf.enqueue_many("orders.pack", [{"order": 1}, {"order": 2}])
+    assert mf.worker(concurrency=2).run(burst=True) == 4  # each pack, then its ship
+    assert sorted(job["order"] for job in committed_jobs(mf)) == [1, 2]
+    assert mf.jobs.counts()[JobState.SUCCEEDED] == 4
