@@ -3,7 +3,9 @@
 Internal. ``connection=`` takes a DB-API connection (``sqlite3`` / ``psycopg``) or a
 SQLAlchemy ``Session``, ``scoped_session`` or ``Connection`` (sync): those are
 unwrapped here to the driver connection underneath, so the write joins the
-transaction SQLAlchemy holds open and commits or rolls back with it. SQLAlchemy is
+transaction SQLAlchemy holds open and commits or rolls back with it. The async API
+passes a :class:`JoinedTransaction` instead: a write it has already opened on the
+caller's async connection (:mod:`mailfathom.store.async_callers`). SQLAlchemy is
 looked at only when the application has already imported it: this module never
 imports it first, and mailfathom does not depend on it.
 """

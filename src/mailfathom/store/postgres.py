@@ -36,8 +36,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from mailfathom import hints
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
-from mailfathom.store.callers import ASYNC_HINT, JoinedTransaction, driver_connection
-from mailfathom.store.callers import is_async as _is_async
+from mailfathom.store.callers import ASYNC_HINT, JoinedTransaction, driver_connection, is_async
 from mailfathom.store.database import Cursor
 from mailfathom.store.dialect import CAPABILITIES
 from mailfathom.store.pg_network import PROBE_TIMEOUT, StallWatch, tcp_defaults
@@ -247,7 +246,7 @@ class PostgresDatabase:
             raise InvalidInput(
                 f"connection= must be a psycopg.Connection (or a SQLAlchemy Session or "
                 f"Connection on the postgresql+psycopg driver) for a PostgreSQL store, not "
-                f"{type(connection).__name__}" + ASYNC_HINT * _is_async(connection)
+                f"{type(connection).__name__}" + ASYNC_HINT * is_async(connection)
             )
         # On a non-autocommit connection this also opens the caller's transaction, so the
         # write below is a savepoint inside it.

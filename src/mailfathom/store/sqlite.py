@@ -26,8 +26,7 @@ from typing import Any
 
 from mailfathom import hints
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
-from mailfathom.store.callers import ASYNC_HINT, JoinedTransaction, driver_connection
-from mailfathom.store.callers import is_async as _is_async
+from mailfathom.store.callers import ASYNC_HINT, JoinedTransaction, driver_connection, is_async
 from mailfathom.store.database import Cursor
 from mailfathom.store.dialect import CAPABILITIES
 from mailfathom.store.migrate import split_statements
@@ -326,7 +325,7 @@ class SQLiteDatabase:
             raise InvalidInput(
                 f"connection= must be a sqlite3.Connection (or a SQLAlchemy Session or "
                 f"Connection) for a SQLite store, not "
-                f"{type(connection).__name__}" + ASYNC_HINT * _is_async(connection)
+                f"{type(connection).__name__}" + ASYNC_HINT * is_async(connection)
             )
         try:
             files = connection.execute("PRAGMA database_list").fetchall()
