@@ -37,7 +37,7 @@ class Command(BaseCommand):
 
     help = (
         "ACTION[:rollback|:ID] …: migrate mail task job connections worker orders result "
-        "admin help console admin_views"
+        "admin help console admin_views async_views"
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -71,6 +71,8 @@ def _run(action: str, argument: str) -> Any:
         return _console()
     if action == "admin_views":
         return _admin_views()
+    if action == "async_views":
+        return _async_views()
     done: dict[str, Any] = {}
     try:
         with transaction.atomic():
@@ -126,6 +128,24 @@ def _connections() -> dict[str, Any]:
 
 
 _ACTIONS = {"mail": _mail, "task": _task, "job": _job, "connections": _connections}
+
+
+def _async_views() -> list[Any]:
+    """The async views, served by Django's async test client on an event loop."""
+    import asyncio
+
+    from django.test import AsyncClient
+
+    async def requests() -> list[Any]:
+        client = AsyncClient()
+        answers = [
+            await client.post("/checkout/", {"note": "async-order"}),
+            await client.post("/checkout/", {"note": "refused-order", "refuse": "1"}),
+            await client.post("/remind/"),
+        ]
+        return [(answer.status_code, answer.json()) for answer in answers]
+
+    return asyncio.run(requests())
 
 
 def _admin() -> dict[str, Any]:
