@@ -24,9 +24,9 @@ pytestmark = pytest.mark.slow
 
 _SQLITE = (
     "mailfathom-sqlite,mailfathom-sqlite-4,mailfathom-sqlite-p4,mailfathom-sqlite-limited,"
-    "ceiling-sqlite"
+    "mailfathom-sqlite-async,ceiling-sqlite"
 )
-_POSTGRES = "mailfathom-pg,mailfathom-pg-4,mailfathom-pg-limited,ceiling-pg"
+_POSTGRES = "mailfathom-pg,mailfathom-pg-4,mailfathom-pg-limited,mailfathom-pg-async,ceiling-pg"
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
@@ -77,6 +77,8 @@ def test_tiny_run_measures_every_workload(database: str, tmp_path: Path) -> None
     expected |= {(ceiling, m) for m in ("enqueue_single", "enqueue_batch", "process")}
     expected.add((f"{ours}-4", "process"))
     expected.add((f"{ours}-limited", "process"))  # with a fleet-wide max_running
+    # the async API, in the application's own async transaction
+    expected |= {(f"{ours}-async", m) for m in ("enqueue_single", "enqueue_batch")}
     if database == "sqlite":  # the real `mailfathom worker --processes 4` (the CLI's row)
         expected.add((f"{ours}-p4", "process"))
     assert measured == expected

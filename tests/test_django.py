@@ -206,6 +206,21 @@ def test_the_docs_task_is_the_one_the_project_runs() -> None:
     assert 'done.return_value == {"total": 7, "prices": [3, 4]}' in shown
 
 
+def test_async_views_write_the_order_and_its_job_together_and_never_block(
+    project: Project, mf: MailFathom
+) -> None:
+    _, (placed, refused, reminded), _, orders = project.shop(
+        "migrate", "async_views", "worker", "orders"
+    )
+    assert placed[0] == 200 and refused == [409, {"refused": True}] and reminded[0] == 200
+    # the refused order and its job were rolled back together; the others ran
+    assert orders == ["async-order", "async-order:job", "reminder"]
+    assert sorted(job.payload["note"] for job in mf.jobs.list()) == [
+        "async-order:job",
+        "reminder",
+    ]
+
+
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_django_test_runner_gets_the_app_on_its_test_database(
     database_url: str, tmp_path: Path
@@ -406,3 +421,19 @@ def test_a_list_with_a_bad_message_records_none_of_it_and_the_block_goes_on(
     assert orders == ["badmail-after", "badmail-before"]
     assert mf.outbox.list() == []
     assert sum(mf.jobs.counts().values()) == 0
+
+
+def test_the_docs_async_views_are_the_projects() -> None:
+    """docs/django.md's async views compile, and the test project's views (which
+    test_async_views_… serves) make the same calls."""
+    blocks: list[str] = re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
+    (snippet,) = [block for block in blocks if "async def checkout" in block]
+    compile(snippet, "docs/django.md", "exec")
+    views = (PROJECT / "shop" / "views.py").read_text()
+    for call in (
+        "@sync_to_async",
+        "with transaction.atomic():",
+        "order = Order.objects.create(note=note)",
+        "await AsyncMailFathom(get_app()).enqueue(",
+    ):
+        assert call in snippet and call in views, call

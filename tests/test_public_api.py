@@ -8,6 +8,9 @@ import mailfathom
 from mailfathom import errors
 
 EXPECTED = {
+    "AsyncJobs",
+    "AsyncMailFathom",
+    "AsyncOutbox",
     "Attempt",
     "AttemptOutcome",
     "Backoff",

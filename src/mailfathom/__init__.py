@@ -2,7 +2,8 @@
 
 The public modules, and only these, are the API; each lists its names in ``__all__``:
 
-- ``mailfathom``: the application (:class:`MailFathom`), its operator views, the job and
+- ``mailfathom``: the application (:class:`MailFathom`, and :class:`AsyncMailFathom`
+  to await it), its operator views, the job and
   email models, the failures a handler raises, the errors, the settings and clocks;
 - ``mailfathom.testing``: a pytest plugin and helpers for tests of applications
   (``drain``, ``assert_enqueued``, ``claim``, the capture SMTP server);
@@ -16,6 +17,7 @@ The public modules, and only these, are the API; each lists its names in ``__all
 Every other module is internal: its names may change in any release.
 """
 
+from mailfathom.aio import AsyncJobs, AsyncMailFathom, AsyncOutbox
 from mailfathom.app import MailFathom
 from mailfathom.clock import Clock, FakeClock, SystemClock
 from mailfathom.config import Settings
@@ -62,6 +64,9 @@ from mailfathom.jobs.worker.worker import Worker
 from mailfathom.store.retention.repository import RetentionStore
 
 __all__ = [
+    "AsyncJobs",
+    "AsyncMailFathom",
+    "AsyncOutbox",
     "Attempt",
     "AttemptOutcome",
     "Backoff",

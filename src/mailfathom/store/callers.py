@@ -3,18 +3,55 @@
 Internal. ``connection=`` takes a DB-API connection (``sqlite3`` / ``psycopg``) or a
 SQLAlchemy ``Session``, ``scoped_session`` or ``Connection`` (sync): those are
 unwrapped here to the driver connection underneath, so the write joins the
-transaction SQLAlchemy holds open and commits or rolls back with it. SQLAlchemy is
+transaction SQLAlchemy holds open and commits or rolls back with it. The async API
+passes a :class:`JoinedTransaction` instead: a write it has already opened on the
+caller's async connection (:mod:`mailfathom.store.async_callers`). SQLAlchemy is
 looked at only when the application has already imported it: this module never
 imports it first, and mailfathom does not depend on it.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 
 from mailfathom.errors import InvalidInput
+from mailfathom.store.database import Cursor
 
-__all__ = ["driver_connection"]
+__all__ = ["ASYNC_HINT", "JoinedTransaction", "driver_connection", "is_async"]
+
+#: Added to the sync path's refusal of an async connection: where it is taken.
+ASYNC_HINT = (
+    "; an async connection or session goes to the async API: "
+    "await AsyncMailFathom(mf).enqueue(..., connection=...)"
+)
+
+
+def is_async(connection: object) -> bool:
+    """Whether ``connection`` looks like an async driver's connection or session (a
+    coroutine method ``commit``), which only the async API takes."""
+    commit = getattr(type(connection), "commit", None)
+    return commit is not None and inspect.iscoroutinefunction(commit)
+
+
+class JoinedTransaction:
+    """A write already opened inside the caller's async transaction, as ``connection=``.
+
+    The async API (:mod:`mailfathom.store.async_callers`) checks the caller's connection,
+    opens the savepoint and passes this in place of the connection: ``transaction()``
+    then hands out ``cursor`` as it is, so the sync implementation writes there."""
+
+    __slots__ = ("cursor", "dialect")
+
+    def __init__(self, cursor: Cursor, dialect: str) -> None:
+        self.cursor = cursor
+        self.dialect = dialect
+
+    def cursor_for(self, dialect: str) -> Cursor:
+        """The cursor, once the store is known to be of the same dialect."""
+        if dialect != self.dialect:  # pragma: no cover - async_callers checks it first
+            raise InvalidInput(f"connection= is a {self.dialect} connection: not this store's")
+        return self.cursor
 
 
 def driver_connection(connection: object) -> object:

@@ -37,13 +37,13 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from mailfathom import hints
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
-from mailfathom.store.callers import driver_connection
+from mailfathom.store.callers import ASYNC_HINT, JoinedTransaction, driver_connection, is_async
 from mailfathom.store.database import Cursor
 from mailfathom.store.dialect import CAPABILITIES
 from mailfathom.store.pg_network import PROBE_TIMEOUT, StallWatch, tcp_defaults
 from mailfathom.store.queries import load_queries
 
-__all__ = ["PostgresDatabase"]
+__all__ = ["WHERE", "PostgresDatabase", "callers_loaders", "store_error"]
 
 NOTIFY_CHANNEL = "mailfathom_jobs"
 _DEFAULT_POOL_TIMEOUT = 10.0
@@ -211,6 +211,9 @@ class PostgresDatabase:
         only, for writes that read no ``rowcount``): the savepoint goes out with the
         first statement and its release with the end, in pipeline mode, so a one-statement
         write costs two round trips instead of four."""
+        if isinstance(connection, JoinedTransaction):  # the async API's, already opened
+            yield connection.cursor_for(self.dialect)
+            return
         if connection is not None:
             caller = self._callers_connection(driver_connection(connection))
             try:
@@ -223,7 +226,7 @@ class PostgresDatabase:
                 ):
                     yield _WrappedCursor(cur)
             except psycopg.Error as exc:
-                raise _store_error(exc) from exc
+                raise store_error(exc) from exc
             return
         try:
             with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
@@ -236,7 +239,7 @@ class PostgresDatabase:
                     )
                 yield _WrappedCursor(cur)
         except psycopg.Error as exc:
-            raise _store_error(exc) from exc
+            raise store_error(exc) from exc
 
     @contextmanager
     def single_write(self) -> Iterator[Cursor]:
@@ -251,7 +254,7 @@ class PostgresDatabase:
             with self._connection() as conn, conn.cursor() as cur:
                 yield _WrappedCursor(cur)
         except psycopg.Error as exc:
-            raise _store_error(exc) from exc
+            raise store_error(exc) from exc
 
     def _callers_connection(self, connection: object) -> psycopg.Connection[Any]:
         """The caller's connection, once it is known to be on this store's database."""
@@ -259,7 +262,7 @@ class PostgresDatabase:
             raise InvalidInput(
                 f"connection= must be a psycopg.Connection (or a SQLAlchemy Session or "
                 f"Connection on the postgresql+psycopg driver) for a PostgreSQL store, not "
-                f"{type(connection).__name__}"
+                f"{type(connection).__name__}" + ASYNC_HINT * is_async(connection)
             )
         # A connection's database never changes, and its schema (search_path) is set
         # when it connects: the check is made once per connection. Except until a
@@ -272,20 +275,35 @@ class PostgresDatabase:
         theirs = (
             _where(connection) if known is None or (idle and not connection.autocommit) else known
         )
+        self.check_place(theirs)
+        self._checked[connection] = theirs
+        return connection
+
+    @property
+    def known_identity(self) -> tuple[str, str] | None:
+        """:meth:`identity` when it was read already, else None (no round trip)."""
+        return self._identity
+
+    def identity(self) -> tuple[str, str]:
+        """This store's ``(current_database(), current_schema())``, read once."""
         ours = self._identity
         if ours is None:
             with self.reading() as cur:
-                cur.execute(_WHERE)
+                cur.execute(WHERE)
                 row = cur.fetchone()
             ours = self._identity = (row["database"], row["schema"])
+        return ours
+
+    def check_place(self, theirs: tuple[str, str]) -> None:
+        """Refuse a caller's connection open on ``theirs`` (database, schema) unless it is
+        this store's (the sync and the async ``connection=`` alike)."""
+        ours = self.identity()
         if theirs != ours:
             raise InvalidInput(
                 f"connection= is open on database {theirs[0]!r} schema {theirs[1]!r}, not on "
                 f"this store's database {ours[0]!r} schema {ours[1]!r}: pass a connection "
                 "to mailfathom's database with the same search_path"
             )
-        self._checked[connection] = theirs
-        return connection
 
     def backup(self, target: str) -> None:
         """PostgreSQL is backed up with its own tools: a clear error saying which."""
@@ -329,7 +347,7 @@ class PostgresDatabase:
                 self._listener = self._listen()  # what was announced meanwhile is lost
                 return True
         except psycopg.Error as exc:
-            raise _store_error(exc) from exc
+            raise store_error(exc) from exc
         finally:
             self._listen_lock.release()
 
@@ -410,13 +428,19 @@ def _callers_cursor(connection: psycopg.Connection[Any]) -> psycopg.Cursor[dict[
     a plain server-binding cursor (not the connection's ``cursor_factory``, which may
     bind on the client) with psycopg's default loaders for the types we read back."""
     cursor = psycopg.Cursor(connection, row_factory=dict_row)
+    callers_loaders(cursor)
+    return cursor
+
+
+def callers_loaders(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> None:
+    """Give a cursor on a caller's connection psycopg's own loaders for the types we read
+    back (a framework may have replaced them on its connections)."""
     for name in _OUR_LOADERS:
         info = psycopg.adapters.types[name]
         for fmt in (Format.TEXT, Format.BINARY):
             loader = psycopg.adapters.get_loader(info.oid, fmt)
             if loader is not None:
                 cursor.adapters.register_loader(info.oid, loader)
-    return cursor
 
 
 @contextmanager
@@ -448,13 +472,13 @@ def _pipelined_write(connection: psycopg.Connection[Any]) -> Iterator[None]:
         raise
 
 
-_WHERE = "SELECT current_database() AS database, current_schema() AS schema"
+WHERE = "SELECT current_database() AS database, current_schema() AS schema"
 
 
 def _where(connection: psycopg.Connection[Any]) -> tuple[str, str]:
     try:
         with connection.cursor(row_factory=dict_row) as cur:
-            cur.execute(_WHERE)
+            cur.execute(WHERE)
             row = cur.fetchone()
     except psycopg.Error as exc:
         raise InvalidInput(f"connection= is not usable: {exc}") from exc
@@ -479,9 +503,9 @@ class _WrappedCursor:
         except psycopg.errors.FeatureNotSupported as exc:
             if "cached plan" in str(exc):
                 _forget_prepared(self._cursor.connection)
-            raise _store_error(exc) from exc
+            raise store_error(exc) from exc
         except psycopg.Error as exc:
-            raise _store_error(exc) from exc
+            raise store_error(exc) from exc
 
     def execute_each(self, query: Any, params_seq: Sequence[Any]) -> list[list[Any]]:
         """Run ``query`` once per parameter set, pipelined (psycopg's ``executemany``: the
@@ -495,7 +519,7 @@ class _WrappedCursor:
             while self._cursor.nextset():
                 results.append(self._cursor.fetchall())
         except psycopg.Error as exc:
-            raise _store_error(exc) from exc
+            raise store_error(exc) from exc
         return results
 
     def fetchone(self) -> Any:
@@ -619,7 +643,8 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _store_error(exc: psycopg.Error) -> StoreError:
+def store_error(exc: psycopg.Error) -> StoreError:
+    """A driver error as the :class:`StoreError` that says what happened and what to do."""
     state = exc.sqlstate or ""
     if isinstance(exc, psycopg.errors.UndefinedTable):
         return StoreError(

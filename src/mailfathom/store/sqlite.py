@@ -26,7 +26,7 @@ from typing import Any
 
 from mailfathom import hints
 from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
-from mailfathom.store.callers import driver_connection
+from mailfathom.store.callers import ASYNC_HINT, JoinedTransaction, driver_connection, is_async
 from mailfathom.store.database import Cursor
 from mailfathom.store.dialect import CAPABILITIES
 from mailfathom.store.migrate import split_statements
@@ -39,7 +39,7 @@ from mailfathom.store.sqlite_file import (
     needs_reopen,
 )
 
-__all__ = ["SQLiteDatabase"]
+__all__ = ["RELEASE", "ROLLBACK_TO", "SQLiteDatabase", "savepoint_opening", "store_error"]
 
 _WATCH_INTERVAL = 0.005  # seconds between data_version polls while idle
 
@@ -148,7 +148,7 @@ class SQLiteDatabase:
                         self._all.remove(conn)
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
-        return _store_error(exc, self.path)
+        return store_error(exc, self.path)
 
     def close(self) -> None:
         """Close every connection this process opened."""
@@ -206,6 +206,9 @@ class SQLiteDatabase:
         other threads', then other processes'), instead of the busy timeout; then
         :class:`StoreError`, nothing written. Not applied to a caller's transaction.
         ``pipelined`` changes nothing here (a file has no round trips to save)."""
+        if isinstance(connection, JoinedTransaction):  # the async API's, already opened
+            yield connection.cursor_for(self.dialect)
+            return
         if connection is not None:
             with self._callers_savepoint(driver_connection(connection)) as cursor:
                 yield cursor
@@ -305,47 +308,48 @@ class SQLiteDatabase:
         cursor = self._callers_cursor(connection)
         assert isinstance(connection, sqlite3.Connection)  # checked by _callers_cursor
         try:
-            implicit = connection.isolation_level is not None
-            if implicit and getattr(connection, "autocommit", -1) is True:
-                implicit = False  # Python 3.12+: autocommit=True ignores isolation_level
-            if implicit and not connection.in_transaction:
-                connection.execute(f"BEGIN {connection.isolation_level}")
-            connection.execute("SAVEPOINT mf_write")
+            for statement in savepoint_opening(connection):
+                connection.execute(statement)
         except sqlite3.Error as exc:
-            raise _store_error(exc, self.path) from exc
+            raise store_error(exc, self.path) from exc
         try:
             yield cursor
         except BaseException:
             if connection.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
-                    connection.execute("ROLLBACK TO mf_write")
-                    connection.execute("RELEASE mf_write")
+                    connection.execute(ROLLBACK_TO)
+                    connection.execute(RELEASE)
             raise
         try:
-            connection.execute("RELEASE mf_write")
+            connection.execute(RELEASE)
         except sqlite3.Error as exc:
-            raise _store_error(exc, self.path) from exc
+            raise store_error(exc, self.path) from exc
 
     def _callers_cursor(self, connection: object) -> Cursor:
         if not isinstance(connection, sqlite3.Connection):
             raise InvalidInput(
                 f"connection= must be a sqlite3.Connection (or a SQLAlchemy Session or "
                 f"Connection) for a SQLite store, not "
-                f"{type(connection).__name__}"
+                f"{type(connection).__name__}" + ASYNC_HINT * is_async(connection)
             )
         try:
             files = connection.execute("PRAGMA database_list").fetchall()
         except sqlite3.Error as exc:
             raise InvalidInput(f"connection= is not usable: {exc}") from exc
-        main = next((row[2] for row in files if row[1] == "main"), "")
+        self.check_file(files)
+        cursor = connection.cursor()
+        cursor.row_factory = sqlite3.Row
+        return _WrappedCursor(cursor)
+
+    def check_file(self, database_list: Sequence[Any]) -> None:
+        """Refuse a caller's connection unless its ``PRAGMA database_list`` names this
+        store's file as ``main`` (the sync and the async ``connection=`` alike)."""
+        main = next((row[2] for row in database_list if row[1] == "main"), "")
         if not main or os.path.realpath(main) != os.path.realpath(self.path):
             raise InvalidInput(
                 f"connection= is open on {main or 'an in-memory database'!r}, not on "
                 f"{self.path!r}: pass a connection to mailfathom's database file"
             )
-        cursor = connection.cursor()
-        cursor.row_factory = sqlite3.Row
-        return _WrappedCursor(cursor)
 
     # -- migrations --------------------------------------------------------------------
 
@@ -387,7 +391,7 @@ class SQLiteDatabase:
                     conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                     conn.execute("VACUUM")
             except sqlite3.Error as exc:
-                raise _store_error(exc) from exc
+                raise store_error(exc) from exc
 
     def reclaim_space(self, pages: int) -> int:
         """``PRAGMA incremental_vacuum(pages)``: hand up to ``pages`` free pages back to the
@@ -449,6 +453,24 @@ class SQLiteDatabase:
         return json.dumps(list(values), separators=(",", ":"))
 
 
+SAVEPOINT = "SAVEPOINT mf_write"
+RELEASE = "RELEASE mf_write"
+ROLLBACK_TO = "ROLLBACK TO mf_write"
+
+
+def savepoint_opening(connection: Any) -> list[str]:
+    """The statements that open a write on a caller's connection (a ``sqlite3`` one, or an
+    async driver's proxy with the same attributes): a savepoint, atomic on an autocommit
+    connection too, first opening the transaction Python's implicit-transaction mode
+    would have opened, so that the caller's commit or rollback decides it."""
+    level = connection.isolation_level
+    implicit = level is not None
+    if implicit and getattr(connection, "autocommit", -1) is True:
+        implicit = False  # Python 3.12+: autocommit=True ignores isolation_level
+    begin = [f"BEGIN {level}"] if implicit and not connection.in_transaction else []
+    return [*begin, SAVEPOINT]
+
+
 class _WrappedCursor:
     """A caller's cursor whose driver errors become StoreError."""
 
@@ -463,7 +485,7 @@ class _WrappedCursor:
         try:
             return self._cursor.execute(query, params)
         except sqlite3.Error as exc:
-            raise _store_error(exc) from exc
+            raise store_error(exc) from exc
 
     def fetchone(self) -> Any:
         return self._cursor.fetchone()
@@ -472,7 +494,8 @@ class _WrappedCursor:
         return self._cursor.fetchall()
 
 
-def _store_error(exc: sqlite3.Error, path: str | None = None) -> StoreError:
+def store_error(exc: sqlite3.Error, path: str | None = None) -> StoreError:
+    """A driver error as the :class:`StoreError` that says what happened and what to do."""
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
         return StoreError(
             f"SQLite database is locked ({exc}): another process held the write lock past the "

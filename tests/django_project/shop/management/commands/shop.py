@@ -38,7 +38,7 @@ class Command(BaseCommand):
 
     help = (
         "ACTION[:rollback|:ID] …: migrate mail task job connections whoami worker orders result "
-        "admin help console admin_views"
+        "admin help console admin_views async_views"
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -80,6 +80,8 @@ def _run(action: str, argument: str) -> Any:
         return _trips()
     if action == "badmail":
         return _badmail()
+    if action == "async_views":
+        return _async_views()
     done: dict[str, Any] = {}
     try:
         with transaction.atomic():
@@ -223,6 +225,24 @@ _ACTIONS = {
     "connections": _connections,
     "whoami": _whoami,
 }
+
+
+def _async_views() -> list[Any]:
+    """The async views, served by Django's async test client on an event loop."""
+    import asyncio
+
+    from django.test import AsyncClient
+
+    async def requests() -> list[Any]:
+        client = AsyncClient()
+        answers = [
+            await client.post("/checkout/", {"note": "async-order"}),
+            await client.post("/checkout/", {"note": "refused-order", "refuse": "1"}),
+            await client.post("/remind/"),
+        ]
+        return [(answer.status_code, answer.json()) for answer in answers]
+
+    return asyncio.run(requests())
 
 
 def _admin() -> dict[str, Any]:
