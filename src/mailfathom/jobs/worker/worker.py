@@ -291,6 +291,7 @@ class Worker:
         if executor.stopping:  # stopped while registering: leave before the first claim
             return False
         self._outage.ok()
+        self._producer.kinds = registration.kinds  # it claims only the kinds it runs
         self._heartbeat.start()
         if self.pruner is not None and not burst:
             self.pruner.start()

@@ -69,6 +69,7 @@ WITH due AS MATERIALIZED (
     SELECT id FROM mf_jobs
     WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
       AND queue NOT IN (SELECT queue FROM mf_paused_queues)
+      AND (:kinds::jsonb IS NULL OR kind IN (SELECT jsonb_array_elements_text(:kinds::jsonb)))
     ORDER BY priority DESC, available_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -93,6 +94,7 @@ WITH due AS MATERIALIZED (
         SELECT id, priority, available_at FROM mf_jobs
         WHERE queue = wanted.queue
           AND state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
+          AND (:kinds::jsonb IS NULL OR kind IN (SELECT jsonb_array_elements_text(:kinds::jsonb)))
         ORDER BY priority DESC, available_at, id
         LIMIT :limit
         FOR UPDATE SKIP LOCKED

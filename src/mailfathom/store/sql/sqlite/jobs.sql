@@ -63,6 +63,7 @@ WHERE id IN (
     SELECT id FROM mf_jobs INDEXED BY mf_jobs_claimable
     WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
       AND queue NOT IN (SELECT queue FROM mf_paused_queues)
+      AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
     ORDER BY priority DESC, available_at, id
     LIMIT :limit
 )
@@ -93,6 +94,7 @@ SELECT * FROM (
     WHERE queue = :queue_{n} AND state = 'Pending' AND available_at IS NOT NULL
       AND available_at <= :now
       AND NOT EXISTS (SELECT 1 FROM mf_paused_queues WHERE queue = :queue_{n})
+      AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
     ORDER BY priority DESC, available_at, id
     LIMIT :limit
 )
