@@ -267,7 +267,7 @@ def test_sqlite_queue_claims_walk_each_queues_index_instead_of_sorting_the_backl
             row[3]
             for row in conn.execute(
                 f"EXPLAIN QUERY PLAN {select}",
-                {"queue_0": "a", "queue_1": "b", "now": "2030", "limit": 10},
+                {"queue_0": "a", "queue_1": "b", "now": "2030", "limit": 10, "kinds": '["k"]'},
             )
         ]
         conn.close()
