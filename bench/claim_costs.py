@@ -196,59 +196,55 @@ def _fill(url: str, backlog: int, skipped: int) -> None:
 def _sqlite_claims(path: Path, batch: int, runs: int) -> dict[str, float]:
     """Median ms of SQLite's ``claim_jobs`` per case, each in a rolled-back transaction."""
     query = load_queries("sqlite")["claim_jobs"]
-    found: dict[str, float] = {}
+    times: dict[str, list[float]] = {label: [] for label, _ in _KIND_CASES}
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        for label, wanted in _KIND_CASES:
-            params = {
-                "owner": "bench",
-                "limit": batch,
-                "now": _NOW,
-                "lease_until": _NOW,
-                "kinds": wanted,
-            }
-            times: list[float] = []
-            for _ in range(runs):
+        for _ in range(runs):  # the cases alternate, so drift on a shared machine hits both
+            for label, wanted in _KIND_CASES:
+                params = {
+                    "owner": "bench",
+                    "limit": batch,
+                    "now": _NOW,
+                    "lease_until": _NOW,
+                    "kinds": wanted,
+                }
                 conn.execute("BEGIN IMMEDIATE")
                 began = time.perf_counter()
                 claimed = conn.execute(query, params).fetchall()
-                times.append(time.perf_counter() - began)
+                times[label].append(time.perf_counter() - began)
                 conn.execute("ROLLBACK")
                 assert len(claimed) == batch
-            found[label] = statistics.median(times) * 1000
     finally:
         conn.close()
-    return found
+    return {label: statistics.median(spent) * 1000 for label, spent in times.items()}
 
 
 def _pg_claims(url: str, batch: int, runs: int) -> dict[str, float]:
     """Median ms of PostgreSQL's ``claim_jobs`` per case, as the store runs it (after
     ``plan_claims``), each in a rolled-back transaction."""
     queries = load_queries("postgresql")
-    found: dict[str, float] = {}
+    times: dict[str, list[float]] = {label: [] for label, _ in _KIND_CASES}
     with psycopg.connect(url, row_factory=dict_row) as conn:
         conn.execute("ANALYZE mf_jobs")
         conn.commit()
         now = conn.execute("SELECT now() + interval '1 hour' AS t").fetchone()
         assert now is not None
-        for label, wanted in _KIND_CASES:
-            params = {
-                "owner": "bench",
-                "limit": batch,
-                "now": now["t"],
-                "lease_until": now["t"],
-                "kinds": wanted,
-            }
-            times: list[float] = []
-            for _ in range(runs):
+        for _ in range(runs):  # the cases alternate, so drift on a shared machine hits both
+            for label, wanted in _KIND_CASES:
+                params = {
+                    "owner": "bench",
+                    "limit": batch,
+                    "now": now["t"],
+                    "lease_until": now["t"],
+                    "kinds": wanted,
+                }
                 began = time.perf_counter()
                 conn.execute(queries["plan_claims"])
                 claimed = conn.execute(queries["claim_jobs"], params).fetchall()
-                times.append(time.perf_counter() - began)
+                times[label].append(time.perf_counter() - began)
                 conn.rollback()
                 assert len(claimed) == batch
-            found[label] = statistics.median(times) * 1000
-    return found
+    return {label: statistics.median(spent) * 1000 for label, spent in times.items()}
 
 
 def kinds(backlog: int, batch: int, runs: int, skipped: int) -> dict[str, dict[str, float]]:
