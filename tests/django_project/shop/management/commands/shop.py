@@ -3,7 +3,8 @@
 ``mail``, ``task``, ``job`` and ``connections`` write an Order and send mail,
 enqueue tasks or jobs inside one ``transaction.atomic()`` block, which
 ``ACTION:rollback`` rolls back by raising. ``worker`` runs ``mailfathom worker
---burst`` (one job at a time); ``orders``, ``result:ID`` and ``admin`` report.
+--burst`` (one job at a time); ``orders``, ``result:ID`` and ``admin`` report;
+``typo`` enqueues a kind the project does not register (refused).
 The command prints one JSON list: what each action did.
 """
 
@@ -37,7 +38,7 @@ class Command(BaseCommand):
 
     help = (
         "ACTION[:rollback|:ID] …: migrate mail task job connections worker orders result "
-        "admin help console admin_views"
+        "admin help console admin_views typo"
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -71,6 +72,14 @@ def _run(action: str, argument: str) -> Any:
         return _console()
     if action == "admin_views":
         return _admin_views()
+    if action == "typo":  # a kind the project does not register: refused, nothing written
+        from mailfathom import InvalidInput
+
+        try:
+            enqueue("shop.nte", {"note": "typo"})
+        except InvalidInput as exc:
+            return {"refused": str(exc)}
+        return {"refused": None}
     done: dict[str, Any] = {}
     try:
         with transaction.atomic():
