@@ -65,6 +65,9 @@ RETURNING mf_jobs.id, attempts, state, claimed_by, claimed_at, failure_class, fa
 -- The MATERIALIZED CTE picks and locks the rows exactly once (a sub-select could be
 -- re-run by the planner); rows other claimers hold are skipped, never waited for.
 -- Jobs of paused queues are skipped (a hashed lookup in the tiny paused set).
+-- Only the kinds in the JSON array :kinds (the claimer's handlers; NULL: every kind): a job
+-- of another kind stays Pending, no attempt spent, for a worker that has its handler.
+-- The other claim statements filter :kinds the same way.
 WITH due AS MATERIALIZED (
     SELECT id FROM mf_jobs
     WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
