@@ -135,6 +135,16 @@ def test_mailfathom_enqueue_with_app_refuses_an_unregistered_kind(
     assert lenient.returncode == 0, lenient.stderr
 
 
+def test_a_schedule_obeys_the_same_rule_before_anything_is_written(consumer: MailFathom) -> None:
+    consumer.schedule("nightly", cron="0 3 * * *", kind="shop.ship", payload={"order": 1})
+    consumer.schedule("typo", cron="0 4 * * *", kind="shop.shp", payload={"order": 2})
+    with pytest.raises(InvalidInput, match=r"^schedule 'typo': job kind 'shop.shp' is not reg"):
+        consumer.schedules.sync()
+    with pytest.raises(InvalidInput, match="schedule 'typo'"):
+        consumer.worker().run(burst=True)
+    assert consumer.schedules.list() == [] and consumer.workers.list() == []
+
+
 def test_enqueue_help_states_the_rule() -> None:
     shown = CliRunner().invoke(cli, ["enqueue", "--help"], terminal_width=200).output
     assert "only the kinds it registers" in " ".join(shown.split())

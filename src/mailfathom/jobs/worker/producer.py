@@ -153,6 +153,10 @@ class Producer:
         #: job of a kind it has no handler for waits, Pending, for a worker that has one.
         self.kinds: Sequence[str] | None = None
 
+    def check_schedules(self) -> None:
+        """Refuse a schedule of a kind this app may not enqueue (raises ``InvalidInput``)."""
+        self._scheduler.check(self._schedules)
+
     def declare(self) -> None:
         """Declare the worker's schedules (at start-up; raises ``StoreError``)."""
         self._scheduler.declare(self._schedules)

@@ -252,6 +252,7 @@ class Worker:
         executor = self._executor
         if executor.stopping:  # stopped before it started: register nothing, claim nothing
             return False
+        self._producer.check_schedules()  # a refused schedule: nothing registered
         registration = WorkerRegistration(
             id=self.id,
             host=socket.gethostname(),
