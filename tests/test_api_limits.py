@@ -101,6 +101,7 @@ def test_each_limit_with_its_values_use_keys_and_waiting_jobs(api: Api, mf: Mail
     )
     def sync(ctx: object, account: str) -> None: ...
 
+    mf.job("send")(lambda ctx: None)  # another kind in the limited queue
     mf.limit_queue("mail", max_running=5)
     mf.limits.sync()
     ids = mf.enqueue_many("sync.account", [{"account": a} for a in ["a", "a", "b", "vip"]])

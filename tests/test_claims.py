@@ -267,7 +267,7 @@ def test_sqlite_queue_claims_walk_each_queues_index_instead_of_sorting_the_backl
             row[3]
             for row in conn.execute(
                 f"EXPLAIN QUERY PLAN {select}",
-                {"queue_0": "a", "queue_1": "b", "now": "2030", "limit": 10},
+                {"queue_0": "a", "queue_1": "b", "now": "2030", "limit": 10, "kinds": '["k"]'},
             )
         ]
         conn.close()
@@ -337,10 +337,24 @@ def test_postgresql_claims_walk_the_claim_index_even_when_statistics_are_stale(
         monkeypatch.setattr(store.db, "transaction", explaining)
         assert len(claim(app, "w", 100, LEASE)) == 100
         assert len(claim(app, "w", 100, LEASE, queues=["a", "b"])) == 100
-    everything, in_queues = plans
+        now = app.clock.now()
+        for queues in (None, ["a", "b"]):  # as a worker claims: only its kinds
+            claimed = store.claims.claim(
+                owner="w", limit=100, now=now, lease_until=now + LEASE, queues=queues,
+                kinds=["k", "other.kind"],
+            )  # fmt: skip
+            assert len(claimed) == 100
+    everything, in_queues, everything_kinds, in_queues_kinds = plans
     assert "Index Scan using mf_jobs_claimable" in everything, everything
     assert "Index Scan using mf_jobs_queue_claimable" in in_queues, in_queues
-    for plan, final_sorts in ((everything, 0), (in_queues, 1)):
+    assert "Index Scan using mf_jobs_claimable" in everything_kinds, everything_kinds
+    assert "Index Scan using mf_jobs_queue_claimable" in in_queues_kinds, in_queues_kinds
+    for plan, final_sorts in (
+        (everything, 0),
+        (in_queues, 1),
+        (everything_kinds, 0),
+        (in_queues_kinds, 1),
+    ):
         assert "Bitmap" not in plan, plan
         assert "JIT" not in plan, plan  # never compiled: it took longer than the claim
         due = _subplan(plan, "CTE due")

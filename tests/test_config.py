@@ -116,6 +116,7 @@ SETTINGS_REFUSED = [
     ("email_retention", {"Sent": 0}, r"email_retention\['Sent'\] = 0 must be a positive"),
     ("audit_retention", "1 year", "audit_retention = '1 year' is not a retention period"),
     ("retention_delete_keyless", "yes", "retention_delete_keyless must be true or false"),
+    ("strict_kinds", "yes", "strict_kinds must be true or false"),
     ("prune_interval", -1, "prune_interval must be a number of seconds"),
     ("prune_batch", 0, "prune_batch must be an integer from 1 to 100000"),
     ("sqlite_busy_timeout", -1, "sqlite_busy_timeout must be a number of seconds from 0"),

@@ -132,9 +132,14 @@ def test_mail_commits_or_rolls_back_with_atomic_and_is_delivered_once(
 def test_tasks_and_jobs_join_the_transaction_and_run_with_fresh_connections(
     project: Project, mf: MailFathom
 ) -> None:
-    _, task, job, orders = project.shop("migrate", "task:rollback", "job:rollback", "orders")
+    _, task, job, orders, typo = project.shop(
+        "migrate", "task:rollback", "job:rollback", "orders", "typo"
+    )
     assert task["status"] == "READY" and task["rolled_back"] and job["rolled_back"]
     assert orders == []
+    # the one enqueue rule: the project registers kinds, so a typo is refused
+    assert typo["refused"].startswith("job kind 'shop.nte' is not registered: registered kinds: ")
+    assert "shop.note" in typo["refused"]
     assert sum(mf.jobs.counts().values()) == 0
 
     task, _, _ = project.shop("task", "job", "connections")

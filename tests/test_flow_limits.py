@@ -34,6 +34,7 @@ def test_max_running_holds_a_kind_and_leaves_other_kinds_alone(mf: MailFathom) -
     @mf.job("limited", max_running=2)
     def limited(ctx: object) -> None: ...
 
+    mf.job("free")(lambda ctx: None)
     mf.limits.sync()
     mf.enqueue_many("limited", [{}] * 5)
     mf.enqueue_many("free", [{}] * 3)

@@ -31,6 +31,7 @@ def test_a_limited_job_of_higher_priority_goes_before_unlimited_ones(mf: MailFat
     @mf.job("limited", max_running=5)
     def limited(ctx: object) -> None: ...
 
+    mf.job("plain")(lambda ctx: None)
     mf.limits.sync()
     plain = [job.id for job in mf.enqueue_many("plain", [{}] * 20)]
     (urgent,) = mf.enqueue_many("limited", [{}], priority=10)

@@ -29,6 +29,7 @@ def test_a_sliding_window_never_lets_more_than_n_start(mf: MailFathom, clock: Fa
     @mf.job("rated", rate="3/min")
     def rated(ctx: object) -> None: ...
 
+    mf.job("free")(lambda ctx: None)
     mf.limits.sync()
     mf.enqueue_many("rated", [{}] * 20)
     mf.enqueue_many("free", [{}] * 2)

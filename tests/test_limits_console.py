@@ -149,6 +149,7 @@ def test_a_waiting_jobs_page_names_the_limit_holding_it(
     later = mf.enqueue("sync", {"account": 42}, delay=timedelta(hours=1))
     held = mf.enqueue("sync", {"account": 42}, hold=True)
     assert len(claim(mf, "w1", 10, LEASE)) == 3  # one sync of account 42, two reports
+    mf.job("free")(lambda ctx: None)
     free = mf.enqueue("free", {})  # no limit on its kind or queue (due, and not claimed)
 
     def holding(job_id: int) -> str | None:

@@ -148,9 +148,15 @@ def test_worker_metrics_after_known_work(
         "checks": {
             "database": {"ok": True, "detail": f"{mf.store.dialect} answers"},
             "migrations": health["checks"]["migrations"],
+            "kinds": {"ok": True, "detail": health["checks"]["kinds"]["detail"]},
         },
     }
     assert health["checks"]["migrations"]["ok"] is True
+    # the live worker (alive-1) runs demo.ok only: the idle queue's job is not its kind
+    assert health["checks"]["kinds"]["detail"].startswith(
+        "1 due job(s) of kind 'ok' that no live worker handles"
+    )
+    assert value(samples, "mailfathom_jobs_unhandled", kind="ok") == 1
 
 
 def test_delivery_metrics_count_replies_and_submissions(
@@ -283,7 +289,10 @@ def test_console_serves_metrics_behind_its_token_and_healthz_without(mf: MailFat
         assert value(samples, "mailfathom_jobs", state="Pending", queue="default") == 1
         health = client.get("/healthz")
         assert health.status_code == 200
-        assert health.json() == {"status": "ok", "checks": {"database": True, "migrations": True}}
+        assert health.json() == {
+            "status": "ok",
+            "checks": {"database": True, "migrations": True, "kinds": True},
+        }
 
 
 def test_console_metrics_over_real_http(mf: MailFathom, installed: metrics.Metrics) -> None:
@@ -374,8 +383,9 @@ def test_a_failing_metrics_backend_never_hurts_the_worker(
 def test_label_values_stay_bounded_whatever_kinds_and_queues_jobs_invent(
     mf: MailFathom,
 ) -> None:
-    """Jobs of invented kinds in invented queues add no series past the caps: unknown
-    kinds count as ``(other)``, and so do the queues past the first ``MAX_QUEUES``."""
+    """Jobs in invented queues add no series past the caps: the queues past the first
+    ``MAX_QUEUES`` count as ``(other)``. Invented kinds add none either: a worker never
+    claims a kind it has no handler for (their jobs wait), and its own kinds are named."""
 
     @mf.job("known")
     def known(ctx: JobContext) -> None:
@@ -384,7 +394,9 @@ def test_label_values_stay_bounded_whatever_kinds_and_queues_jobs_invent(
     queues = metrics.MAX_QUEUES + 20
     mf.enqueue_many("known", [{} for _ in range(5)])
     for number in range(queues):
-        mf.enqueue(f"invented.{number}", {}, queue=f"invented-{number}")
+        mf.enqueue("known", {}, queue=f"invented-{number}")
+    with MailFathom(mf.settings.database_url, clock=mf.clock) as producer:
+        invented = [producer.enqueue(f"invented.{n}", {}).id for n in range(5)]
     worker = mf.worker()
     server = serve_worker_metrics(mf, worker, host="127.0.0.1", port=0)
     try:
@@ -399,11 +411,12 @@ def test_label_values_stay_bounded_whatever_kinds_and_queues_jobs_invent(
         if name == "mailfathom_job_attempts_total":
             labels = dict(frozen)
             attempts[labels["kind"], labels["queue"], labels["outcome"]] = count
-    assert {kind for kind, _, _ in attempts} == {"known", metrics.OTHER}
+    assert {kind for kind, _, _ in attempts} == {"known"}
+    assert {mf.jobs.get(job_id).attempts for job_id in invented} == {0}
     labelled = {queue for _, queue, _ in attempts}
     assert len(labelled) == metrics.MAX_QUEUES + 1 and metrics.OTHER in labelled
     assert sum(attempts.values()) == 5 + queues  # every attempt counted, under some label
-    assert sum(n for (kind, _, _), n in attempts.items() if kind == "known") == 5
+    assert sum(n for (kind, _, _), n in attempts.items() if kind == "known") == 5 + queues
     series = {
         frozenset(labels)
         for name, labels in samples

@@ -130,17 +130,16 @@ def test_attempts_exhausted_dead_letters_with_the_whole_history(
     assert mf.worker().run(burst=True) == 0
 
 
-def test_unknown_kind_is_a_transient_failure(mf: MailFathom, clock: FakeClock) -> None:
+def test_a_kind_the_worker_has_no_handler_for_waits_without_an_attempt(
+    mf: MailFathom, clock: FakeClock
+) -> None:
     job = mf.enqueue("nobody.handles.this", max_attempts=2)
-    mf.worker().run(burst=True)
-    first = mf.jobs.get(job.id)
-    assert first.state is JobState.PENDING
-    assert first.failure_class is FailureClass.TRANSIENT
+    assert mf.worker().run(burst=True) == 0
     clock.advance(timedelta(hours=2))
-    mf.worker().run(burst=True)
-    attempts = mf.jobs.attempts(job.id)
-    assert [a.outcome for a in attempts] == [AttemptOutcome.UNKNOWN_KIND] * 2
-    assert mf.jobs.get(job.id).state is JobState.DEAD_LETTERED
+    assert mf.worker().run(burst=True) == 0
+    waiting = mf.jobs.get(job.id)
+    assert waiting.state is JobState.PENDING and waiting.failure_class is None
+    assert waiting.attempts == 0 and mf.jobs.attempts(job.id) == []
 
 
 def test_async_handler_runs(mf: MailFathom) -> None:

@@ -63,6 +63,7 @@ OVERRIDDEN = [
     "jobs_by_keys",
     "message_records",
     "metrics_oldest_due",
+    "metrics_unhandled_kinds",
     "queue_names",
     "reap_expired_leases",
     "release_unstarted",

@@ -84,6 +84,7 @@ class MailFathom:
         enqueue_timeout: float | None = None,
         smtp_url: str | None = None,
         max_payload_bytes: int | None = None,
+        strict_kinds: bool | None = None,
         snooze_limit: int | None = None,
         concurrency: int | None = None,
         lease: float | None = None,
@@ -130,7 +131,7 @@ class MailFathom:
             enqueue_timeout=settings.enqueue_timeout,
             database_clock=own,
         )
-        self.registry = Registry()
+        self.registry = Registry(strict=settings.strict_kinds)
         self.queue = JobQueue(
             self.store,
             self.registry,

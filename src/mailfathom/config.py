@@ -57,6 +57,12 @@ class Settings:
     smtp_url: str | None = None
     #: Largest JSON payload accepted, in bytes. Bigger rows slow every claim.
     max_payload_bytes: int = 1_048_576
+    #: Refuse to enqueue a kind this app has no handler for, once it registered a job
+    #: kind of its own (``@mf.job``): a typo fails at once instead of waiting for a worker
+    #: that never comes. An app with no kind of its own (a producer-only service) may
+    #: enqueue any kind either way; false lets this app enqueue any kind too
+    #: (docs/worker.md, "Which kinds may be enqueued").
+    strict_kinds: bool = True
     #: Snoozes (``raise Snooze``) a job may take; the next one counts as a transient
     #: failure, so a handler that snoozes forever still ends in the dead letters.
     snooze_limit: int = 100
@@ -204,10 +210,11 @@ class Settings:
             check_max_attempts(self.delivery_max_attempts, name="delivery_max_attempts")
         except InvalidInput as exc:
             raise ConfigurationError(str(exc)) from None
-        if not isinstance(self.web_secure_cookies, bool):
-            raise ConfigurationError(
-                f"web_secure_cookies must be true or false, not {self.web_secure_cookies!r}"
-            )
+        for flag in ("web_secure_cookies", "strict_kinds"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigurationError(
+                    f"{flag} must be true or false, not {getattr(self, flag)!r}"
+                )
         if self.web_port > 65535:
             raise ConfigurationError(f"web_port must be at most 65535, not {self.web_port}")
         for name in (

@@ -69,7 +69,7 @@ def app_option(command: F) -> F:
         envvar="MAILFATHOM_APP",
         default=None,
         metavar="MODULE:ATTR",
-        help="Your MailFathom app (e.g. myproject.tasks:mf), for its registered job kinds.",
+        help="Your MailFathom app (e.g. myproject.tasks:mf): its job kinds and their handlers.",
     )(command)
 
 

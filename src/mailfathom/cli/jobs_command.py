@@ -96,7 +96,12 @@ def enqueue(
     as_json: bool,
     app_spec: str | None,
 ) -> None:
-    """Enqueue one job of KIND."""
+    """Enqueue one job of KIND.
+
+    With --app, only the kinds it registers may be enqueued (unless its strict_kinds
+    setting is false), so a typo fails here and nothing is written; without --app, any
+    kind, as from a service that only produces jobs.
+    """
     if sum(x is not None for x in (run_at, delay)) + hold > 1:
         raise InvalidInput("give at most one of --run-at, --delay and --hold")
     body = parse_payload(payload)

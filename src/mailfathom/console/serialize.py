@@ -145,6 +145,7 @@ def overview_json(overview: Overview) -> dict[str, Any]:
         "schedules_paused": overview.schedules_paused,
         "retention": retention_json(overview),
         "smtp_problem": overview.smtp_problem,
+        "unhandled_kinds": overview.unhandled_kinds,
     }
 
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from mailfathom import hints
 from mailfathom.console.limits import LimitsConsole
 from mailfathom.console.outbox_service import OutboxConsole
 from mailfathom.console.query import HELD, JobQuery
@@ -96,6 +95,9 @@ class Overview:
     pruned: str = ""
     #: The SMTP configuration error pausing delivery (what to fix), or None.
     smtp_problem: str | None = None
+    #: Kind -> due jobs of it that no live worker handles (they wait, no attempt spent);
+    #: empty while no worker is alive.
+    unhandled_kinds: dict[str, int] = field(default_factory=dict)
 
     @property
     def total_jobs(self) -> int:
@@ -199,7 +201,14 @@ class Console(OutboxConsole, LimitsConsole):
             retained=self.mf.retention.counts(),
             pruned=describe_pass(pruning.last_report),
             smtp_problem=self.smtp_problem(),
+            unhandled_kinds=self.unhandled_kinds(),
         )
+
+    def unhandled_kinds(self) -> dict[str, int]:
+        """Kind -> due jobs of it no live worker handles, the most first (a worker claims
+        only the kinds it has handlers for; empty while no worker is alive)."""
+        found = self.mf.store.console.unhandled_kinds(self.now())
+        return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
 
     def smtp_problem(self) -> str | None:
         """The SMTP configuration error pausing delivery: the one this process's deliveries
@@ -356,17 +365,13 @@ class Console(OutboxConsole, LimitsConsole):
         run_at: datetime | str | None = None,
         hold: bool | None = None,
         idempotency_key: str | None = None,
-        registered_only: bool = True,
     ) -> EnqueuedJob:
         """Create a job as an operator. Held (waiting for Run) unless ``run_at`` is given.
 
-        ``payload`` may be JSON text. With ``registered_only`` the kind must be one this
-        process has a handler for, so a typo cannot create a job nobody runs.
+        ``payload`` may be JSON text. The kind obeys the rule of every enqueue
+        (:meth:`~mailfathom.jobs.registry.Registry.check_enqueue`): with ``--app``, one
+        the app has a handler for, so a typo cannot create a job nobody runs.
         """
-        kinds = self.kinds()
-        if registered_only and kind not in kinds:
-            known = ", ".join(kinds) or f"none (start the console with {hints.command('web')})"
-            raise InvalidInput(f"job kind {kind!r} is not registered: registered kinds: {known}")
         if isinstance(payload, str):
             payload = parse_payload(payload)
         when = parse_instant(run_at) if isinstance(run_at, str) else run_at

@@ -116,6 +116,7 @@ class JobQueue:
         callers), else the registered kind's ``limit_key(payload)``; a key function that
         raises or returns something unusable is a clear error and nothing is enqueued."""
         check_name("job kind", kind, longest=200)
+        self.registry.check_enqueue(kind)
         if isinstance(payloads, (str, bytes, Mapping)):
             raise InvalidInput("payloads must be a list of payload dicts, one per job")
         if idempotency_keys is not None and len(idempotency_keys) != len(payloads):

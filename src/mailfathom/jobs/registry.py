@@ -17,6 +17,7 @@ from mailfathom.jobs.retry import Backoff
 from mailfathom.validate import check_max_attempts, check_name
 
 __all__ = [
+    "BUILTIN_PREFIX",
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_QUEUE",
@@ -62,12 +63,22 @@ class JobKind:
         object.__setattr__(self, "is_async", is_async)
 
 
-class Registry:
-    """Kinds known to this process. Enqueueing an unregistered kind is allowed (a producer
-    need not import its consumers' handlers); it then uses the default policy."""
+#: The names of the kinds mailfathom registers itself (``mailfathom.deliver``): they do
+#: not make an app one that runs jobs of its own.
+BUILTIN_PREFIX = "mailfathom."
 
-    def __init__(self) -> None:
+
+class Registry:
+    """Kinds known to this process, and the one rule for enqueueing a kind
+    (:meth:`check_enqueue`): with ``strict`` (the ``strict_kinds`` setting), an app that
+    registered a kind of its own may enqueue only registered kinds; an app with none (a
+    producer that need not import its consumers' handlers) may enqueue any kind, which
+    then uses the default policy."""
+
+    def __init__(self, *, strict: bool = True) -> None:
         self._kinds: dict[str, JobKind] = {}
+        #: The ``strict_kinds`` setting: whether :meth:`check_enqueue` refuses anything.
+        self.strict = strict
 
     def add(self, kind: JobKind) -> None:
         """Register ``kind``; registering a name twice is refused."""
@@ -89,6 +100,26 @@ class Registry:
     def names(self) -> list[str]:
         """Every registered kind name, sorted."""
         return sorted(self._kinds)
+
+    def own_names(self) -> list[str]:
+        """The kinds the app registered itself, sorted (mailfathom's own left out)."""
+        return [name for name in sorted(self._kinds) if not name.startswith(BUILTIN_PREFIX)]
+
+    def check_enqueue(self, kind: str) -> None:
+        """The rule every enqueue obeys (Python, ``mailfathom enqueue``, the JSON API and
+        the console, Django's task backend): refuse ``kind`` when it is not registered,
+        this app registered a kind of its own, and ``strict`` is on. A typo then fails
+        at once, instead of a job waiting for a worker that never comes."""
+        if not self.strict or kind in self._kinds:
+            return
+        own = self.own_names()
+        if own:
+            raise InvalidInput(
+                f"job kind {kind!r} is not registered: registered kinds: {', '.join(own)}. "
+                "Fix the name, register a handler for it (@mf.job), or, when another "
+                "service runs it, set strict_kinds = false for this app "
+                "(MAILFATHOM_STRICT_KINDS=false); nothing was enqueued"
+            )
 
 
 def build_kind(

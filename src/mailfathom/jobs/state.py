@@ -51,6 +51,9 @@ class AttemptOutcome(StrEnum):
     EXECUTION_TIMEOUT = "ExecutionTimeout"
     SHUTDOWN_TIMEOUT = "ShutdownTimeout"
     LEASE_EXPIRED = "LeaseExpired"
+    #: The job's kind has no handler on the worker that holds it. A worker claims only
+    #: its own kinds, so only a job leased some other way (``mailfathom.testing.claim``)
+    #: can end so.
     UNKNOWN_KIND = "UnknownKind"
     #: An operator aborted the attempt (the job is dead-lettered as permanent).
     ABORTED = "Aborted"

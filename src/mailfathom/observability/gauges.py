@@ -29,6 +29,7 @@ metric                                          type       labels
 ``mailfathom_oldest_due_job_age_seconds``       gauge      queue
 ``mailfathom_lease_expiries_total``             counter    queue
 ``mailfathom_workers_alive``                    gauge      —
+``mailfathom_jobs_unhandled``                   gauge      kind (**)
 ``mailfathom_emails``                           gauge      stage
 ``mailfathom_emails_unknown_outcome``           gauge      —
 ``mailfathom_metrics_database_up``              gauge      —
@@ -37,6 +38,10 @@ metric                                          type       labels
 
 (*) Pending, Claimed and DeadLettered as of the last read; Succeeded and Dropped as
 of the last recount (above).
+
+(**) Due jobs of kinds no live worker handles (present only while some are), at most
+``UNHANDLED_KINDS`` kinds with a label of their own (the most jobs first), the rest
+under ``kind="(other)"``: anyone who may enqueue can invent kinds.
 
 These are the database's numbers, the same from every process that serves them:
 aggregate them with ``max`` across instances, not ``sum``.
@@ -59,7 +64,7 @@ from mailfathom.store.console.reads import Snapshot
 from mailfathom.store.sql_store import SqlStore
 from mailfathom.testsignal import TestSignal
 
-__all__ = ["DatabaseGauges"]
+__all__ = ["UNHANDLED_KINDS", "DatabaseGauges"]
 
 logger = logging.getLogger(__name__)
 
@@ -196,6 +201,19 @@ class DatabaseGauges(Collector):
         self._next_read = began + max(self.min_interval, self._spacing(self._took))
 
 
+#: Kinds with a label of their own in ``mailfathom_jobs_unhandled``; the others are
+#: summed under ``(other)`` (real kind names never contain parentheses).
+UNHANDLED_KINDS = 20
+
+
+def _bounded(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """The ``UNHANDLED_KINDS`` kinds with the most jobs, then ``(other)`` for the rest."""
+    most = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    kept = most[:UNHANDLED_KINDS]
+    rest = sum(count for _, count in most[UNHANDLED_KINDS:])
+    return [*kept, ("(other)", rest)] if rest else kept
+
+
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, documentation, value=value)
 
@@ -239,6 +257,15 @@ def _families(snapshot: Snapshot, history: dict[tuple[str, str], int] | None) ->
         "Registered workers whose heartbeat is within their lease.",
         snapshot.workers_alive,
     )
+    unhandled = GaugeMetricFamily(
+        "mailfathom_jobs_unhandled",
+        "Due jobs (Pending, not held) of a kind no live worker handles: they wait, no "
+        "attempt spent (nothing while no worker is alive).",
+        labels=["kind"],
+    )
+    for kind, count in _bounded(snapshot.unhandled):
+        unhandled.add_metric([kind], count)
+    yield unhandled
     emails = GaugeMetricFamily("mailfathom_emails", "Outgoing emails by stage.", labels=["stage"])
     for stage in _STAGES:
         emails.add_metric([stage], snapshot.emails.get(stage, 0))

@@ -2,10 +2,13 @@
 
 Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
 
-Three checks, each passed or failed with a sentence saying why:
+The checks, each passed or failed with a sentence saying why:
 
 - ``database``: the database answers a statement;
 - ``migrations``: every migration this code knows is applied, and no newer one;
+- ``kinds``: names the due jobs of kinds no live worker handles (see
+  :meth:`~mailfathom.store.console.reads.ConsoleReads.unhandled_kinds`); it passes
+  either way, since a rolling deploy goes through that state (alert on the gauge);
 - ``heartbeat`` (only for a given worker id): that worker is registered and its last
   heartbeat is within its lease (plus the clock-skew margin), so its jobs are safe;
 - ``smtp`` (only when an SMTP server is configured): the server takes this client as
@@ -34,7 +37,7 @@ from mailfathom.store import open_store
 from mailfathom.store.migrate import load_migrations
 from mailfathom.store.sql_store import SqlStore
 
-__all__ = ["Check", "Report", "check_store", "check_url"]
+__all__ = ["Check", "Report", "check_store", "check_url", "describe_unhandled"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,8 @@ def check_store(
     if not checks[0].ok:
         return Report((*checks, *_smtp(smtp)))
     checks.append(_migrations(store))
+    if checks[-1].ok:
+        checks.append(_kinds(store, clock))
     if worker_id is not None:
         checks.append(_heartbeat(store, clock, worker_id))
     return Report((*checks, *_smtp(smtp)))
@@ -157,6 +162,31 @@ def _migrations(store: SqlStore) -> Check:
             "mailfathom here",
         )
     return Check("migrations", True, f"all {len(known)} applied")
+
+
+def _kinds(store: SqlStore, clock: Clock) -> Check:
+    """Passes whatever it finds (a rolling deploy goes through this state: the new
+    producers may enqueue a kind before the first new worker starts), but says which due
+    jobs no live worker handles; the gauge ``mailfathom_jobs_unhandled`` is what to
+    alert on."""
+    try:
+        unhandled = store.console.unhandled_kinds(clock.now())
+    except StoreError as exc:
+        return Check("kinds", False, f"the due jobs' kinds cannot be read: {exc}")
+    if not unhandled:
+        return Check("kinds", True, "every due job's kind has a live worker (or none is alive)")
+    return Check("kinds", True, describe_unhandled(unhandled))
+
+
+def describe_unhandled(unhandled: dict[str, int]) -> str:
+    """One sentence naming the due jobs of kinds no live worker handles, most first."""
+    most = sorted(unhandled.items(), key=lambda item: (-item[1], item[0]))
+    parts = [f"{count} due job(s) of kind {kind!r}" for kind, count in most[:10]]
+    more = f" and {len(most) - 10} more kind(s)" if len(most) > 10 else ""
+    return (
+        f"{', '.join(parts)}{more} that no live worker handles: they wait, no attempt "
+        "spent; start a worker whose app registers the kind, or fix the producer"
+    )
 
 
 def _heartbeat(store: SqlStore, clock: Clock, worker_id: str) -> Check:

@@ -184,6 +184,12 @@ SCHEMAS: dict[str, Any] = {
             "smtp_problem": nullable(
                 "string", description="the SMTP configuration error pausing delivery"
             ),
+            "unhandled_kinds": {
+                "type": "object",
+                "description": "kind -> due jobs of it that no live worker handles (they "
+                "wait, no attempt spent); empty while no worker is alive",
+                "additionalProperties": {"type": "integer", "minimum": 1},
+            },
             "attention": {
                 "type": "array",
                 "items": object_schema(

@@ -96,10 +96,23 @@ class Scheduler:
         self._registry = queue.registry
         self._clock = clock
 
+    def check(self, specs: list[ScheduleSpec]) -> None:
+        """Each schedule's kind obeys the rule of every enqueue
+        (:meth:`~mailfathom.jobs.registry.Registry.check_enqueue`), checked once the app
+        has registered its kinds (a worker's start, ``mf.schedules.sync()``): an app
+        that registers kinds of its own does not schedule a kind it has no handler for."""
+        for spec in specs:
+            try:
+                self._registry.check_enqueue(spec.kind)
+            except InvalidInput as exc:
+                raise InvalidInput(f"schedule {spec.name!r}: {exc}") from None
+
     def declare(self, specs: list[ScheduleSpec]) -> list[str]:
-        """Write the declared schedules (unchanged ones are left alone); names written."""
+        """Write the declared schedules (unchanged ones are left alone); names written.
+        Every one is checked first (:meth:`check`): a refused one writes nothing."""
         if not specs:
             return []
+        self.check(specs)
         definitions = []
         for spec in specs:
             kind = self._registry.get(spec.kind)

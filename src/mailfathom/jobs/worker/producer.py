@@ -149,6 +149,13 @@ class Producer:
         self._wake = wake
         self._signals = signals
         self._next_schedule_pass = 0.0
+        #: The kinds this worker claims: set when it starts (its registered kinds), so a
+        #: job of a kind it has no handler for waits, Pending, for a worker that has one.
+        self.kinds: Sequence[str] | None = None
+
+    def check_schedules(self) -> None:
+        """Refuse a schedule of a kind this app may not enqueue (raises ``InvalidInput``)."""
+        self._scheduler.check(self._schedules)
 
     def declare(self) -> None:
         """Declare the worker's schedules (at start-up; raises ``StoreError``)."""
@@ -239,6 +246,7 @@ class Producer:
                 reap=reap,
                 queue_limits=free,
                 live=live,
+                kinds=self.kinds,
             )
         )
         if jobs is None:

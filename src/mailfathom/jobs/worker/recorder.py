@@ -59,6 +59,9 @@ class Claim:
     queue_limits: Mapping[str, int] | None = None
     #: The (id, attempt) leases this worker holds and renews: its reaping leaves them.
     live: Sequence[Pair] = ()
+    #: The kinds this worker has handlers for: a due job of another kind is left Pending
+    #: (no attempt spent) for a worker that knows it. None claims every kind.
+    kinds: Sequence[str] | None = None
 
 
 class OutcomeRecorder:
@@ -138,6 +141,7 @@ class OutcomeRecorder:
                 reap=claim.reap,
                 queue_limits=claim.queue_limits,
                 live=claim.live,
+                kinds=claim.kinds,
             )
             jobs = [Job.from_row(row) for row in rows]
         except Exception as exc:  # whatever it is, the loop must go on

@@ -252,6 +252,7 @@ class Worker:
         executor = self._executor
         if executor.stopping:  # stopped before it started: register nothing, claim nothing
             return False
+        self._producer.check_schedules()  # a refused schedule: nothing registered
         registration = WorkerRegistration(
             id=self.id,
             host=socket.gethostname(),
@@ -291,6 +292,7 @@ class Worker:
         if executor.stopping:  # stopped while registering: leave before the first claim
             return False
         self._outage.ok()
+        self._producer.kinds = registration.kinds  # it claims only the kinds it runs
         self._heartbeat.start()
         if self.pruner is not None and not burst:
             self.pruner.start()

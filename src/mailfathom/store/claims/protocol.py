@@ -32,12 +32,15 @@ class ClaimsStore(Protocol):
         reap: bool = True,
         queue_limits: Mapping[str, int] | None = None,
         live: Sequence[tuple[int, int]] = (),
+        kinds: Sequence[str] | None = None,
     ) -> list[JobRow]:
         """Lease up to ``limit`` due jobs to ``owner``, after returning expired leases
         (unless ``reap`` is False: a busy worker reaps on a timer, not on every claim),
         except ``owner``'s own ``live`` (id, attempt) leases, which it renews.
         ``queue_limits`` (per-queue slots) leases up to that many of each queue instead.
-        Flow-control limits (``mf_flow_limits``) hold whichever way jobs are claimed."""
+        Flow-control limits (``mf_flow_limits``) hold whichever way jobs are claimed.
+        ``kinds`` (None: every kind): only due jobs of those kinds are leased; a job of
+        another kind stays Pending, no attempt spent."""
         ...
 
     def renew_leases(
@@ -86,6 +89,7 @@ class ClaimsStore(Protocol):
         queue_limits: Mapping[str, int] | None = None,
         live: Sequence[tuple[int, int]] = (),
         results: Mapping[int, str] | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> tuple[set[int], list[JobRow]]:
         """``record_outcomes`` then ``claim`` in one transaction: a busy worker's loop
         commits once per batch. Returns the lost ids and the claimed jobs."""

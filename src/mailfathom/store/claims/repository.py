@@ -72,10 +72,11 @@ class ClaimsRepository:
         reap: bool = True,
         queue_limits: Mapping[str, int] | None = None,
         live: Sequence[tuple[int, int]] = (),
+        kinds: Sequence[str] | None = None,
     ) -> list[JobRow]:
         """Return expired leases to the queue (when ``reap``; ``owner``'s ``live`` leases
         excepted), then lease up to ``limit`` due jobs (with ``queue_limits``, up to that
-        many of each queue instead)."""
+        many of each queue instead) of ``kinds`` (None: of every kind)."""
         _, claimed = self.record_and_claim(
             owner=owner,
             now=now,
@@ -87,6 +88,7 @@ class ClaimsRepository:
             reap=reap,
             queue_limits=queue_limits,
             live=live,
+            kinds=kinds,
         )
         return claimed
 
@@ -104,10 +106,14 @@ class ClaimsRepository:
         queue_limits: Mapping[str, int] | None = None,
         live: Sequence[tuple[int, int]] = (),
         results: Mapping[int, str] | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> tuple[set[int], list[JobRow]]:
         """:meth:`record_outcomes` then :meth:`claim`, in one transaction (one commit);
         the claim planned by the dialect's ``plan_claims`` when it has one. ``live``: the
-        (id, attempt) leases ``owner`` holds and renews, which its reaping leaves alone."""
+        (id, attempt) leases ``owner`` holds and renews, which its reaping leaves alone.
+        ``kinds``: the kinds ``owner`` has handlers for; a due job of any other kind is
+        not claimed (it stays Pending, no attempt spent). None claims every kind."""
+        wanted = None if kinds is None else sorted(set(kinds))
         with self.db.transaction() as cur:
             lost = self._record(cur, owner, now, succeeded, failed, results=results)
             reaping = (owner, live) if reap else None
@@ -121,6 +127,7 @@ class ClaimsRepository:
                     lease_until=lease_until,
                     queue_limits=queue_limits,
                     reap=reaping,
+                    kinds=wanted,
                 )
             else:
                 claimed = self._claim(
@@ -131,6 +138,7 @@ class ClaimsRepository:
                     lease_until=lease_until,
                     queues=queues,
                     reap=reaping,
+                    kinds=wanted,
                 )
             after = self._run_claim_hooks(cur, claimed, now) if self._claim_hooks else []
         for committed in after:
@@ -169,6 +177,7 @@ class ClaimsRepository:
         lease_until: datetime,
         queue_limits: Mapping[str, int],
         reap: Reaping | None,
+        kinds: Sequence[str] | None,
     ) -> list[JobRow]:
         """Per-queue slots: up to ``queue_limits[q]`` jobs of each queue ``q``."""
         claimed: list[JobRow] = []
@@ -182,6 +191,7 @@ class ClaimsRepository:
                     lease_until=lease_until,
                     queues=[queue],
                     reap=reap,
+                    kinds=kinds,
                 )
                 reap = None  # once per transaction
         claimed.sort(key=_claim_order)
@@ -197,6 +207,7 @@ class ClaimsRepository:
         lease_until: datetime,
         queues: Sequence[str] | None,
         reap: Reaping | None,
+        kinds: Sequence[str] | None,
     ) -> list[JobRow]:
         limits = self.flow.active(cur)
         if limits:
@@ -210,12 +221,14 @@ class ClaimsRepository:
                 now=now,
                 lease_until=lease_until,
                 queues=queues,
+                kinds=kinds,
             )
         params: dict[str, Any] = {
             "owner": owner,
             "limit": limit,
             "now": self.db.time_param(now),
             "lease_until": self.db.time_param(lease_until),
+            "kinds": None if kinds is None else self.db.list_param(kinds),
         }
         if queues is None:
             query = self._q["claim_jobs"]
@@ -241,6 +254,7 @@ class ClaimsRepository:
         now: datetime,
         lease_until: datetime,
         queues: Sequence[str] | None,
+        kinds: Sequence[str] | None,
     ) -> list[JobRow]:
         """With limits defined: the first ``limit`` due jobs in one claim order, limited
         or not, leaving out what a limit holds back. :meth:`FlowClaims.claim`
@@ -254,12 +268,14 @@ class ClaimsRepository:
             now=now,
             lease_until=lease_until,
             queues=queues,
+            kinds=kinds,
         )
         params: dict[str, Any] = {
             "owner": owner,
             "limit": limit - len(rows),
             "now": self.db.time_param(now),
             "lease_until": self.db.time_param(lease_until),
+            "kinds": None if kinds is None else self.db.list_param(kinds),
             **self.flow.unlimited_params(limits),
         }
         open_queues = (

@@ -4,7 +4,8 @@ Internal. :meth:`ConsoleReads.snapshot` runs the ``metrics_*`` queries (and the
 outbox's counts) on one reading cursor; :meth:`ConsoleReads.history` counts the
 Succeeded and Dropped rows (the read that grows with history, run far less often);
 :meth:`ConsoleReads.applied_migrations` lists the migration versions a database has,
-for ``mailfathom health``.
+for ``mailfathom health``; :meth:`ConsoleReads.unhandled_kinds` counts the due jobs of
+kinds no live worker handles (health, the console and the gauges).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class Snapshot:
     emails: dict[str, int] = field(default_factory=dict)
     unknown_outcomes: int = 0
     workers_alive: int = 0
+    #: kind -> due jobs of it that no live worker handles (see
+    #: :meth:`ConsoleReads.unhandled_kinds`); empty while no worker is alive.
+    unhandled: dict[str, int] = field(default_factory=dict)
 
 
 class ConsoleReads:
@@ -66,11 +70,7 @@ class ConsoleReads:
             emails = {row["stage"]: int(row["n"]) for row in cur.fetchall()}
             cur.execute(queries["count_unknown_emails"], {"lease_cutoff": cutoff})
             unknown_row = cur.fetchone()
-        alive = 0
-        for worker in self._workers.list_workers():
-            limit = timedelta(seconds=worker["lease_seconds"]) + self.clock_skew
-            if now - worker["last_heartbeat_at"] <= limit:
-                alive += 1
+        alive = self._live_kinds(now)
         return Snapshot(
             now=now,
             jobs=jobs,
@@ -78,8 +78,35 @@ class ConsoleReads:
             lease_expiries=expiries,
             emails=emails,
             unknown_outcomes=int(unknown_row["n"]) if unknown_row is not None else 0,
-            workers_alive=alive,
+            workers_alive=len(alive),
+            unhandled=self._unhandled(now, alive),
         )
+
+    def unhandled_kinds(self, now: datetime) -> dict[str, int]:
+        """Kind -> how many of its jobs are due at ``now`` (Pending, not held, due) while
+        no live worker has a handler for it: they wait, no attempt spent, until a worker
+        that knows the kind starts (a worker claims only its own kinds). Empty while no
+        worker is alive (then nothing runs at all, which ``mailfathom_workers_alive``
+        tells), and for every kind a live worker handles, whatever queue it serves."""
+        return self._unhandled(now, self._live_kinds(now))
+
+    def _live_kinds(self, now: datetime) -> list[tuple[str, ...]]:
+        """The kinds of each live worker (alive until ``clock_skew`` after its lease)."""
+        alive: list[tuple[str, ...]] = []
+        for worker in self._workers.list_workers():
+            limit = timedelta(seconds=worker["lease_seconds"]) + self.clock_skew
+            if now - worker["last_heartbeat_at"] <= limit:
+                alive.append(tuple(worker["kinds"]))
+        return alive
+
+    def _unhandled(self, now: datetime, alive: list[tuple[str, ...]]) -> dict[str, int]:
+        if not alive:
+            return {}
+        handled = sorted({kind for kinds in alive for kind in kinds})
+        params = {"now": self.db.time_param(now), "kinds": self.db.list_param(handled)}
+        with self.db.reading() as cur:
+            cur.execute(self.db.queries["metrics_unhandled_kinds"], params)
+            return {row["kind"]: int(row["n"]) for row in cur.fetchall()}
 
     def history(self) -> dict[tuple[str, str], int]:
         """(state, queue) -> how many Succeeded and Dropped jobs (every such row is read)."""

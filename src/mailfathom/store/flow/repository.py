@@ -184,17 +184,20 @@ class FlowClaims:
         now: datetime,
         lease_until: datetime,
         queues: Sequence[str] | None,
+        kinds: Sequence[str] | None = None,
     ) -> list[Any]:
         """Lease the limited jobs among the first ``limit`` due jobs in claim order that
         every limit lets start now (raw rows). The unlimited jobs among those keep their
         places: the caller claims ``limit`` minus what this leased of them, in claim
-        order (``claim_jobs_unlimited``), in the same transaction."""
+        order (``claim_jobs_unlimited``), in the same transaction. ``kinds``: only jobs
+        of those kinds are seen at all (None: every kind)."""
         self.held_back = False
         if limit <= 0:
             return []
         base: dict[str, Any] = self.unlimited_params(limits)
         base["now"] = self.db.time_param(now)
         base["queues"] = None if queues is None else self.db.list_param(list(queues))
+        base["kinds"] = None if kinds is None else self.db.list_param(list(kinds))
         if not self._limited_ahead(cur, base, limit):
             return []  # every place goes to an unlimited job: no lock, nothing counted
         lock = self._q["flow_lock"] if self._caps.advisory_locks else None

@@ -36,3 +36,6 @@ SELECT version FROM mf_migrations ORDER BY version;
 -- name: metrics_ping
 -- The cheapest statement that proves the database answers.
 SELECT 1 AS one;
+
+-- name: metrics_unhandled_kinds
+-- per-dialect

@@ -56,6 +56,7 @@ WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
   AND queue NOT IN (SELECT queue FROM mf_paused_queues)
   AND (:queues::jsonb IS NULL
        OR queue IN (SELECT jsonb_array_elements_text(:queues::jsonb)))
+  AND (:kinds::jsonb IS NULL OR kind IN (SELECT jsonb_array_elements_text(:kinds::jsonb)))
   AND kind NOT IN (SELECT jsonb_array_elements_text(:blocked_kinds::jsonb))
   AND queue NOT IN (SELECT jsonb_array_elements_text(:blocked_queues::jsonb))
   AND 'kind:' || kind || '|' || coalesce(limit_key, '')
@@ -110,6 +111,7 @@ WITH due AS MATERIALIZED (
       AND queue NOT IN (SELECT queue FROM mf_paused_queues)
       AND kind NOT IN (SELECT jsonb_array_elements_text(:flow_kinds::jsonb))
       AND queue NOT IN (SELECT jsonb_array_elements_text(:flow_queues::jsonb))
+      AND (:kinds::jsonb IS NULL OR kind IN (SELECT jsonb_array_elements_text(:kinds::jsonb)))
     ORDER BY priority DESC, available_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -139,6 +141,7 @@ WITH due AS MATERIALIZED (
         WHERE queue = wanted.queue
           AND state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
           AND kind NOT IN (SELECT jsonb_array_elements_text(:flow_kinds::jsonb))
+          AND (:kinds::jsonb IS NULL OR kind IN (SELECT jsonb_array_elements_text(:kinds::jsonb)))
         ORDER BY priority DESC, available_at, id
         LIMIT :limit
         FOR UPDATE SKIP LOCKED

@@ -65,10 +65,14 @@ RETURNING mf_jobs.id, attempts, state, claimed_by, claimed_at, failure_class, fa
 -- The MATERIALIZED CTE picks and locks the rows exactly once (a sub-select could be
 -- re-run by the planner); rows other claimers hold are skipped, never waited for.
 -- Jobs of paused queues are skipped (a hashed lookup in the tiny paused set).
+-- Only the kinds in the JSON array :kinds (the claimer's handlers; NULL: every kind): a job
+-- of another kind stays Pending, no attempt spent, for a worker that has its handler.
+-- The other claim statements filter :kinds the same way.
 WITH due AS MATERIALIZED (
     SELECT id FROM mf_jobs
     WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
       AND queue NOT IN (SELECT queue FROM mf_paused_queues)
+      AND (:kinds::jsonb IS NULL OR kind IN (SELECT jsonb_array_elements_text(:kinds::jsonb)))
     ORDER BY priority DESC, available_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -93,6 +97,7 @@ WITH due AS MATERIALIZED (
         SELECT id, priority, available_at FROM mf_jobs
         WHERE queue = wanted.queue
           AND state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
+          AND (:kinds::jsonb IS NULL OR kind IN (SELECT jsonb_array_elements_text(:kinds::jsonb)))
         ORDER BY priority DESC, available_at, id
         LIMIT :limit
         FOR UPDATE SKIP LOCKED

@@ -50,6 +50,7 @@ FROM mf_jobs INDEXED BY mf_jobs_claimable
 WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
   AND queue NOT IN (SELECT queue FROM mf_paused_queues)
   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
+  AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
   AND kind NOT IN (SELECT value FROM json_each(:blocked_kinds))
   AND queue NOT IN (SELECT value FROM json_each(:blocked_queues))
   AND 'kind:' || kind || '|' || coalesce(limit_key, '')
@@ -99,6 +100,7 @@ WHERE id IN (
       AND queue NOT IN (SELECT queue FROM mf_paused_queues)
       AND kind NOT IN (SELECT value FROM json_each(:flow_kinds))
       AND queue NOT IN (SELECT value FROM json_each(:flow_queues))
+      AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
     ORDER BY priority DESC, available_at, id
     LIMIT :limit
 )
@@ -113,6 +115,7 @@ SELECT * FROM (
       AND available_at <= :now
       AND NOT EXISTS (SELECT 1 FROM mf_paused_queues WHERE queue = :queue_{n})
       AND kind NOT IN (SELECT value FROM json_each(:flow_kinds))
+      AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
     ORDER BY priority DESC, available_at, id
     LIMIT :limit
 )

@@ -54,6 +54,9 @@ RETURNING id, attempts, state, claimed_by, claimed_at, failure_class, failure_re
 -- name: claim_jobs
 -- One statement: the due jobs in claim order, leased to :owner, each attempt counted.
 -- Jobs of paused queues are skipped (the paused set is tiny: one lookup per row walked).
+-- Only the kinds in the JSON array :kinds (the claimer's handlers; NULL: every kind): a job
+-- of another kind stays Pending, no attempt spent, for a worker that has its handler.
+-- The other claim statements filter :kinds the same way.
 -- INDEXED BY: walk the claim-order index and stop at :limit; left to itself the planner
 -- picks mf_jobs_state and sorts every pending job on every claim.
 UPDATE mf_jobs
@@ -63,6 +66,7 @@ WHERE id IN (
     SELECT id FROM mf_jobs INDEXED BY mf_jobs_claimable
     WHERE state = 'Pending' AND available_at IS NOT NULL AND available_at <= :now
       AND queue NOT IN (SELECT queue FROM mf_paused_queues)
+      AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
     ORDER BY priority DESC, available_at, id
     LIMIT :limit
 )
@@ -93,6 +97,7 @@ SELECT * FROM (
     WHERE queue = :queue_{n} AND state = 'Pending' AND available_at IS NOT NULL
       AND available_at <= :now
       AND NOT EXISTS (SELECT 1 FROM mf_paused_queues WHERE queue = :queue_{n})
+      AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
     ORDER BY priority DESC, available_at, id
     LIMIT :limit
 )

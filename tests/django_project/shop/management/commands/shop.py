@@ -4,7 +4,8 @@
 enqueue tasks or jobs inside one ``transaction.atomic()`` block, which
 ``ACTION:rollback`` rolls back by raising. ``worker`` runs ``mailfathom worker
 --burst`` (one job at a time); ``orders``, ``result:ID``, ``returned:ID`` and ``admin`` report;
-``totals`` enqueues tasks that return values.
+``totals`` enqueues tasks that return values; ``typo`` enqueues a kind the project does not
+register (refused).
 The command prints one JSON list: what each action did.
 """
 
@@ -38,7 +39,7 @@ class Command(BaseCommand):
 
     help = (
         "ACTION[:rollback|:ID] …: migrate mail task job connections whoami worker orders result "
-        "admin help console admin_views async_views"
+        "admin help console admin_views async_views typo"
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -82,6 +83,14 @@ def _run(action: str, argument: str) -> Any:
         return _badmail()
     if action == "async_views":
         return _async_views()
+    if action == "typo":  # a kind the project does not register: refused, nothing written
+        from mailfathom import InvalidInput
+
+        try:
+            enqueue("shop.nte", {"note": "typo"})
+        except InvalidInput as exc:
+            return {"refused": str(exc)}
+        return {"refused": None}
     done: dict[str, Any] = {}
     try:
         with transaction.atomic():
