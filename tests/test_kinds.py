@@ -147,7 +147,7 @@ def test_a_schedule_obeys_the_same_rule_before_anything_is_written(consumer: Mai
 
 def test_enqueue_help_states_the_rule() -> None:
     shown = CliRunner().invoke(cli, ["enqueue", "--help"], terminal_width=200).output
-    assert "only the kinds it registers" in " ".join(shown.split())
+    assert "registers job kinds accepts only those" in " ".join(shown.split())
 
 
 # -- the claim filter ----------------------------------------------------------------

@@ -164,7 +164,7 @@ def test_a_refused_post_is_closed_while_its_body_trickles(console_port: int) -> 
 
 
 def test_a_request_with_its_body_read_keeps_its_connection(console_port: int) -> None:
-    body = b'{"kind": "no.such.kind"}'
+    body = b'{"kind": "report.build", "max_attempts": 0}'  # read whole, then refused
     with socket.create_connection(("127.0.0.1", console_port), timeout=10) as sock:
         sock.sendall(
             b"POST /api/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"

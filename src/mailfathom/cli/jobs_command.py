@@ -98,8 +98,8 @@ def enqueue(
 ) -> None:
     """Enqueue one job of KIND.
 
-    With --app, only the kinds it registers may be enqueued (unless its strict_kinds
-    setting is false), so a typo fails here and nothing is written; without --app, any
+    An app that registers job kinds accepts only those (unless its strict_kinds setting
+    is false), so a typo fails here and nothing is written; with no app loaded, any
     kind, as from a service that only produces jobs.
     """
     if sum(x is not None for x in (run_at, delay)) + hold > 1:
