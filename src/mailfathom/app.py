@@ -22,6 +22,8 @@ from mailfathom.delivery.deliver import DELIVER_KIND, DELIVERY_BACKOFF, Delivere
 from mailfathom.delivery.domains import delivery_key
 from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.smtp_url import parse_smtp_url
+from mailfathom.delivery.suppressions import Suppressions
+from mailfathom.delivery.transport import Transport
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.admin.admin import Jobs
 from mailfathom.jobs.admin.limits import Limits
@@ -72,6 +74,8 @@ class MailFathom:
     from them, then from its default. A bad value raises :class:`ConfigurationError`
     naming the setting. ``settings=`` hands over settings already made (the keywords are
     then not read). ``clock``: the time source (a :class:`FakeClock` in tests).
+    ``transport``: what submits outgoing email (a :class:`~mailfathom.Transport`, e.g. a
+    provider's HTTP API); left out, the SMTP server of ``smtp_url``.
     """
 
     def __init__(
@@ -111,6 +115,7 @@ class MailFathom:
         retention_delete_keyless: bool | None = None,
         prune_interval: float | None = None,
         prune_batch: int | None = None,
+        transport: Transport | None = None,
     ) -> None:
         guard_logs()  # connection warnings (the driver's included) never show a password
         if settings is None:
@@ -147,9 +152,9 @@ class MailFathom:
         self.workers = Workers(self.store.workers, self.clock, clock_skew=skew)
         self.retention = self.store.retention
         self._policy = settings.retention_policy()
-        self._init_outbox(settings)
+        self._init_outbox(settings, transport)
 
-    def _init_outbox(self, settings: Settings) -> None:
+    def _init_outbox(self, settings: Settings, transport: Transport | None) -> None:
         """``mf.outbox`` and the ``mailfathom.deliver`` kind, on the queue's own database."""
         delivery_job = DeliveryJobSpec(
             kind=DELIVER_KIND,
@@ -169,6 +174,8 @@ class MailFathom:
             max_message_bytes=settings.max_message_bytes,
             split_domains=throttle is not None,
         )
+        #: The addresses never sent to again (hard bounces, complaints, operators' calls).
+        self.suppressions = Suppressions(self.store.suppressions, self.clock)
         self.deliverer = Deliverer(
             self.store.outbox_attempts,
             self.store.outbox,
@@ -180,6 +187,8 @@ class MailFathom:
             sessions=settings.smtp_sessions,
             config_retry=settings.smtp_config_retry,
             snooze_limit=settings.snooze_limit,
+            transport=transport,
+            suppressions=self.suppressions,
         )
         attempts = self.store.outbox_attempts
         if attempts.counts_at_claim():  # a delivery's attempt counted by its claim

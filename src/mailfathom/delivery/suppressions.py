@@ -1,0 +1,174 @@
+"""``mf.suppressions``: the addresses mailfathom never sends to again.
+
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
+
+An address lands here after a hard bounce or a complaint (or an operator's decision),
+because a sender that keeps mailing such addresses gets its account suspended by
+its provider. A delivery attempt leaves a suppressed recipient out: that recipient
+is refused at once (a local ``550`` whose text starts with ``suppressed``, nothing
+sent to it) and the others go on; a record all of whose recipients are suppressed
+is Refused with the reason "suppressed" and sends nothing. Addresses are matched
+whatever their case. Every add and lift is audited (who, when, why).
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from datetime import datetime
+
+from mailfathom.clock import Clock
+from mailfathom.errors import InvalidInput, NotFound
+from mailfathom.store.suppressions.repository import (
+    SuppressionEventRow,
+    SuppressionRow,
+    SuppressionsRepository,
+)
+from mailfathom.validate import check_actor, check_limit, check_text
+
+__all__ = ["SUPPRESSION_REASONS", "Suppression", "SuppressionEvent", "Suppressions", "normalise"]
+
+#: Why an address is suppressed: a permanent delivery failure, a spam complaint, or an
+#: operator's decision.
+SUPPRESSION_REASONS = ("hard_bounce", "complaint", "manual")
+
+
+@dataclass(frozen=True, slots=True)
+class Suppression:
+    """One suppressed address: why (``reason``), where that came from (``source``, e.g.
+    ``operator``, ``dsn``, ``ses``), the evidence (``detail``), when and by whom."""
+
+    address: str
+    reason: str
+    source: str
+    detail: str | None
+    created_at: datetime
+    actor: str
+
+    @classmethod
+    def from_row(cls, row: SuppressionRow) -> Suppression:
+        """Build from a stored row."""
+        return cls(**row)
+
+    def describe(self) -> str:
+        """One line for a recipient's outcome: ``suppressed: hard_bounce (dsn) since …``."""
+        return (
+            f"suppressed: {self.reason} ({self.source}) since "
+            f"{self.created_at.isoformat(timespec='seconds')}; nothing was sent to this address"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SuppressionEvent:
+    """One audited add or lift of a suppression."""
+
+    id: int
+    address: str
+    at: datetime
+    actor: str
+    action: str
+    reason: str
+    source: str
+    detail: str | None
+
+    @classmethod
+    def from_row(cls, row: SuppressionEventRow) -> SuppressionEvent:
+        """Build from a stored audit row."""
+        return cls(**row)
+
+
+def normalise(address: object) -> str:
+    """``address`` as the list stores it (trimmed, lower-cased), or a clear error."""
+    text = check_text("address", address).strip()
+    local, at, domain = text.rpartition("@")
+    if not at or not local or not domain or len(text) > 320 or any(c.isspace() for c in text):
+        raise InvalidInput(
+            f"address {address!r} is not an email address: give one like 'user@example.com'; "
+            "nothing was changed"
+        )
+    return text.lower()
+
+
+class Suppressions:
+    """Add, lift, look up and list suppressed addresses (every change audited)."""
+
+    def __init__(self, store: SuppressionsRepository, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    def add(
+        self,
+        address: str,
+        *,
+        actor: str,
+        reason: str = "manual",
+        source: str = "operator",
+        detail: str | None = None,
+    ) -> Suppression:
+        """Suppress ``address``: no delivery sends to it from now on. ``reason`` is one of
+        ``hard_bounce``, ``complaint``, ``manual``; ``source`` says where the evidence came
+        from; ``detail`` holds it (e.g. the bounce's diagnostic). An address already on
+        the list keeps its entry, which is returned; nothing is written then."""
+        check_actor(actor, detail)
+        if reason not in SUPPRESSION_REASONS:
+            raise InvalidInput(
+                f"reason {reason!r} is not a suppression reason: use one of "
+                f"{', '.join(SUPPRESSION_REASONS)}; nothing was changed"
+            )
+        source = check_text("source", source).strip()
+        if not 1 <= len(source) <= 100:
+            raise InvalidInput("source must be 1-100 characters, e.g. 'operator'")
+        row, _ = self._store.add(
+            normalise(address),
+            reason=reason,
+            source=source,
+            detail=detail,
+            actor=actor,
+            now=self._clock.now(),
+        )
+        return Suppression.from_row(row)
+
+    def lift(self, address: str, *, actor: str, reason: str | None = None) -> Suppression:
+        """Take ``address`` off the list (deliveries send to it again); returns the entry
+        lifted. :class:`~mailfathom.NotFound` when it was not suppressed."""
+        check_actor(actor, reason)
+        key = normalise(address)
+        row = self._store.lift(key, actor=actor, detail=reason, now=self._clock.now())
+        if row is None:
+            raise NotFound(f"{key} is not on the suppression list: nothing to lift")
+        return Suppression.from_row(row)
+
+    def get(self, address: str) -> Suppression | None:
+        """The entry of ``address``, or None when it is not suppressed."""
+        row = self._store.get(normalise(address))
+        return None if row is None else Suppression.from_row(row)
+
+    def is_suppressed(self, address: str) -> bool:
+        """Whether deliveries leave ``address`` out."""
+        return self.get(address) is not None
+
+    def list(
+        self, *, search: str | None = None, limit: int = 100, after: str | None = None
+    ) -> builtins.list[Suppression]:
+        """Entries by address, ``limit`` at most; ``search`` keeps those whose address
+        contains it (case-insensitive); ``after`` pages on (the last address seen)."""
+        check_limit(limit)
+        if search is not None:
+            search = check_text("search", search).lower()
+        if after is not None:
+            after = check_text("after", after).lower()
+        rows = self._store.entries(search=search, limit=limit, after=after)
+        return [Suppression.from_row(row) for row in rows]
+
+    def counts(self) -> dict[str, int]:
+        """How many addresses are suppressed, by reason."""
+        return self._store.counts()
+
+    def events(self, address: str) -> builtins.list[SuppressionEvent]:
+        """Who added and lifted ``address``, when and why, oldest first."""
+        return [SuppressionEvent.from_row(row) for row in self._store.events(normalise(address))]
+
+    def among(self, addresses: builtins.list[str]) -> dict[str, Suppression]:
+        """The entries of those of ``addresses`` that are suppressed, by lower-cased address."""
+        rows = self._store.among([a.lower() for a in addresses])
+        return {key: Suppression.from_row(row) for key, row in rows.items()}
