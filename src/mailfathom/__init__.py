@@ -19,6 +19,7 @@ Every other module is internal: its names may change in any release.
 from mailfathom.app import MailFathom
 from mailfathom.clock import Clock, FakeClock, SystemClock
 from mailfathom.config import Settings
+from mailfathom.delivery.http_json import HttpJsonTransport
 from mailfathom.delivery.model import (
     CancelledEmail,
     OutboxEvent,
@@ -28,7 +29,12 @@ from mailfathom.delivery.model import (
 )
 from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.resolution import Resolution
+from mailfathom.delivery.smtp import Outcome as SubmissionOutcome
+from mailfathom.delivery.smtp import Phase as SubmissionPhase
+from mailfathom.delivery.smtp import Reply as SubmissionReply
 from mailfathom.delivery.stage import OutgoingEmailStage
+from mailfathom.delivery.suppressions import Suppression, SuppressionEvent, Suppressions
+from mailfathom.delivery.transport import SmtpTransport, Submission, Transport
 from mailfathom.errors import (
     ConfigurationError,
     IllegalTransition,
@@ -66,6 +72,7 @@ __all__ = [
     "FailureClass",
     "FakeClock",
     "FlowLimit",
+    "HttpJsonTransport",
     "IllegalTransition",
     "InvalidInput",
     "InvalidMessage",
@@ -100,10 +107,19 @@ __all__ = [
     "Schedule",
     "Schedules",
     "Settings",
+    "SmtpTransport",
     "Snooze",
     "StoreError",
+    "Submission",
+    "SubmissionOutcome",
+    "SubmissionPhase",
+    "SubmissionReply",
+    "Suppression",
+    "SuppressionEvent",
+    "Suppressions",
     "SystemClock",
     "TransientFailure",
+    "Transport",
     "Worker",
     "WorkerInfo",
     "Workers",

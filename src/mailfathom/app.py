@@ -68,7 +68,7 @@ class MailFathom:
     URL, ``MAILFATHOM_DATABASE_URL``, then ``mailfathom.toml``, then
     ``sqlite:///mailfathom.db``. Call :meth:`migrate` once before use.
 
-    Every keyword after ``settings`` is the :class:`~mailfathom.Settings` field of that
+    Every keyword after ``transport`` is the :class:`~mailfathom.Settings` field of that
     name, with its type (``MailFathom(url, concurrency=20, lease=60.0)``): given, it wins
     over the environment and ``mailfathom.toml``; None or left out, the setting comes
     from them, then from its default. A bad value raises :class:`ConfigurationError`
@@ -84,6 +84,7 @@ class MailFathom:
         *,
         clock: Clock | None = None,
         settings: Settings | None = None,
+        transport: Transport | None = None,
         sqlite_busy_timeout: float | None = None,
         enqueue_timeout: float | None = None,
         smtp_url: str | None = None,
@@ -115,7 +116,6 @@ class MailFathom:
         retention_delete_keyless: bool | None = None,
         prune_interval: float | None = None,
         prune_batch: int | None = None,
-        transport: Transport | None = None,
     ) -> None:
         guard_logs()  # connection warnings (the driver's included) never show a password
         if settings is None:

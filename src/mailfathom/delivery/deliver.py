@@ -366,7 +366,18 @@ class Deliverer:
             raise PermanentFailure(final)
         self._end(start.email, from_stage, _RECORDED, reason=reason, outcome=outcome, reply=reply)
         wait = self._until_expiry(start.email, from_stage, used)
+        if outcome is not None and outcome.retry_after is not None:
+            wait = self._asked_wait(start.email, from_stage, outcome.retry_after)
         raise TransientFailure(reason, retry_after=wait)
+
+    def _asked_wait(self, email: EmailRow, from_stage: str, seconds: float) -> timedelta:
+        """The wait the server or provider asked for (``Retry-After``), never past the
+        record's expiry when its body never went out."""
+        asked = timedelta(seconds=max(seconds, 0.0))
+        expiry = email["expires_at"]
+        if expiry is None or from_stage != _RECORDED or email["body_transmissions"] > 0:
+            return asked
+        return max(min(asked, expiry - self._clock.now()), timedelta(0))
 
     def _until_expiry(self, email: EmailRow, from_stage: str, used: int) -> timedelta | None:
         """The retry's wait when the record expires before the backoff could end: the time

@@ -1,5 +1,8 @@
 """Transports: what submits a recorded message's frozen bytes, behind one small interface.
 
+Internal: not part of the public API (:mod:`mailfathom` lists the public modules; it
+exports :class:`Transport`, :class:`Submission` and :class:`SmtpTransport`).
+
 The delivery stage machine (:mod:`mailfathom.delivery.deliver`) is the same whatever
 carries the bytes: it counts the attempt, hands the transport a :class:`Submission`,
 and writes the :class:`~mailfathom.delivery.smtp.Outcome` the transport returns. A
