@@ -13,6 +13,8 @@ EXPECTED = {
     "Backoff",
     "CancelledEmail",
     "Clock",
+    "DsnRecipient",
+    "DsnReport",
     "ConfigurationError",
     "EnqueuedJob",
     "FailureClass",

@@ -19,6 +19,7 @@ Every other module is internal: its names may change in any release.
 from mailfathom.app import MailFathom
 from mailfathom.clock import Clock, FakeClock, SystemClock
 from mailfathom.config import Settings
+from mailfathom.delivery.dsn import DsnRecipient
 from mailfathom.delivery.http_json import HttpJsonTransport
 from mailfathom.delivery.model import (
     CancelledEmail,
@@ -33,7 +34,7 @@ from mailfathom.delivery.smtp import Outcome as SubmissionOutcome
 from mailfathom.delivery.smtp import Phase as SubmissionPhase
 from mailfathom.delivery.smtp import Reply as SubmissionReply
 from mailfathom.delivery.stage import OutgoingEmailStage
-from mailfathom.delivery.suppressions import Suppression, SuppressionEvent, Suppressions
+from mailfathom.delivery.suppressions import DsnReport, Suppression, SuppressionEvent, Suppressions
 from mailfathom.delivery.transport import SmtpTransport, Submission, Transport
 from mailfathom.errors import (
     ConfigurationError,
@@ -68,6 +69,8 @@ __all__ = [
     "CancelledEmail",
     "Clock",
     "ConfigurationError",
+    "DsnRecipient",
+    "DsnReport",
     "EnqueuedJob",
     "FailureClass",
     "FakeClock",

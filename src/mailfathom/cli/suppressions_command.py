@@ -1,4 +1,4 @@
-"""``mailfathom suppressions list|add|lift``: the addresses never sent to again.
+"""``mailfathom suppressions list|add|lift|ingest-dsn``: the addresses never sent to again.
 
 Internal: not part of the public API (:mod:`mailfathom` lists the public modules).
 """
@@ -9,8 +9,17 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from mailfathom.cli.common import default_actor, echo_json, open_app, reports_errors, rich_out
+from mailfathom.cli.common import (
+    OperatorError,
+    default_actor,
+    echo_json,
+    open_app,
+    reports_errors,
+    rich_out,
+)
+from mailfathom.delivery.dsn import parse_dsn
 from mailfathom.delivery.suppressions import SUPPRESSION_REASONS, Suppression
+from mailfathom.errors import InvalidInput
 
 __all__ = ["suppressions"]
 
@@ -111,3 +120,29 @@ def lift_suppression(
     with open_app(ctx) as mf:
         entry = mf.suppressions.lift(address, actor=actor or default_actor(), reason=reason)
     click.echo(f"{entry.address} is no longer suppressed (was: {entry.reason})")
+
+
+@suppressions.command("ingest-dsn")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--actor", default=None, help="Who acts (default cli:<your login>).")
+@click.pass_context
+@reports_errors
+def ingest_dsn(ctx: click.Context, /, *, files: tuple[str, ...], actor: str | None) -> None:
+    """Read bounce messages (RFC 3464 DSNs, one per file, e.g. a Maildir's) and
+    suppress every recipient that bounced hard; soft bounces are only reported."""
+    messages = []
+    for path in files:  # every file is read and checked before anything is written
+        with open(path, "rb") as file:
+            data = file.read()
+        try:
+            parse_dsn(data)
+        except InvalidInput as exc:
+            raise OperatorError(f"{path}: {exc}") from exc
+        messages.append((path, data))
+    with open_app(ctx) as mf:
+        for path, data in messages:
+            report = mf.suppressions.ingest_dsn(data, actor=actor or default_actor())
+            for r in report.hard:
+                click.echo(f"{path}: {r.address} bounced hard ({r.status}): suppressed")
+            for r in report.soft:
+                click.echo(f"{path}: {r.address} bounced soft ({r.status}): not suppressed")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from mailfathom.clock import Clock
+from mailfathom.delivery.dsn import DsnRecipient, parse_dsn
 from mailfathom.errors import InvalidInput, NotFound
 from mailfathom.store.suppressions.repository import (
     SuppressionEventRow,
@@ -26,7 +27,14 @@ from mailfathom.store.suppressions.repository import (
 )
 from mailfathom.validate import check_actor, check_limit, check_text
 
-__all__ = ["SUPPRESSION_REASONS", "Suppression", "SuppressionEvent", "Suppressions", "normalise"]
+__all__ = [
+    "SUPPRESSION_REASONS",
+    "DsnReport",
+    "Suppression",
+    "SuppressionEvent",
+    "Suppressions",
+    "normalise",
+]
 
 #: Why an address is suppressed: a permanent delivery failure, a spam complaint, or an
 #: operator's decision.
@@ -75,6 +83,17 @@ class SuppressionEvent:
     def from_row(cls, row: SuppressionEventRow) -> SuppressionEvent:
         """Build from a stored audit row."""
         return cls(**row)
+
+
+@dataclass(frozen=True, slots=True)
+class DsnReport:
+    """What :meth:`Suppressions.ingest_dsn` found in one delivery status notification:
+    the hard bounces (each address now suppressed), the soft bounces (reported, never
+    suppressed) and the other recipients it named (delivered, relayed …)."""
+
+    hard: tuple[DsnRecipient, ...]
+    soft: tuple[DsnRecipient, ...]
+    other: tuple[DsnRecipient, ...]
 
 
 def normalise(address: object) -> str:
@@ -163,6 +182,31 @@ class Suppressions:
     def counts(self) -> dict[str, int]:
         """How many addresses are suppressed, by reason."""
         return self._store.counts()
+
+    def ingest_dsn(self, data: bytes, *, actor: str = "dsn") -> DsnReport:
+        """Read a delivery status notification (RFC 3464, the bounce an SMTP server sends
+        back, as bytes: from a mailbox you fetch, or a webhook) and suppress every
+        recipient that bounced hard (``Action: failed``, status ``5.x.x``) with reason
+        ``hard_bounce``, source ``dsn`` and the status and diagnostic as detail. Soft
+        bounces (``delayed``, ``4.x.x``) are reported and never suppress. A message that
+        is no DSN raises :class:`~mailfathom.InvalidInput` and changes nothing."""
+        check_actor(actor, None)
+        found = parse_dsn(data)
+        hard = tuple(r for r in found if r.hard)
+        for recipient in hard:  # every address checked before any is written
+            normalise(recipient.address)
+        for recipient in hard:
+            detail = " ".join(filter(None, [recipient.status, recipient.diagnostic]))
+            self.add(
+                recipient.address,
+                actor=actor,
+                reason="hard_bounce",
+                source="dsn",
+                detail=detail or None,
+            )
+        soft = tuple(r for r in found if r.soft)
+        other = tuple(r for r in found if not r.hard and not r.soft)
+        return DsnReport(hard=hard, soft=soft, other=other)
 
     def events(self, address: str) -> builtins.list[SuppressionEvent]:
         """Who added and lifted ``address``, when and why, oldest first."""
