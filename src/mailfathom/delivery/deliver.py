@@ -73,7 +73,7 @@ _SENT = OutgoingEmailStage.SENT.value
 _REFUSED = OutgoingEmailStage.REFUSED.value
 _NO_SERVER = (
     "no SMTP server configured: set smtp_url (MAILFATHOM_SMTP_URL) to smtp://host:port or "
-    "smtps://host:port"
+    "smtps://host:port, or pass a transport: MailFathom(transport=...)"
 )
 
 
