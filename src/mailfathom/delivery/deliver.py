@@ -199,14 +199,14 @@ class Deliverer:
         except StoreError as exc:  # the one write inside the submission: TransmissionBegun
             reason = f"TransmissionBegun could not be saved, so the body was not sent: {exc}"
             self._retry(ctx, start, _RECORDED, reason)
-        if suppressed:  # their refusal is written with the attempt's outcome
-            outcome = replace(outcome, recipients=[*outcome.recipients, *suppressed])
         problem = outcome_problem(outcome)
         if problem is not None:
             self._pause(ctx, start, problem)
             outcome = _retried(outcome)  # past the snooze limit: counted, never refused
         else:
             self._resume()
+        if suppressed:  # their refusal is written with the attempt's outcome
+            outcome = replace(outcome, recipients=[*outcome.recipients, *suppressed])
         self._conclude(ctx, start, outcome)
 
     # -- the suppression list ----------------------------------------------------------
