@@ -20,6 +20,10 @@ Each request carries an ``Idempotency-Key`` made of the record's id and Message-
 a provider that honours it (Resend, Postmark's batch, SendGrid does not) accepts a
 "send again" of the same record at most once, so an unknown outcome can be resolved
 with ``send_again`` safely there.
+
+The phase hook (:mod:`mailfathom.delivery.phases`, a test seam) is told
+``after_354`` once the connection is open and TransmissionBegun is about to be saved,
+``after_begun``, ``after_body`` once the request is sent, and ``after_reply``.
 """
 
 from __future__ import annotations
