@@ -14,6 +14,7 @@ from email.message import EmailMessage
 import pytest
 from click.testing import CliRunner
 
+from consolekit import make_client
 from mailfathom import InvalidInput, MailFathom, NotFound, OutgoingEmailStage
 from mailfathom.cli import cli
 from mailfathom.clock import FakeClock
@@ -199,3 +200,31 @@ def test_the_cli_adds_lists_and_lifts(database_url: str) -> None:
         cli, ["--database", database_url, "suppressions", "lift", "dan@example.com"]
     )
     assert refused.exit_code != 0 and "not on the suppression list" in refused.output
+
+
+def test_the_json_api_lists_adds_and_lifts(mail_app: MailFathom) -> None:
+    client = make_client(mail_app)
+    added = client.post(
+        "/api/suppressions",
+        json={"address": "Eve@Example.com", "reason": "complaint", "detail": "abuse report"},
+    )
+    assert added.status_code == 200, added.text
+    assert added.json()["address"] == "eve@example.com"
+    assert added.json()["source"] == "api" and added.json()["actor"] == "api"
+    client.post("/api/suppressions", json={"address": "fay@example.com"})
+    page = client.get("/api/suppressions", params={"limit": 1}).json()
+    assert [e["address"] for e in page["suppressions"]] == ["eve@example.com"]
+    rest = client.get("/api/suppressions", params={"after": page["next_after"]}).json()
+    assert [e["address"] for e in rest["suppressions"]] == ["fay@example.com"]
+    assert rest["next_after"] is None
+    found = client.get("/api/suppressions", params={"search": "EVE"}).json()["suppressions"]
+    assert [(e["address"], e["reason"]) for e in found] == [("eve@example.com", "complaint")]
+    bad = client.post("/api/suppressions", json={"address": "nobody", "reason": "manual"})
+    assert bad.status_code == 400 and "not an email address" in bad.json()["error"]["message"]
+    unknown = client.post("/api/suppressions", json={"address": "a@b.c", "why": "x"})
+    assert unknown.status_code == 400
+    lifted = client.post("/api/suppressions/lift", json={"address": "eve@example.com"})
+    assert lifted.status_code == 200 and lifted.json()["reason"] == "complaint"
+    again = client.post("/api/suppressions/lift", json={"address": "eve@example.com"})
+    assert again.status_code == 404
+    assert [e.address for e in mail_app.suppressions.list()] == ["fay@example.com"]
