@@ -8,8 +8,11 @@ accepted key gets the first answer again and is not counted as a new message.
 
 from __future__ import annotations
 
+import base64
+import email
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,6 +43,13 @@ class Seen:
     body: dict[str, Any]
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that vanished mid-answer (a killed worker) is expected here, not an error."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Say nothing: the tests count what the provider accepted instead."""
+
+
 class FakeProvider:
     """The running server: its URL, its script, what it read and what it accepted."""
 
@@ -50,6 +60,12 @@ class FakeProvider:
         self.accepted: dict[str, dict[str, Any]] = {}
         #: Called with each request as it arrives, before it is answered.
         self.on_request: Callable[[Seen], None] | None = None
+        #: False: a provider that ignores Idempotency-Key (every 2xx is a new message).
+        self.dedup = True
+        #: Seconds every answer waits (a slow provider: crashes land mid-request).
+        self.delay = 0.0
+        #: The Message-ID of every message answered 2xx as a new message, in order.
+        self.delivered: list[str] = []
         self.release = threading.Event()
         self._lock = threading.Lock()
         self._next_id = 0
@@ -66,7 +82,7 @@ class FakeProvider:
                 seen = Seen(dict(self.headers.items()), json.loads(self.rfile.read(length)))
                 provider.answer(self, seen)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -82,7 +98,7 @@ class FakeProvider:
             self.requests.append(seen)
             answer = self.script.pop(0) if self.script else Answer()
             key = seen.headers.get("Idempotency-Key", "")
-            repeated = self.accepted.get(key)
+            repeated = self.accepted.get(key) if self.dedup else None
         if self.on_request is not None:
             self.on_request(seen)
         if answer.drop:
@@ -92,6 +108,8 @@ class FakeProvider:
         if answer.hang:
             self.release.wait(30)
             return
+        if self.delay:
+            time.sleep(self.delay)
         body, status = answer.body, answer.status
         if repeated is not None:  # an accepted key: the first answer again, nothing new
             body, status = repeated, 200
@@ -100,6 +118,8 @@ class FakeProvider:
                 self._next_id += 1
                 body = {"id": f"prov-{self._next_id}", **body}
                 self.accepted[key] = body
+                raw = email.message_from_bytes(base64.b64decode(seen.body["raw"]))
+                self.delivered.append(str(raw["Message-ID"]))
         data = json.dumps(body).encode()
         handler.send_response(status)
         for name, value in answer.headers.items():
