@@ -228,3 +228,63 @@ def test_the_json_api_lists_adds_and_lifts(mail_app: MailFathom) -> None:
     again = client.post("/api/suppressions/lift", json={"address": "eve@example.com"})
     assert again.status_code == 404
     assert [e.address for e in mail_app.suppressions.list()] == ["fay@example.com"]
+
+
+def test_webhook_events_suppress_hard_bounces_and_complaints_never_soft_ones(
+    mail_app: MailFathom, smtp: FaultServer
+) -> None:
+    report = mail_app.suppressions.ingest_events(
+        [
+            {"event": "bounce", "bounce": "hard", "address": "Gus@example.com", "detail": "5.1.1"},
+            {"event": "complaint", "address": "hal@example.com", "source": "postmark"},
+            {"event": "bounce", "bounce": "soft", "address": "ida@example.com"},
+        ]
+    )
+    assert [(e.address, e.reason, e.source) for e in report.suppressed] == [
+        ("gus@example.com", "hard_bounce", "webhook"),
+        ("hal@example.com", "complaint", "postmark"),
+    ]
+    assert report.soft == ("ida@example.com",)
+    assert not mail_app.suppressions.is_suppressed("ida@example.com")
+    mail_app.outbox.record(message("gus@example.com", "hal@example.com", "ida@example.com"))
+    mail_app.worker().run(burst=True)
+    assert [m.rcpt_tos for m in smtp.accepted()] == [["ida@example.com"]]
+
+
+@pytest.mark.parametrize(
+    ("events", "match"),
+    [
+        ([{"event": "bounce", "address": "a@example.com"}], "event 0: give"),
+        ([{"event": "open", "address": "a@example.com"}], "event 0: give"),
+        ([{"event": "complaint", "address": "nope"}], "event 0: address 'nope'"),
+        ([{"event": "complaint", "address": "a@example.com", "x": 1}], "unknown fields"),
+        ({"event": "complaint", "address": "a@example.com"}, "must be a list"),
+    ],
+)
+def test_a_bad_event_is_refused_and_no_event_of_the_batch_applies(
+    mail_app: MailFathom, events: object, match: str
+) -> None:
+    good = {"event": "complaint", "address": "ok@example.com"}
+    batch = [good, *events] if isinstance(events, list) else events
+    with pytest.raises(InvalidInput, match=match.replace("event 0", "event 1")):
+        mail_app.suppressions.ingest_events(batch)  # type: ignore[arg-type]
+    assert mail_app.suppressions.list() == []
+
+
+def test_the_json_api_takes_webhook_events(mail_app: MailFathom) -> None:
+    client = make_client(mail_app)
+    answered = client.post(
+        "/api/suppressions/events",
+        json={
+            "events": [
+                {"event": "complaint", "address": "jo@example.com"},
+                {"event": "bounce", "bounce": "soft", "address": "kim@example.com"},
+            ]
+        },
+    )
+    assert answered.status_code == 200, answered.text
+    body = answered.json()
+    assert [e["address"] for e in body["suppressed"]] == ["jo@example.com"]
+    assert body["soft"] == ["kim@example.com"]
+    bad = client.post("/api/suppressions/events", json={"events": [{"event": "x"}]})
+    assert bad.status_code == 400

@@ -14,6 +14,7 @@ whatever their case. Every add and lift is audited (who, when, why).
 from __future__ import annotations
 
 import builtins
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -30,6 +31,7 @@ from mailfathom.validate import check_actor, check_limit, check_text
 __all__ = [
     "SUPPRESSION_REASONS",
     "DsnReport",
+    "EventReport",
     "Suppression",
     "SuppressionEvent",
     "Suppressions",
@@ -94,6 +96,53 @@ class DsnReport:
     hard: tuple[DsnRecipient, ...]
     soft: tuple[DsnRecipient, ...]
     other: tuple[DsnRecipient, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EventReport:
+    """What :meth:`Suppressions.ingest_events` did: the entries of the addresses the
+    events suppress (hard bounces and complaints, new or already there) and the
+    addresses that bounced soft (reported, never suppressed)."""
+
+    suppressed: tuple[Suppression, ...]
+    soft: tuple[str, ...]
+
+
+#: The fields an event of :meth:`Suppressions.ingest_events` may carry.
+_EVENT_FIELDS = frozenset({"event", "bounce", "address", "detail", "source"})
+
+
+def _event(index: int, event: object) -> tuple[str, str, str | None, str]:
+    """(address, kind: hard_bounce | complaint | soft, detail, source) of one event."""
+    where = f"event {index}"
+    if not isinstance(event, Mapping):
+        raise InvalidInput(f"{where} must be an object, not {type(event).__name__}")
+    unknown = sorted(set(event) - _EVENT_FIELDS)
+    if unknown:
+        raise InvalidInput(f"{where} has unknown fields {unknown}: use {sorted(_EVENT_FIELDS)}")
+    kind = event.get("event")
+    bounce = event.get("bounce")
+    if kind == "complaint":
+        found = "complaint"
+    elif kind == "bounce" and bounce in ("hard", "soft"):
+        found = "hard_bounce" if bounce == "hard" else "soft"
+    else:
+        raise InvalidInput(
+            f'{where}: give "event": "complaint", or "event": "bounce" with '
+            f'"bounce": "hard" or "soft" (got event={kind!r}, bounce={bounce!r})'
+        )
+    detail = event.get("detail")
+    if detail is not None:
+        detail = check_text(f"{where}: detail", detail)
+    source = event.get("source", "webhook")
+    source = check_text(f"{where}: source", source).strip()
+    if not 1 <= len(source) <= 100:
+        raise InvalidInput(f"{where}: source must be 1-100 characters, e.g. 'webhook'")
+    try:
+        address = normalise(event.get("address"))
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}: {exc}") from None
+    return address, found, detail, source
 
 
 def normalise(address: object) -> str:
@@ -207,6 +256,31 @@ class Suppressions:
         soft = tuple(r for r in found if r.soft)
         other = tuple(r for r in found if not r.hard and not r.soft)
         return DsnReport(hard=hard, soft=soft, other=other)
+
+    def ingest_events(
+        self, events: Sequence[Mapping[str, object]], *, actor: str = "webhook"
+    ) -> EventReport:
+        """Apply bounce and complaint events, e.g. from a provider's webhook mapped to this
+        form: ``{"event": "bounce", "bounce": "hard" | "soft", "address": …}`` or
+        ``{"event": "complaint", "address": …}``, each with an optional ``detail`` and
+        ``source`` (default ``webhook``). A hard bounce or a complaint suppresses the
+        address; a soft bounce is reported and never suppresses. Every event is checked
+        before any is applied: one bad event raises :class:`~mailfathom.InvalidInput`
+        naming it, and nothing changes."""
+        check_actor(actor, None)
+        if isinstance(events, (str, bytes, Mapping)) or not isinstance(events, Sequence):
+            raise InvalidInput("events must be a list of event objects; nothing was changed")
+        parsed = [_event(index, event) for index, event in enumerate(events)]
+        suppressed: builtins.list[Suppression] = []
+        soft: builtins.list[str] = []
+        for address, kind, detail, source in parsed:
+            if kind == "soft":
+                soft.append(address)
+                continue
+            suppressed.append(
+                self.add(address, actor=actor, reason=kind, source=source, detail=detail)
+            )
+        return EventReport(suppressed=tuple(suppressed), soft=tuple(soft))
 
     def events(self, address: str) -> builtins.list[SuppressionEvent]:
         """Who added and lifted ``address``, when and why, oldest first."""

@@ -435,6 +435,20 @@ def suppress_address(request: Request, data: dict[str, Any]) -> Any:
 
 
 @endpoint(body=True)
+def ingest_suppression_events(request: Request, data: dict[str, Any]) -> Any:
+    """Apply bounce and complaint events (see ``mf.suppressions.ingest_events``)."""
+    _check_keys(data, {"events", "actor"})
+    events = data.get("events")
+    if not isinstance(events, list) or len(events) > 1000:
+        raise InvalidInput("events is required: a list of at most 1000 event objects")
+    report = _console(request).mf.suppressions.ingest_events(events, actor=_actor(request, data))
+    return {
+        "suppressed": [_suppression_json(e) for e in report.suppressed],
+        "soft": list(report.soft),
+    }
+
+
+@endpoint(body=True)
 def lift_suppression(request: Request, data: dict[str, Any]) -> Any:
     """Lift a suppression: deliveries send to the address again."""
     _check_keys(data, {"address", "reason", "actor"})
@@ -524,6 +538,7 @@ routes = [
     Route("/api/outbox/{email_id:id}/record-again", record_email_again, methods=["POST"]),
     Route("/api/suppressions", list_suppressions),
     Route("/api/suppressions", suppress_address, methods=["POST"]),
+    Route("/api/suppressions/events", ingest_suppression_events, methods=["POST"]),
     Route("/api/suppressions/lift", lift_suppression, methods=["POST"]),
     Route("/api/kinds", kinds),
     Route("/api/audit", audit),

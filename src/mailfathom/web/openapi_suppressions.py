@@ -46,6 +46,39 @@ SCHEMAS: dict[str, Any] = {
         "required": ["address"],
         "additionalProperties": False,
     },
+    "EventsBody": {
+        "type": "object",
+        "properties": {
+            "events": {
+                "type": "array",
+                "maxItems": 1000,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "event": {"type": "string", "enum": ["bounce", "complaint"]},
+                        "bounce": {"type": "string", "enum": ["hard", "soft"]},
+                        "address": {"type": "string", "maxLength": 320},
+                        "detail": {"type": "string", "maxLength": 2000},
+                        "source": {"type": "string", "maxLength": 100},
+                    },
+                    "required": ["event", "address"],
+                    "additionalProperties": False,
+                },
+            },
+            "actor": {"type": "string", "maxLength": 100},
+        },
+        "required": ["events"],
+        "additionalProperties": False,
+    },
+    "EventReport": object_schema(
+        {
+            "suppressed": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/Suppression"},
+            },
+            "soft": {"type": "array", "items": {"type": "string"}},
+        }
+    ),
     "LiftBody": {
         "type": "object",
         "properties": {
@@ -78,6 +111,15 @@ PATHS: dict[str, Any] = {
             body="SuppressBody",
             operation_id="suppressAddress",
         ),
+    },
+    "/api/suppressions/events": {
+        "post": operation(
+            "Apply bounce and complaint events (a webhook's): a hard bounce or a complaint "
+            "suppresses the address, a soft bounce never does; all checked before any applies",
+            answer("The entries of the addresses suppressed, and the soft bounces", "EventReport"),
+            body="EventsBody",
+            operation_id="ingestSuppressionEvents",
+        )
     },
     "/api/suppressions/lift": {
         "post": operation(
