@@ -17,9 +17,8 @@ failure there sent nothing: retried), then TransmissionBegun is committed
   as after SMTP's final dot.
 
 Each request carries an ``Idempotency-Key`` made of the record's id and Message-ID:
-a provider that honours it (Resend, Postmark's batch, SendGrid does not) accepts a
-"send again" of the same record at most once, so an unknown outcome can be resolved
-with ``send_again`` safely there.
+a provider that honours it (Resend does) accepts a "send again" of the same record at
+most once, so an unknown outcome can be resolved with ``send_again`` safely there.
 
 The phase hook (:mod:`mailfathom.delivery.phases`, a test seam) is told
 ``after_354`` once the connection is open and TransmissionBegun is about to be saved,
