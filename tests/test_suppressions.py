@@ -91,6 +91,7 @@ def test_operators_add_search_and_lift_suppressions_audited(mail_app: MailFathom
         ("x@example.com", {"reason": "soft_bounce"}, "not a suppression reason"),
         ("x@example.com", {"actor": " "}, "actor must name who acts"),
         ("x\x00@example.com", {}, "NUL"),
+        ("x@example.com", {"detail": "a\x00b"}, "detail must not contain NUL"),
     ],
 )
 def test_bad_input_is_refused_and_changes_nothing(

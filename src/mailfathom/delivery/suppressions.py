@@ -177,7 +177,9 @@ class Suppressions:
         ``hard_bounce``, ``complaint``, ``manual``; ``source`` says where the evidence came
         from; ``detail`` holds it (e.g. the bounce's diagnostic). An address already on
         the list keeps its entry, which is returned; nothing is written then."""
-        check_actor(actor, detail)
+        check_actor(actor, None)
+        if detail is not None:
+            check_text("detail", detail)
         if reason not in SUPPRESSION_REASONS:
             raise InvalidInput(
                 f"reason {reason!r} is not a suppression reason: use one of "

@@ -68,14 +68,18 @@ class SuppressionsRepository:
             "actor": actor,
             "now": self.db.time_param(now),
         }
-        with self.db.transaction() as cur:
-            cur.execute(self._q["add_suppression"], params)
-            row = cur.fetchone()
-            if row is None:
-                cur.execute(self._q["get_suppression"], {"address": address})
-                return self._row(cur.fetchone()), False
-            cur.execute(self._q["insert_suppression_event"], {**params, "action": "add"})
-            return self._row(row), True
+        while True:  # a lift racing between the two statements: insert again
+            with self.db.transaction() as cur:
+                cur.execute(self._q["add_suppression"], params)
+                row = cur.fetchone()
+                if row is None:
+                    cur.execute(self._q["get_suppression"], {"address": address})
+                    found = cur.fetchone()
+                    if found is None:
+                        continue
+                    return self._row(found), False
+                cur.execute(self._q["insert_suppression_event"], {**params, "action": "add"})
+                return self._row(row), True
 
     def lift(
         self, address: str, *, actor: str, detail: str | None, now: datetime
