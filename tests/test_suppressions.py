@@ -14,7 +14,7 @@ from email.message import EmailMessage
 import pytest
 from click.testing import CliRunner
 
-from consolekit import make_client
+from consolekit import csrf_of, make_client
 from mailfathom import InvalidInput, MailFathom, NotFound, OutgoingEmailStage
 from mailfathom.cli import cli
 from mailfathom.clock import FakeClock
@@ -289,3 +289,41 @@ def test_the_json_api_takes_webhook_events(mail_app: MailFathom) -> None:
     assert body["soft"] == ["kim@example.com"]
     bad = client.post("/api/suppressions/events", json={"events": [{"event": "x"}]})
     assert bad.status_code == 400
+
+
+def test_the_console_page_lists_searches_adds_and_lifts(mail_app: MailFathom) -> None:
+    client = make_client(mail_app)
+    mail_app.suppressions.add("liz@example.com", actor="ops", reason="complaint")
+    listed = client.get("/suppressions")
+    assert listed.status_code == 200 and "liz@example.com" in listed.text
+    assert 'href="/suppressions"' in listed.text  # in the navigation
+    added = client.post(
+        "/suppressions",
+        data={
+            "csrf_token": csrf_of(listed.text),
+            "address": "Max@Example.com",
+            "reason": "hard_bounce",
+            "detail": "550 5.1.1",
+        },
+    )
+    assert added.status_code == 200 and "max@example.com is suppressed" in added.text
+    entry = mail_app.suppressions.get("max@example.com")
+    assert entry is not None and (entry.source, entry.reason) == ("console", "hard_bounce")
+    searched = client.get("/suppressions", params={"search": "max"})
+    assert "max@example.com" in searched.text and "liz@example.com" not in searched.text
+    refused = client.post("/suppressions", data={"address": "x@example.com"})  # no CSRF
+    assert refused.status_code == 403 and not mail_app.suppressions.is_suppressed("x@example.com")
+    confirm = client.get("/suppressions/lift", params={"address": "liz@example.com"})
+    assert "Lift the suppression of liz@example.com?" in confirm.text
+    lifted = client.post(
+        "/suppressions/lift",
+        data={"csrf_token": csrf_of(confirm.text), "address": "liz@example.com", "reason": "ok"},
+    )
+    assert lifted.status_code == 200 and "no longer suppressed" in lifted.text
+    assert not mail_app.suppressions.is_suppressed("liz@example.com")
+    (event,) = [e for e in mail_app.suppressions.events("liz@example.com") if e.action == "lift"]
+    assert event.detail == "ok"
+    bad = client.post(
+        "/suppressions", data={"csrf_token": csrf_of(confirm.text), "address": "nobody"}
+    )
+    assert bad.status_code == 400 and "not an email address" in bad.text
