@@ -1,7 +1,8 @@
 """A real delivery worker process, for the crash tests.
 
 ``python delivery_worker.py DATABASE_URL SMTP_URL [POINT]`` builds a MailFathom and runs
-a worker until nothing is due. Given a ``POINT`` of the submission
+a worker until nothing is due. An ``http://`` URL instead of the SMTP one delivers
+through :class:`~mailfathom.HttpJsonTransport` to that provider. Given a ``POINT`` of the submission
 (:data:`mailfathom.delivery.phases.PHASE_POINTS`), this process installs its own phase
 hook that SIGKILLs it on reaching that point: mailfathom itself has no crash switch.
 """
@@ -12,7 +13,7 @@ import os
 import signal
 import sys
 
-from mailfathom import MailFathom
+from mailfathom import HttpJsonTransport, MailFathom
 from mailfathom.delivery.phases import PHASE_POINTS, PhaseHook, PhasePoint
 
 
@@ -29,8 +30,12 @@ def kill_at(point: str) -> PhaseHook:
 
 
 def main() -> None:
-    database_url, smtp_url = sys.argv[1], sys.argv[2]
-    with MailFathom(database_url, smtp_url=smtp_url, lease=1.0) as app:
+    database_url, url = sys.argv[1], sys.argv[2]
+    if url.startswith("http://"):
+        carrier = MailFathom(database_url, transport=HttpJsonTransport(url), lease=1.0)
+    else:
+        carrier = MailFathom(database_url, smtp_url=url, lease=1.0)
+    with carrier as app:
         if len(sys.argv) > 3:
             app.deliverer.on_phase = kill_at(sys.argv[3])
         app.worker(concurrency=1, lease=1.0).run(burst=True)

@@ -94,6 +94,7 @@ def test_worker_metrics_after_known_work(
     mf.enqueue_many("bad", [{}, {}])
     mf.enqueue("ok", {}, queue="idle")  # no worker takes this queue: it waits
     mf.enqueue("ok", {}, hold=True)  # held: Pending, never due
+    mf.suppressions.add("gone@example.com", actor="ops", reason="complaint")
     # a job whose worker vanished: its lease expires and the next claim reaps it
     mf.enqueue("ok", {}, queue="lost")
     assert claim(mf, "ghost", 1, timedelta(seconds=5), queues=["lost"])
@@ -142,6 +143,8 @@ def test_worker_metrics_after_known_work(
     assert value(samples, "mailfathom_workers_alive") == 1
     assert value(samples, "mailfathom_emails", stage="Recorded") == 0
     assert value(samples, "mailfathom_emails_unknown_outcome") == 0
+    assert value(samples, "mailfathom_suppressed_addresses", reason="complaint") == 1
+    assert value(samples, "mailfathom_suppressed_addresses", reason="hard_bounce") == 0
     assert value(samples, "mailfathom_metrics_database_up") == 1
     assert health == {
         "status": "ok",

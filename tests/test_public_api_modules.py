@@ -169,7 +169,7 @@ def test_the_keywords_of_mailfathom_are_the_settings_with_their_types() -> None:
     """One source: each field of Settings is a keyword of ``MailFathom(...)``, in the same
     order, of the field's type (or None: not given, so read from the environment)."""
     parameters = inspect.signature(mailfathom.MailFathom).parameters
-    own = ["database_url", "clock", "settings"]
+    own = ["database_url", "clock", "settings", "transport"]
     assert list(parameters)[: len(own)] == own
     assert parameters["database_url"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
     settings_fields = [field.name for field in dataclasses.fields(mailfathom.Settings)]

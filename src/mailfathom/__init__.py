@@ -21,6 +21,8 @@ from mailfathom.aio import AsyncJobs, AsyncMailFathom, AsyncOutbox
 from mailfathom.app import MailFathom
 from mailfathom.clock import Clock, FakeClock, SystemClock
 from mailfathom.config import Settings
+from mailfathom.delivery.dsn import DsnRecipient
+from mailfathom.delivery.http_json import HttpJsonTransport
 from mailfathom.delivery.model import (
     CancelledEmail,
     OutboxEvent,
@@ -30,7 +32,12 @@ from mailfathom.delivery.model import (
 )
 from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.resolution import Resolution
+from mailfathom.delivery.smtp import Outcome as SubmissionOutcome
+from mailfathom.delivery.smtp import Phase as SubmissionPhase
+from mailfathom.delivery.smtp import Reply as SubmissionReply
 from mailfathom.delivery.stage import OutgoingEmailStage
+from mailfathom.delivery.suppressions import DsnReport, Suppression, SuppressionEvent, Suppressions
+from mailfathom.delivery.transport import SmtpTransport, Submission, Transport
 from mailfathom.errors import (
     ConfigurationError,
     IllegalTransition,
@@ -73,10 +80,13 @@ __all__ = [
     "CancelledEmail",
     "Clock",
     "ConfigurationError",
+    "DsnRecipient",
+    "DsnReport",
     "EnqueuedJob",
     "FailureClass",
     "FakeClock",
     "FlowLimit",
+    "HttpJsonTransport",
     "IllegalTransition",
     "InvalidInput",
     "InvalidMessage",
@@ -112,10 +122,19 @@ __all__ = [
     "Schedule",
     "Schedules",
     "Settings",
+    "SmtpTransport",
     "Snooze",
     "StoreError",
+    "Submission",
+    "SubmissionOutcome",
+    "SubmissionPhase",
+    "SubmissionReply",
+    "Suppression",
+    "SuppressionEvent",
+    "Suppressions",
     "SystemClock",
     "TransientFailure",
+    "Transport",
     "Worker",
     "WorkerInfo",
     "Workers",

@@ -22,6 +22,8 @@ from mailfathom.delivery.deliver import DELIVER_KIND, DELIVERY_BACKOFF, Delivere
 from mailfathom.delivery.domains import delivery_key
 from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.smtp_url import parse_smtp_url
+from mailfathom.delivery.suppressions import Suppressions
+from mailfathom.delivery.transport import Transport
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.admin.admin import Jobs
 from mailfathom.jobs.admin.limits import Limits
@@ -66,12 +68,14 @@ class MailFathom:
     URL, ``MAILFATHOM_DATABASE_URL``, then ``mailfathom.toml``, then
     ``sqlite:///mailfathom.db``. Call :meth:`migrate` once before use.
 
-    Every keyword after ``settings`` is the :class:`~mailfathom.Settings` field of that
+    Every keyword after ``transport`` is the :class:`~mailfathom.Settings` field of that
     name, with its type (``MailFathom(url, concurrency=20, lease=60.0)``): given, it wins
     over the environment and ``mailfathom.toml``; None or left out, the setting comes
     from them, then from its default. A bad value raises :class:`ConfigurationError`
     naming the setting. ``settings=`` hands over settings already made (the keywords are
     then not read). ``clock``: the time source (a :class:`FakeClock` in tests).
+    ``transport``: what submits outgoing email (a :class:`~mailfathom.Transport`, e.g. a
+    provider's HTTP API); left out, the SMTP server of ``smtp_url``.
     """
 
     def __init__(
@@ -80,6 +84,7 @@ class MailFathom:
         *,
         clock: Clock | None = None,
         settings: Settings | None = None,
+        transport: Transport | None = None,
         sqlite_busy_timeout: float | None = None,
         enqueue_timeout: float | None = None,
         smtp_url: str | None = None,
@@ -148,9 +153,9 @@ class MailFathom:
         self.workers = Workers(self.store.workers, self.clock, clock_skew=skew)
         self.retention = self.store.retention
         self._policy = settings.retention_policy()
-        self._init_outbox(settings)
+        self._init_outbox(settings, transport)
 
-    def _init_outbox(self, settings: Settings) -> None:
+    def _init_outbox(self, settings: Settings, transport: Transport | None) -> None:
         """``mf.outbox`` and the ``mailfathom.deliver`` kind, on the queue's own database."""
         delivery_job = DeliveryJobSpec(
             kind=DELIVER_KIND,
@@ -170,6 +175,8 @@ class MailFathom:
             max_message_bytes=settings.max_message_bytes,
             split_domains=throttle is not None,
         )
+        #: The addresses never sent to again (hard bounces, complaints, operators' calls).
+        self.suppressions = Suppressions(self.store.suppressions, self.clock)
         self.deliverer = Deliverer(
             self.store.outbox_attempts,
             self.store.outbox,
@@ -181,6 +188,8 @@ class MailFathom:
             sessions=settings.smtp_sessions,
             config_retry=settings.smtp_config_retry,
             snooze_limit=settings.snooze_limit,
+            transport=transport,
+            suppressions=self.suppressions,
         )
         attempts = self.store.outbox_attempts
         if attempts.counts_at_claim():  # a delivery's attempt counted by its claim

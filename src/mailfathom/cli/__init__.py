@@ -23,6 +23,7 @@ from mailfathom.cli.outbox_command import outbox
 from mailfathom.cli.prune_command import prune
 from mailfathom.cli.queues_command import queues
 from mailfathom.cli.schedules_command import schedules, workers
+from mailfathom.cli.suppressions_command import suppressions
 from mailfathom.cli.web_command import web
 from mailfathom.cli.worker_command import worker
 from mailfathom.errors import MailFathomError
@@ -67,6 +68,7 @@ cli.add_command(outbox)
 cli.add_command(prune)
 cli.add_command(queues)
 cli.add_command(schedules)
+cli.add_command(suppressions)
 cli.add_command(workers)
 cli.add_command(web)
 cli.add_command(dev)

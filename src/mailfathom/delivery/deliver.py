@@ -7,8 +7,9 @@ Internal. Every step is written before the next one is taken:
    with that reason and never sends. On PostgreSQL the claim that leased the job
    has usually counted the attempt already, in its own transaction
    (``claimed_start``), under the same condition.
-2. the staged submission (:mod:`mailfathom.delivery.smtp`), which calls back
-   between the 354 and the body to commit TransmissionBegun — conditional on the
+2. the staged submission by the transport (:mod:`mailfathom.delivery.transport`; for
+   SMTP :mod:`mailfathom.delivery.smtp`), which calls back right before the bytes leave
+   (for SMTP: between the 354 and the body) to commit TransmissionBegun — conditional on the
    record still being Recorded at this attempt, so a cancel that won is obeyed, and
    on its expiry not having passed (no body starts after ``expires_at``; the record
    is then Refused, "expired").
@@ -25,13 +26,13 @@ process tries the server once per ``config_retry`` seconds until it gets through
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import timedelta
 from typing import NoReturn
 
 from mailfathom.clock import Clock
 from mailfathom.delivery.phases import PhaseHook, no_phase_hook
-from mailfathom.delivery.pool import SessionPool
-from mailfathom.delivery.smtp import Outcome, Phase, Reply, SessionFailure, SmtpSession
+from mailfathom.delivery.smtp import Outcome, Phase, Reply, SessionFailure
 from mailfathom.delivery.smtp_config import (
     CONFIG_RETRY,
     ConfigurationGate,
@@ -40,12 +41,12 @@ from mailfathom.delivery.smtp_config import (
 )
 from mailfathom.delivery.smtp_url import SmtpTarget
 from mailfathom.delivery.stage import OutgoingEmailStage
+from mailfathom.delivery.suppressions import Suppressions
+from mailfathom.delivery.transport import SmtpTransport, Submission, Transport
 from mailfathom.errors import StoreError
 from mailfathom.jobs.context import JobContext
 from mailfathom.jobs.failures import PermanentFailure, Snooze, TransientFailure
 from mailfathom.jobs.retry import Backoff
-from mailfathom.observability import tracing
-from mailfathom.observability.hooks import submission_ended, traced_phases
 from mailfathom.observability.logs import log_fields
 from mailfathom.store.outbox.protocol import OutboxAttemptsStore, OutboxRecordsStore
 from mailfathom.store.outbox.rows import (
@@ -53,6 +54,7 @@ from mailfathom.store.outbox.rows import (
     AttemptStart,
     DeliveryJobSpec,
     EmailRow,
+    RecipientReply,
 )
 
 __all__ = ["DELIVERY_BACKOFF", "DELIVER_KIND", "Deliverer", "unknown_outcome_reason"]
@@ -71,7 +73,7 @@ _SENT = OutgoingEmailStage.SENT.value
 _REFUSED = OutgoingEmailStage.REFUSED.value
 _NO_SERVER = (
     "no SMTP server configured: set smtp_url (MAILFATHOM_SMTP_URL) to smtp://host:port or "
-    "smtps://host:port"
+    "smtps://host:port, or pass a transport: MailFathom(transport=...)"
 )
 
 
@@ -88,8 +90,9 @@ def unknown_outcome_reason(email: EmailRow) -> str:
 
 
 class Deliverer:
-    """Runs delivery attempts against one SMTP server (or none configured), on up to
-    ``sessions`` SMTP connections in parallel (one per delivering thread).
+    """Runs delivery attempts through one transport: ``transport`` when given, else the
+    SMTP server ``target`` (or none configured), on up to ``sessions`` SMTP connections
+    in parallel (one per delivering thread).
 
     ``on_phase`` is told each point of every submission (:mod:`mailfathom.delivery.phases`);
     it does nothing unless a test replaces it, before the worker starts.
@@ -110,6 +113,8 @@ class Deliverer:
         on_phase: PhaseHook = no_phase_hook,
         config_retry: float = CONFIG_RETRY,
         snooze_limit: int = 100,
+        transport: Transport | None = None,
+        suppressions: Suppressions | None = None,
     ) -> None:
         self.on_phase = on_phase
         #: This process's SMTP configuration errors (:mod:`mailfathom.delivery.smtp_config`).
@@ -122,11 +127,14 @@ class Deliverer:
         self._backoff = backoff
         #: The SMTP server deliveries go to (None: none configured).
         self.target = target
-        self._pool = (
-            None
-            if target is None
-            else SessionPool(target, timeout=timeout, data_timeout=data_timeout, sessions=sessions)
-        )
+        if transport is None and target is not None:
+            transport = SmtpTransport(
+                target, timeout=timeout, data_timeout=data_timeout, sessions=sessions
+            )
+        #: What submits the frozen bytes (None: nothing configured, deliveries wait).
+        self.transport = transport
+        #: The addresses never sent to (None: no list is consulted).
+        self._suppressions = suppressions
 
     def problem(self) -> str | None:
         """What to fix in the SMTP configuration, while an error pauses delivery here."""
@@ -134,9 +142,9 @@ class Deliverer:
         return None if fault is None else fault.problem
 
     def close(self) -> None:
-        """Close the idle SMTP connections."""
-        if self._pool is not None:
-            self._pool.close()
+        """Close the transport's idle connections."""
+        if self.transport is not None:
+            self.transport.close()
 
     def handle(self, ctx: JobContext, email_id: int) -> None:
         """The job handler: one attempt at delivering record ``email_id``."""
@@ -171,14 +179,18 @@ class Deliverer:
                 ),
             )
             return
-        pool = self._pool
-        if pool is None:
+        start, suppressed = self._leave_out_suppressed(start)
+        if suppressed and not start.recipients:
+            self._refuse_suppressed(start, suppressed)
+            return
+        transport = self.transport
+        if transport is None:
             self._retry(ctx, start, _RECORDED, _NO_SERVER)
         if not self.gate.may_try():  # a configuration error in force: wait, at no cost
             self._wait(ctx, start)
         attempt = start.email["attempts"]
         try:
-            outcome = self._transact(pool, start, attempt)
+            outcome = self._submit(transport, start, attempt)
         except SessionFailure as exc:
             problem = session_problem(exc)
             if problem is not None:
@@ -193,7 +205,51 @@ class Deliverer:
             outcome = _retried(outcome)  # past the snooze limit: counted, never refused
         else:
             self._resume()
+        if suppressed:  # their refusal is written with the attempt's outcome
+            outcome = replace(outcome, recipients=[*outcome.recipients, *suppressed])
         self._conclude(ctx, start, outcome)
+
+    # -- the suppression list ----------------------------------------------------------
+
+    def _leave_out_suppressed(
+        self, start: AttemptStart
+    ) -> tuple[AttemptStart, list[RecipientReply]]:
+        """``start`` without its suppressed recipients, and a local refusal for each of
+        them (550, "suppressed: …"): they are never offered, now or later."""
+        if self._suppressions is None or not start.recipients:
+            return start, []
+        found = self._suppressions.among([r["address"] for r in start.recipients])
+        if not found:
+            return start, []
+        now = self._clock.now()
+        refused = [
+            RecipientReply(
+                position=r["position"],
+                code=550,
+                enhanced_status=None,
+                text=found[r["address"].lower()].describe(),
+                at=now,
+            )
+            for r in start.recipients
+            if r["address"].lower() in found
+        ]
+        kept = [r for r in start.recipients if r["address"].lower() not in found]
+        return replace(start, recipients=kept), refused
+
+    def _refuse_suppressed(self, start: AttemptStart, refused: list[RecipientReply]) -> None:
+        """Every recipient still owed is suppressed: Refused, nothing sent, each says why."""
+        email_id = start.email["id"]
+        reason = (
+            f"suppressed: every recipient is on the suppression list ({len(refused)}); "
+            "nothing was sent"
+        )
+        outcome = Outcome("refused", reason, Phase.RCPT, recipients=refused)
+        self._end(start.email, _RECORDED, _REFUSED, reason=reason, outcome=outcome)
+        logger.info(
+            "outgoing email %s: every recipient is suppressed: Refused, nothing sent",
+            email_id,
+            extra=log_fields("email_suppressed", email_id=email_id, recipients=len(refused)),
+        )
 
     # -- configuration errors ----------------------------------------------------------
 
@@ -201,8 +257,8 @@ class Deliverer:
         """A configuration error was just seen: say so once, then wait like :meth:`_wait`;
         past the snooze limit, return (the caller counts the attempt as a failure). The
         idle sessions are closed: the next try connects afresh, as a fix would need."""
-        if self._pool is not None:
-            self._pool.close()
+        if self.transport is not None:
+            self.transport.close()
         if self.gate.failed(problem):
             logger.error(
                 "SMTP configuration error: %s. Delivery is paused: messages stay Recorded and "
@@ -240,51 +296,26 @@ class Deliverer:
                 extra=log_fields("smtp_configuration_resolved", problem=ended.problem),
             )
 
-    def _transact(self, pool: SessionPool, start: AttemptStart, attempt: int) -> Outcome:
-        """One mail transaction on a pooled session. A reused session that turns out to
-        be gone at its first command (the server hung up or said 421 while it idled)
-        has sent nothing, so the message is offered once more on a new session."""
-        session = pool.acquire()
-        outcome = self._offer(pool, session, start, attempt)
-        gone = outcome.phase is Phase.MAIL and session.reused and not session.usable
-        if outcome.kind == "retry" and gone:
-            outcome = self._offer(pool, pool.open(), start, attempt)
-        return outcome
-
-    def _offer(
-        self, pool: SessionPool, session: SmtpSession, start: AttemptStart, attempt: int
-    ) -> Outcome:
-        email_id = start.email["id"]
-        with tracing.span("smtp submission", **{"mailfathom.email.id": email_id}) as span:
-            on_phase = self.on_phase if span is None else traced_phases(span, self.on_phase)
-            outcome = self._submit(pool, session, start, attempt, on_phase)
-            submission_ended(outcome, span)
-        return outcome
-
-    def _submit(
-        self,
-        pool: SessionPool,
-        session: SmtpSession,
-        start: AttemptStart,
-        attempt: int,
-        on_phase: PhaseHook,
-    ) -> Outcome:
-        email_id = start.email["id"]
-        try:
-            return session.transact(
-                sender=start.email["sender"],
+    def _submit(self, transport: Transport, start: AttemptStart, attempt: int) -> Outcome:
+        email = start.email
+        email_id = email["id"]
+        return transport.submit(
+            Submission(
+                email_id=email_id,
+                attempt=attempt,
+                message_id=email["message_id"],
+                sender=email["sender"],
                 recipients=[(r["position"], r["address"]) for r in start.recipients],
                 data=start.message,
-                smtputf8=start.email["smtputf8"],
-                eightbit=start.email["eightbit"],
+                smtputf8=email["smtputf8"],
+                eightbit=email["eightbit"],
                 begin=lambda: self._store.mark_transmission_begun(
                     email_id, attempt, now=self._clock.now()
                 ),
                 clock=self._clock,
-                on_phase=on_phase,
+                on_phase=self.on_phase,
             )
-        finally:
-            pool.release(session)
+        )
 
     # -- writing the answer ------------------------------------------------------------
 
@@ -335,7 +366,18 @@ class Deliverer:
             raise PermanentFailure(final)
         self._end(start.email, from_stage, _RECORDED, reason=reason, outcome=outcome, reply=reply)
         wait = self._until_expiry(start.email, from_stage, used)
+        if outcome is not None and outcome.retry_after is not None:
+            wait = self._asked_wait(start.email, from_stage, outcome.retry_after)
         raise TransientFailure(reason, retry_after=wait)
+
+    def _asked_wait(self, email: EmailRow, from_stage: str, seconds: float) -> timedelta:
+        """The wait the server or provider asked for (``Retry-After``), never past the
+        record's expiry when its body never went out."""
+        asked = timedelta(seconds=max(seconds, 0.0))
+        expiry = email["expires_at"]
+        if expiry is None or from_stage != _RECORDED or email["body_transmissions"] > 0:
+            return asked
+        return max(min(asked, expiry - self._clock.now()), timedelta(0))
 
     def _until_expiry(self, email: EmailRow, from_stage: str, used: int) -> timedelta | None:
         """The retry's wait when the record expires before the backoff could end: the time

@@ -109,6 +109,9 @@ class Outcome:
     recipients: list[RecipientReply] = field(default_factory=list)
     #: Recipient positions that got 4xx while others were accepted (to split off).
     deferred: list[int] = field(default_factory=list)
+    #: Seconds the server or provider asked to wait before the next try (HTTP
+    #: ``Retry-After``); None: the delivery backoff decides.
+    retry_after: float | None = None
 
 
 class SmtpSession:

@@ -32,6 +32,7 @@ metric                                          type       labels
 ``mailfathom_jobs_unhandled``                   gauge      kind (**)
 ``mailfathom_emails``                           gauge      stage
 ``mailfathom_emails_unknown_outcome``           gauge      —
+``mailfathom_suppressed_addresses``              gauge      reason
 ``mailfathom_metrics_database_up``              gauge      —
 ``mailfathom_metrics_database_read_seconds``    gauge      —
 ==============================================  =========  ===============
@@ -79,6 +80,8 @@ _STATES = ["Pending", "Claimed", "DeadLettered"]
 _HISTORY = ["Succeeded", "Dropped"]
 #: Every stage of an outgoing email.
 _STAGES = ["Recorded", "TransmissionBegun", "Sent", "Refused", "Cancelled"]
+#: Every reason an address is suppressed (mailfathom.delivery.suppressions).
+_SUPPRESSION_REASONS = ["hard_bounce", "complaint", "manual"]
 
 
 class DatabaseGauges(Collector):
@@ -103,6 +106,7 @@ class DatabaseGauges(Collector):
         self._next_recount = float("-inf")
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
+        self._suppressed: dict[str, int] | None = None
         self._up = 0
         self._took = 0.0
         self._history: dict[tuple[str, str], int] | None = None
@@ -122,6 +126,7 @@ class DatabaseGauges(Collector):
                 self._refresh()
             self._recount_when_due()
             snapshot, up, took = self._snapshot, self._up, self._took
+            suppressed = self._suppressed
             history, counted_at = self._history, self._counted_at
         yield _gauge("mailfathom_metrics_database_up", "1 when the last read worked.", up)
         yield _gauge(
@@ -137,6 +142,15 @@ class DatabaseGauges(Collector):
             )
         if snapshot is not None:
             yield from _families(snapshot, history)
+        if suppressed is not None:
+            family = GaugeMetricFamily(
+                "mailfathom_suppressed_addresses",
+                "Addresses on the suppression list (never sent to), by reason.",
+                labels=["reason"],
+            )
+            for reason in _SUPPRESSION_REASONS:
+                family.add_metric([reason], suppressed.get(reason, 0))
+            yield family
 
     def _recount_when_due(self) -> None:
         """Under the lock: start a recount of the history when it is due (inline the
@@ -188,6 +202,7 @@ class DatabaseGauges(Collector):
         self.reads += 1
         try:
             self._snapshot = self._store.console.snapshot(self._clock.now())
+            self._suppressed = self._store.suppressions.counts()
         except StoreError as exc:
             self._up = 0
             logger.warning(

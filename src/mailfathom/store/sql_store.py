@@ -4,7 +4,7 @@ Internal. ``SqlStore`` opens nothing itself: it composes, on one
 :class:`~mailfathom.store.database.Database` (the SQLite or PostgreSQL one, where the
 dialects differ), one repository per concern — ``jobs``, ``claims``, ``workers``,
 ``schedules``, ``controls``, ``flow``, ``retention``, ``console`` and the outbox's
-``outbox``, ``outbox_moves`` and ``outbox_attempts`` — and owns the database's
+``outbox``, ``outbox_moves`` and ``outbox_attempts``, and ``suppressions`` — and owns the database's
 lifecycle (migrate, back up, wait for jobs, close). Callers use the repository they need.
 """
 
@@ -26,6 +26,7 @@ from mailfathom.store.outbox.moves import OutboxMoves
 from mailfathom.store.outbox.records import OutboxRecords
 from mailfathom.store.retention.repository import RetentionStore
 from mailfathom.store.schedules.repository import SchedulesRepository
+from mailfathom.store.suppressions.repository import SuppressionsRepository
 from mailfathom.store.workers.repository import WorkersRepository
 
 __all__ = ["SqlStore"]
@@ -74,6 +75,8 @@ class SqlStore:
         self.outbox_moves = OutboxMoves(self.outbox)
         #: Delivery attempts.
         self.outbox_attempts = OutboxAttempts(self.outbox)
+        #: The suppression list: addresses never sent to again.
+        self.suppressions = SuppressionsRepository(database)
 
     # -- lifecycle ---------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from mailfathom.console.serialize import (
     unknown_page_json,
     worker_json,
 )
+from mailfathom.delivery.suppressions import Suppression
 from mailfathom.errors import InvalidInput, MailFathomError
 from mailfathom.jobs.payload import MAX_DEPTH
 from mailfathom.web.delegated import user_of
@@ -391,6 +392,75 @@ def record_email_again(request: Request, data: dict[str, Any]) -> Any:
     return JSONResponse(email_json(email), status_code=201)
 
 
+def _suppression_json(entry: Suppression) -> dict[str, Any]:
+    return {
+        "address": entry.address,
+        "reason": entry.reason,
+        "source": entry.source,
+        "detail": entry.detail,
+        "created_at": entry.created_at.isoformat(),
+        "actor": entry.actor,
+    }
+
+
+@endpoint()
+def list_suppressions(request: Request, _: dict[str, Any]) -> Any:
+    """A page of suppressed addresses, by address."""
+    limit = _int_param(request, "limit", low=1, high=500, default=50)
+    assert limit is not None
+    search = request.query_params.get("search") or None
+    after = request.query_params.get("after") or None
+    found = _console(request).mf.suppressions.list(search=search, after=after, limit=limit)
+    return {
+        "suppressions": [_suppression_json(e) for e in found],
+        "next_after": found[-1].address if len(found) == limit else None,
+    }
+
+
+@endpoint(body=True)
+def suppress_address(request: Request, data: dict[str, Any]) -> Any:
+    """Suppress an address (an address already suppressed keeps its entry)."""
+    _check_keys(data, {"address", "reason", "source", "detail", "actor"})
+    address = _text(data, "address", longest=320)
+    if address is None:
+        raise InvalidInput("address is required: the email address never to send to again")
+    entry = _console(request).mf.suppressions.add(
+        address,
+        actor=_actor(request, data),
+        reason=_text(data, "reason", longest=20) or "manual",
+        source=_text(data, "source", longest=100) or "api",
+        detail=_text(data, "detail"),
+    )
+    return _suppression_json(entry)
+
+
+@endpoint(body=True)
+def ingest_suppression_events(request: Request, data: dict[str, Any]) -> Any:
+    """Apply bounce and complaint events (see ``mf.suppressions.ingest_events``)."""
+    _check_keys(data, {"events", "actor"})
+    events = data.get("events")
+    if not isinstance(events, list) or len(events) > 1000:
+        raise InvalidInput("events is required: a list of at most 1000 event objects")
+    report = _console(request).mf.suppressions.ingest_events(events, actor=_actor(request, data))
+    return {
+        "suppressed": [_suppression_json(e) for e in report.suppressed],
+        "soft": list(report.soft),
+    }
+
+
+@endpoint(body=True)
+def lift_suppression(request: Request, data: dict[str, Any]) -> Any:
+    """Lift a suppression: deliveries send to the address again."""
+    _check_keys(data, {"address", "reason", "actor"})
+    address = _text(data, "address", longest=320)
+    if address is None:
+        raise InvalidInput("address is required: the suppressed address to send to again")
+    entry = _console(request).mf.suppressions.lift(
+        address, actor=_actor(request, data), reason=_text(data, "reason")
+    )
+    return _suppression_json(entry)
+
+
 @endpoint()
 def kinds(request: Request, _: dict[str, Any]) -> Any:
     """The job kinds this console can create."""
@@ -466,6 +536,10 @@ routes = [
     Route("/api/outbox/{email_id:id}/cancel", cancel_email, methods=["POST"]),
     Route("/api/outbox/{email_id:id}/resolve", resolve_email, methods=["POST"]),
     Route("/api/outbox/{email_id:id}/record-again", record_email_again, methods=["POST"]),
+    Route("/api/suppressions", list_suppressions),
+    Route("/api/suppressions", suppress_address, methods=["POST"]),
+    Route("/api/suppressions/events", ingest_suppression_events, methods=["POST"]),
+    Route("/api/suppressions/lift", lift_suppression, methods=["POST"]),
     Route("/api/kinds", kinds),
     Route("/api/audit", audit),
     Route("/api/throughput", throughput),

@@ -36,6 +36,7 @@ from mailfathom.web import (
     pages,
     queue_pages,
     schedule_pages,
+    suppression_pages,
 )
 from mailfathom.web.delegated import DelegatedGuard
 from mailfathom.web.features import Features, detect_features
@@ -81,6 +82,7 @@ def create_app(
         *schedule_pages.routes,
         *queue_pages.routes,
         *limit_pages.routes,
+        *suppression_pages.routes,
         *observability_routes.routes,
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from mailfathom.web import openapi_common as common
-from mailfathom.web import openapi_jobs, openapi_limits, openapi_outbox
+from mailfathom.web import openapi_jobs, openapi_limits, openapi_outbox, openapi_suppressions
 from mailfathom.web.openapi_common import (
     NAME,
     TIME,
@@ -122,6 +122,7 @@ SCHEMAS: dict[str, Any] = {
     **_SCHEDULE_SCHEMAS,
     **openapi_outbox.SCHEMAS,
     **openapi_limits.SCHEMAS,
+    **openapi_suppressions.SCHEMAS,
 }
 
 
@@ -132,6 +133,7 @@ def document(features: Any = None) -> dict[str, Any]:
         **_SCHEDULE_PATHS,
         **openapi_limits.PATHS,
         **openapi_outbox.PATHS,
+        **openapi_suppressions.PATHS,
     }
     return {
         "openapi": "3.1.0",

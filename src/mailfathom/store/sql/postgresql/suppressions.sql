@@ -1,0 +1,4 @@
+-- name: suppressed_among
+-- The entries of the addresses in the JSON array :addresses (lower-cased).
+SELECT * FROM mf_suppressions
+WHERE address IN (SELECT jsonb_array_elements_text(CAST(:addresses AS jsonb)));

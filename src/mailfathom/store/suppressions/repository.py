@@ -1,0 +1,158 @@
+"""The suppressions repository: the suppression list and its audit, for every dialect.
+
+Internal. Runs the named queries of ``store/sql/*/suppressions.sql`` (migration
+``suppressions``) and converts values through the
+:class:`~mailfathom.store.database.Database`. Addresses arrive already normalised
+(lower-cased) by the layer above; every add and lift is audited in its own transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, TypedDict
+
+from mailfathom.store.database import Database
+
+__all__ = ["SuppressionEventRow", "SuppressionRow", "SuppressionsRepository"]
+
+
+class SuppressionRow(TypedDict):
+    """One suppressed address as stored."""
+
+    address: str
+    reason: str
+    source: str
+    detail: str | None
+    created_at: datetime
+    actor: str
+
+
+class SuppressionEventRow(TypedDict):
+    """One add or lift of a suppression."""
+
+    id: int
+    address: str
+    at: datetime
+    actor: str
+    action: str
+    reason: str
+    source: str
+    detail: str | None
+
+
+class SuppressionsRepository:
+    """Suppressed addresses: added, lifted (both audited), looked up and listed."""
+
+    def __init__(self, database: Database) -> None:
+        self.db = database
+        self._q = database.queries
+
+    def add(
+        self,
+        address: str,
+        *,
+        reason: str,
+        source: str,
+        detail: str | None,
+        actor: str,
+        now: datetime,
+    ) -> tuple[SuppressionRow, bool]:
+        """Suppress ``address`` with its audit row; returns the entry and True, or the
+        existing entry and False (nothing written) when it was already suppressed."""
+        params = {
+            "address": address,
+            "reason": reason,
+            "source": source,
+            "detail": detail,
+            "actor": actor,
+            "now": self.db.time_param(now),
+        }
+        while True:  # a lift racing between the two statements: insert again
+            with self.db.transaction() as cur:
+                cur.execute(self._q["add_suppression"], params)
+                row = cur.fetchone()
+                if row is None:
+                    cur.execute(self._q["get_suppression"], {"address": address})
+                    found = cur.fetchone()
+                    if found is None:
+                        continue
+                    return self._row(found), False
+                cur.execute(self._q["insert_suppression_event"], {**params, "action": "add"})
+                return self._row(row), True
+
+    def lift(
+        self, address: str, *, actor: str, detail: str | None, now: datetime
+    ) -> SuppressionRow | None:
+        """Remove ``address`` from the list with its audit row; None when it was not on it."""
+        with self.db.transaction() as cur:
+            cur.execute(self._q["lift_suppression"], {"address": address})
+            row = cur.fetchone()
+            if row is None:
+                return None
+            lifted = self._row(row)
+            cur.execute(
+                self._q["insert_suppression_event"],
+                {
+                    "address": address,
+                    "now": self.db.time_param(now),
+                    "actor": actor,
+                    "action": "lift",
+                    "reason": lifted["reason"],
+                    "source": lifted["source"],
+                    "detail": detail,
+                },
+            )
+            return lifted
+
+    def get(self, address: str) -> SuppressionRow | None:
+        """The entry of ``address``, or None."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["get_suppression"], {"address": address})
+            row = cur.fetchone()
+        return None if row is None else self._row(row)
+
+    def among(self, addresses: Sequence[str]) -> dict[str, SuppressionRow]:
+        """The entries of those of ``addresses`` that are suppressed, by address."""
+        if not addresses:
+            return {}
+        with self.db.reading() as cur:
+            cur.execute(
+                self._q["suppressed_among"], {"addresses": self.db.list_param(list(addresses))}
+            )
+            rows = [self._row(row) for row in cur.fetchall()]
+        return {row["address"]: row for row in rows}
+
+    def entries(
+        self, *, search: str | None, limit: int, after: str | None = None
+    ) -> list[SuppressionRow]:
+        """Entries by address, ``limit`` at most, after ``after``, containing ``search``."""
+        pattern = None
+        if search is not None:
+            escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            pattern = f"%{escaped}%"
+        with self.db.reading() as cur:
+            cur.execute(
+                self._q["list_suppressions"], {"after": after, "pattern": pattern, "limit": limit}
+            )
+            return [self._row(row) for row in cur.fetchall()]
+
+    def counts(self) -> dict[str, int]:
+        """How many addresses are suppressed, by reason (reasons with none are absent)."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["count_suppressions"], {})
+            return {row["reason"]: int(row["n"]) for row in cur.fetchall()}
+
+    def events(self, address: str) -> list[SuppressionEventRow]:
+        """The audit trail of ``address``, oldest first."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["suppression_events"], {"address": address})
+            rows: list[dict[str, Any]] = [dict(row) for row in cur.fetchall()]
+        for row in rows:
+            row["at"] = self.db.time_value(row["at"])
+        return rows  # type: ignore[return-value]
+
+    def _row(self, row: Any) -> SuppressionRow:
+        found: dict[str, Any] = dict(row)
+        found["created_at"] = self.db.time_value(found["created_at"])
+        return found  # type: ignore[return-value]

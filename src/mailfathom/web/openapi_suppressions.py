@@ -1,0 +1,133 @@
+"""The suppression-list part of the console API's OpenAPI document: schemas and paths.
+
+Internal; assembled by :func:`mailfathom.web.openapi.document`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mailfathom.web.openapi_common import TIME, answer, nullable, object_schema, operation, query
+
+__all__ = ["PATHS", "SCHEMAS"]
+
+_REASONS = ["hard_bounce", "complaint", "manual"]
+
+#: The suppression schemas.
+SCHEMAS: dict[str, Any] = {
+    "Suppression": object_schema(
+        {
+            "address": {"type": "string"},
+            "reason": {"type": "string", "enum": _REASONS},
+            "source": {"type": "string"},
+            "detail": nullable("string"),
+            "created_at": TIME,
+            "actor": {"type": "string"},
+        }
+    ),
+    "SuppressionPage": object_schema(
+        {
+            "suppressions": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/Suppression"},
+            },
+            "next_after": nullable("string"),
+        }
+    ),
+    "SuppressBody": {
+        "type": "object",
+        "properties": {
+            "address": {"type": "string", "maxLength": 320},
+            "reason": {"type": "string", "enum": _REASONS},
+            "source": {"type": "string", "maxLength": 100},
+            "detail": {"type": "string", "maxLength": 2000},
+            "actor": {"type": "string", "maxLength": 100},
+        },
+        "required": ["address"],
+        "additionalProperties": False,
+    },
+    "EventsBody": {
+        "type": "object",
+        "properties": {
+            "events": {
+                "type": "array",
+                "maxItems": 1000,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "event": {"type": "string", "enum": ["bounce", "complaint"]},
+                        "bounce": {"type": "string", "enum": ["hard", "soft"]},
+                        "address": {"type": "string", "maxLength": 320},
+                        "detail": {"type": "string", "maxLength": 2000},
+                        "source": {"type": "string", "maxLength": 100},
+                    },
+                    "required": ["event", "address"],
+                    "additionalProperties": False,
+                },
+            },
+            "actor": {"type": "string", "maxLength": 100},
+        },
+        "required": ["events"],
+        "additionalProperties": False,
+    },
+    "EventReport": object_schema(
+        {
+            "suppressed": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/Suppression"},
+            },
+            "soft": {"type": "array", "items": {"type": "string"}},
+        }
+    ),
+    "LiftBody": {
+        "type": "object",
+        "properties": {
+            "address": {"type": "string", "maxLength": 320},
+            "reason": {"type": "string", "maxLength": 2000},
+            "actor": {"type": "string", "maxLength": 100},
+        },
+        "required": ["address"],
+        "additionalProperties": False,
+    },
+}
+
+#: The suppression paths.
+PATHS: dict[str, Any] = {
+    "/api/suppressions": {
+        "get": operation(
+            "Suppressed addresses (never sent to) by address, a page at a time",
+            answer("A page of entries", "SuppressionPage"),
+            params=[
+                query("search", "Only addresses containing this text (any case)"),
+                query("after", "Only addresses after this one (the page's next_after)"),
+                query("limit", "Page size", type="integer", minimum=1, maximum=500),
+            ],
+            operation_id="listSuppressions",
+        ),
+        "post": operation(
+            "Suppress an address: no delivery sends to it from now on; audited. An address "
+            "already suppressed keeps its entry",
+            answer("The entry", "Suppression"),
+            body="SuppressBody",
+            operation_id="suppressAddress",
+        ),
+    },
+    "/api/suppressions/events": {
+        "post": operation(
+            "Apply bounce and complaint events (a webhook's): a hard bounce or a complaint "
+            "suppresses the address, a soft bounce never does; all checked before any applies",
+            answer("The entries of the addresses suppressed, and the soft bounces", "EventReport"),
+            body="EventsBody",
+            operation_id="ingestSuppressionEvents",
+        )
+    },
+    "/api/suppressions/lift": {
+        "post": operation(
+            "Lift a suppression: deliveries send to the address again; audited",
+            answer("The entry lifted", "Suppression"),
+            body="LiftBody",
+            errors=("404",),
+            operation_id="liftSuppression",
+        )
+    },
+}
