@@ -69,6 +69,7 @@ OVERRIDDEN = [
     "release_unstarted",
     "split_recipients",
     "start_attempts",
+    "suppressed_among",
     "throughput_failures",
     "throughput_jobs",
     "unstart_attempts",
