@@ -124,7 +124,13 @@ def pairs_of(rows: list[Any]) -> dict[str, list[int]]:
 
 def cases(conn: Conn) -> dict[str, tuple[str, Callable[[], dict[str, Any]]]]:
     """name -> (query, parameters) for every measured statement."""
-    claim = {"owner": "bench", "limit": 10, "now": NOW, "lease_until": NOW + timedelta(30)}
+    claim = {
+        "owner": "bench",
+        "limit": 10,
+        "now": NOW,
+        "lease_until": NOW + timedelta(30),
+        "kinds": None,  # every kind, as a claim without a worker's kinds
+    }
     pairs = held(conn, 10)
     return {
         "claim 10": (Q["claim_jobs"], lambda: claim),
@@ -148,7 +154,10 @@ def cases(conn: Conn) -> dict[str, tuple[str, Callable[[], dict[str, Any]]]]:
             Q["extend_leases"],
             lambda: {"owner": "w", **pairs, "lease_until": NOW + timedelta(60)},
         ),
-        "complete 10": (Q["complete_jobs"], lambda: {"owner": "w", "now": NOW, **pairs}),
+        "complete 10": (
+            Q["complete_jobs"],
+            lambda: {"owner": "w", "now": NOW, **pairs, "results": ""},  # none returned
+        ),
     }
 
 
@@ -189,7 +198,7 @@ def latency(conn: Conn, query: str, params: Callable[[], dict[str, Any]], runs: 
     return took
 
 
-_SQL_TYPES = {str: "text", int: "integer", datetime: "timestamptz"}
+_SQL_TYPES = {str: "text", int: "integer", datetime: "timestamptz", type(None): "text"}
 
 
 def _sql_type(name: str, value: Any) -> str:
@@ -233,14 +242,22 @@ def churn(conn: Conn, jobs: int) -> float:
     conn.execute(Q["insert_jobs"], batch_params(jobs))
     started = time.perf_counter()
     done = 0
-    claim = {"owner": "churn", "limit": 10, "now": NOW, "lease_until": NOW + timedelta(30)}
+    claim = {
+        "owner": "churn",
+        "limit": 10,
+        "now": NOW,
+        "lease_until": NOW + timedelta(30),
+        "kinds": None,
+    }
     while done < jobs:
         with conn.transaction():
             rows = conn.execute(Q["claim_jobs"], claim).fetchall()
         if not rows:
             break
         with conn.transaction():
-            conn.execute(Q["complete_jobs"], {"owner": "churn", "now": NOW, **pairs_of(rows)})
+            conn.execute(
+                Q["complete_jobs"], {"owner": "churn", "now": NOW, **pairs_of(rows), "results": ""}
+            )
         done += len(rows)
     return done / (time.perf_counter() - started)
 

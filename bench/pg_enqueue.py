@@ -77,7 +77,13 @@ def prepared_effect(runs: int) -> dict[str, list[float]]:
     """Seconds per claim of 10 from 1,000 due jobs, unprepared vs prepared (rolled back)."""
     queries = load_queries("postgresql")
     now = datetime(2030, 1, 1, tzinfo=UTC)
-    params = {"owner": "b", "limit": 10, "now": now, "lease_until": now + timedelta(30)}
+    params = {
+        "owner": "b",
+        "limit": 10,
+        "now": now,
+        "lease_until": now + timedelta(30),
+        "kinds": None,
+    }
     took: dict[str, list[float]] = {"claim 10, unprepared": [], "claim 10, prepared": []}
     with (
         scratch_schema("prepare") as schema,
