@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from email.message import EmailMessage
 from typing import Any
@@ -18,14 +20,30 @@ import psycopg
 import pytest
 
 from mailfathom import (
+    AsyncJobs,
+    AsyncLimits,
     AsyncMailFathom,
+    AsyncOutbox,
+    AsyncQueues,
+    AsyncSchedules,
+    AsyncSuppressions,
+    AsyncWorkers,
+    IllegalTransition,
     InvalidInput,
+    Jobs,
     JobContext,
     JobState,
+    Limits,
     MailFathom,
     NotFound,
+    Outbox,
+    Queues,
+    Schedules,
     StoreError,
+    Suppressions,
+    Workers,
 )
+from mailfathom.aio import SYNC_ONLY
 from mailfathom.store.bridge import await_on_loop
 from raw_database import raw_reading
 
@@ -413,3 +431,115 @@ def test_an_async_handler_enqueues_its_follow_up_without_blocking_the_workers_lo
     assert mf.worker(concurrency=2).run(burst=True) == 4  # each pack, then its ship
     assert sorted(job["order"] for job in committed_jobs(mf)) == [1, 2]
     assert mf.jobs.counts()[JobState.SUCCEEDED] == 4
+
+
+def test_the_queue_schedule_limit_worker_and_suppression_views_are_awaited(
+    mf: MailFathom,
+) -> None:
+    """Each view's database methods, awaited, with the sync rules and errors; what is
+    declared on ``mf`` is what ``sync()`` writes."""
+    amf = AsyncMailFathom(mf)
+    mf.job("orders.ship")(lambda order: None)
+    mf.schedule("nightly", cron="0 3 * * *", kind="orders.ship", payload={"order": 0})
+    mf.limit_queue("default", max_running=2)
+
+    async def main() -> None:
+        await amf.enqueue("orders.ship", {"order": 1})
+        paused = await amf.queues.pause("default", actor="ada", reason="migration")
+        assert paused.queue == "default" and [q.queue for q in await amf.queues.paused()] == [
+            "default"
+        ]
+        assert [q.queue for q in await amf.queues.list()] == ["default"]
+        with pytest.raises(IllegalTransition):
+            await amf.queues.pause("default", actor="ada")
+        await amf.queues.resume("default", actor="ada")
+        assert [e.action for e in await amf.queues.events("default")] == ["resume", "pause"]
+
+        assert await amf.schedules.sync() == ["nightly"]
+        assert [s.name for s in await amf.schedules.list()] == ["nightly"]
+        assert (await amf.schedules.pause("nightly", actor="ada")).paused_by == "ada"
+        assert (await amf.schedules.resume("nightly", actor="ada")).paused_by is None
+        await amf.schedules.remove("nightly", actor="ada")
+        with pytest.raises(NotFound):
+            await amf.schedules.get("nightly")
+
+        await amf.limits.sync()
+        assert [(row.scope, row.target) for row in await amf.limits.stored()] == [
+            ("queue", "default")
+        ]
+        assert [use["max_running"] for use in await amf.limits.usage()] == [2]
+        assert await amf.limits.remove("queue", "default") is True
+        assert await amf.limits.stored() == []
+
+        assert await amf.workers.list() == []
+
+        await amf.suppressions.add("Bounced@Example.org", actor="ada", reason="hard_bounce")
+        assert await amf.suppressions.is_suppressed("bounced@example.org")
+        assert await amf.suppressions.counts() == {"hard_bounce": 1}
+        assert list(await amf.suppressions.among(["bounced@example.org", "x@example.org"])) == [
+            "bounced@example.org"
+        ]
+        await amf.suppressions.lift("bounced@example.org", actor="ada")
+        assert await amf.suppressions.get("bounced@example.org") is None
+        assert len(await amf.suppressions.events("bounced@example.org")) == 2
+        with pytest.raises(NotFound):
+            await amf.suppressions.lift("bounced@example.org", actor="ada")
+
+    asyncio.run(main())
+    assert mf.queues.paused() == [] and mf.schedules.list() == []  # the same database
+
+
+@pytest.mark.parametrize(
+    ("view", "sync"),
+    [
+        (AsyncMailFathom, MailFathom),
+        (AsyncJobs, Jobs),
+        (AsyncOutbox, Outbox),
+        (AsyncQueues, Queues),
+        (AsyncSchedules, Schedules),
+        (AsyncLimits, Limits),
+        (AsyncWorkers, Workers),
+        (AsyncSuppressions, Suppressions),
+    ],
+)
+def test_every_database_method_of_a_view_is_awaited(view: type, sync: type) -> None:
+    """A method added to a sync view is awaited too, or deliberately left on ``mf`` (it
+    touches no database): the async API cannot fall behind the sync one unnoticed."""
+    public = {
+        name for name in vars(sync) if not name.startswith("_") and callable(getattr(sync, name))
+    }
+    public -= {
+        name
+        for name in vars(sync)
+        if isinstance(vars(sync)[name], classmethod | staticmethod | property)
+    }
+    awaited = {name for name in vars(view) if not name.startswith("_")}
+    assert public - awaited == set(SYNC_ONLY.get(sync, ())), f"{view.__name__} misses some"
+    mf_views = {"jobs", "outbox", "queues", "schedules", "limits", "workers", "suppressions"}
+    if view is AsyncMailFathom:
+        assert {"enqueue", "enqueue_many", "migrate"} <= awaited
+        assert mf_views <= set(AsyncMailFathom.__init__.__code__.co_names)
+
+
+def test_calls_without_a_connection_do_not_wait_for_the_loops_default_threads(
+    mf: MailFathom,
+) -> None:
+    """The loop's default executor is taken by the application's own blocking work:
+    mailfathom's calls run all the same, on threads of their own (one per connection)."""
+    amf = AsyncMailFathom(mf)
+    freed = threading.Event()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+        taken = loop.run_in_executor(None, freed.wait)
+        try:
+            job = await asyncio.wait_for(amf.enqueue("orders.ship", {"order": 1}), 30)
+            assert (await asyncio.wait_for(amf.jobs.get(job.id), 30)).id == job.id
+            assert not taken.done()  # the default thread was busy the whole time
+        finally:
+            freed.set()
+        await taken
+
+    asyncio.run(main())
+    assert amf._runner.executor()._max_workers == mf.store.db.max_connections

@@ -63,6 +63,8 @@ class PostgresDatabase:
         self.queries: Mapping[str, str] = load_queries("postgresql")
         self.capabilities = CAPABILITIES["postgresql"]
         self._max = max_connections
+        #: The pool's size: calls beyond it wait for a connection.
+        self.max_connections = max_connections
         self.pool_timeout = _pool_timeout(url) if pool_timeout is None else pool_timeout
         self._pool: ConnectionPool[Conn] | None = None
         self._pid = 0

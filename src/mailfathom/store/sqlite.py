@@ -77,6 +77,9 @@ class SQLiteDatabase:
     """Connections and transactions on one SQLite file."""
 
     dialect = "sqlite"
+    #: Calls worth running at once: each thread has its own connection, writes take
+    #: turns on the file's one lock and reads go on beside them (WAL).
+    max_connections = 4
 
     def __init__(self, path: str, *, busy_timeout: float = 30.0) -> None:
         """``busy_timeout``: seconds a write waits for another process's write lock
