@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import tempfile
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from email.message import EmailMessage
 from typing import Any
 
 import aiosqlite
 import psycopg
 import pytest
+from psycopg import pq
 
 from mailfathom import (
     AsyncJobs,
@@ -543,3 +545,91 @@ def test_calls_without_a_connection_do_not_wait_for_the_loops_default_threads(
 
     asyncio.run(main())
     assert amf._runner.executor()._max_workers == mf.store.db.max_connections
+
+
+def round_trips(pgconn: Any, lines: list[str]) -> int:
+    """Round trips in libpq's trace of a connection: the runs of messages the client
+    sent before reading an answer (a run of "F" lines is one flight)."""
+    sides = [line[0] for line in lines if line[:2] in ("F\t", "B\t")]
+    return sum(1 for i, side in enumerate(sides) if side == "F" and sides[i - 1 : i] != ["F"])
+
+
+@contextmanager
+def traced(pgconn: Any) -> Iterator[list[str]]:
+    """libpq's trace of ``pgconn`` while the block runs (its lines, filled at the end)."""
+    lines: list[str] = []
+    with tempfile.TemporaryFile() as trace:
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            yield lines
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        lines.extend(trace.read().decode().splitlines())
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_an_async_write_in_the_callers_transaction_costs_the_round_trips_of_a_sync_one(
+    mf: MailFathom,
+) -> None:
+    """Counted in libpq's trace of the caller's connection, in its open transaction: the
+    database check is made on the first write only, an enqueue is then three round trips
+    (savepoint, insert, release) and a record two (the savepoint pipelined with the
+    write), on psycopg's AsyncConnection as on its sync Connection."""
+    amf = AsyncMailFathom(mf)
+    writes = ["enqueue", "enqueue again", "record", "record many"]
+
+    def sync_trips() -> list[int]:
+        counts = []
+        with psycopg.connect(mf.settings.database_url) as conn:
+            conn.execute("SELECT 1")  # the caller's transaction has begun
+            for write in writes:
+                with traced(conn.pgconn) as lines:
+                    if write.startswith("enqueue"):
+                        mf.enqueue("orders.ship", {"order": 1}, connection=conn)
+                    elif write == "record":
+                        mf.outbox.record(message(), connection=conn)
+                    else:
+                        mf.outbox.record_many([message(), message()], connection=conn)
+                counts.append(round_trips(conn.pgconn, lines))
+            conn.rollback()
+        return counts
+
+    async def async_trips() -> list[int]:
+        counts = []
+        async with await psycopg.AsyncConnection.connect(mf.settings.database_url) as conn:
+            await conn.execute("SELECT 1")
+            for write in writes:
+                with traced(conn.pgconn) as lines:
+                    if write.startswith("enqueue"):
+                        await amf.enqueue("orders.ship", {"order": 1}, connection=conn)
+                    elif write == "record":
+                        await amf.outbox.record(message(), connection=conn)
+                    else:
+                        await amf.outbox.record_many([message(), message()], connection=conn)
+                counts.append(round_trips(conn.pgconn, lines))
+            await conn.commit()
+        return counts
+
+    awaited = asyncio.run(async_trips())
+    assert awaited == sync_trips(), awaited
+    assert awaited == [4, 3, 2, 2], awaited  # the check, then none
+    assert len(committed_jobs(mf)) == 2 and committed_emails(mf) == 3  # only the async ones
+
+
+def test_every_transaction_on_a_kept_connection_decides_its_own_writes(mf: MailFathom) -> None:
+    """The database check is made once per connection, yet each new transaction on it
+    is joined as the first was: a rollback after a commit leaves none of its writes."""
+    amf = AsyncMailFathom(mf)
+
+    async def main() -> None:
+        async with async_connection(mf) as conn:
+            for order, keep in ((1, True), (2, False), (3, False), (4, True)):
+                await amf.enqueue("orders.ship", {"order": order}, connection=conn)
+                await amf.outbox.record(message(f"c{order}@example.org"), connection=conn)
+                await (conn.commit() if keep else conn.rollback())
+
+    asyncio.run(main())
+    assert sorted(job["order"] for job in committed_jobs(mf)) == [1, 4]
+    assert committed_emails(mf) == 2
