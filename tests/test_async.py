@@ -47,7 +47,7 @@ from mailfathom import (
 )
 from mailfathom.aio import SYNC_ONLY
 from mailfathom.store.bridge import await_on_loop
-from raw_database import raw_reading
+from raw_database import raw_reading, raw_transaction
 
 
 @asynccontextmanager
@@ -633,3 +633,41 @@ def test_every_transaction_on_a_kept_connection_decides_its_own_writes(mf: MailF
     asyncio.run(main())
     assert sorted(job["order"] for job in committed_jobs(mf)) == [1, 4]
     assert committed_emails(mf) == 2
+
+
+def test_a_failed_pipelined_batch_is_undone_alone_and_the_callers_transaction_goes_on(
+    mf: MailFathom,
+) -> None:
+    """A ``record_many`` (on PostgreSQL its savepoint pipelined with the writes) that the
+    database refuses midway leaves none of the batch; the caller's write before it and
+    its next batch commit."""
+    with raw_transaction(mf) as cur:  # a trigger refusing one recipient
+        if mf.store.dialect == "sqlite":
+            cur.execute(
+                "CREATE TRIGGER mf_test_refuse BEFORE INSERT ON mf_outbox_recipients WHEN "
+                "NEW.address = 'c2@example.org' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+        else:
+            cur.execute(
+                "CREATE FUNCTION mf_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                "BEGIN IF NEW.address = 'c2@example.org' THEN RAISE EXCEPTION 'refused'; "
+                "END IF; RETURN NEW; END $$"
+            )
+            cur.execute(
+                "CREATE TRIGGER mf_test_refuse BEFORE INSERT ON mf_outbox_recipients "
+                "FOR EACH ROW EXECUTE FUNCTION mf_test_refuse()"
+            )
+    amf = AsyncMailFathom(mf)
+
+    async def main() -> None:
+        async with async_connection(mf) as conn:
+            await amf.enqueue("orders.ship", {"order": 1}, connection=conn)
+            with pytest.raises(StoreError, match="refused"):
+                batch = [message(f"c{n}@example.org") for n in range(3)]
+                await amf.outbox.record_many(batch, connection=conn)
+            await amf.outbox.record_many([message("c4@example.org")], connection=conn)
+            await conn.commit()
+
+    asyncio.run(main())
+    assert committed_jobs(mf) == [{"order": 1}]
+    assert [e.recipients[0].address for e in mf.outbox.list()] == ["c4@example.org"]
