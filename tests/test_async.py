@@ -8,26 +8,46 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager, contextmanager
 from email.message import EmailMessage
 from typing import Any
 
 import aiosqlite
 import psycopg
 import pytest
+from psycopg import pq
 
 from mailfathom import (
+    AsyncJobs,
+    AsyncLimits,
     AsyncMailFathom,
+    AsyncOutbox,
+    AsyncQueues,
+    AsyncSchedules,
+    AsyncSuppressions,
+    AsyncWorkers,
+    IllegalTransition,
     InvalidInput,
     JobContext,
+    Jobs,
     JobState,
+    Limits,
     MailFathom,
     NotFound,
+    Outbox,
+    Queues,
+    Schedules,
     StoreError,
+    Suppressions,
+    Workers,
 )
+from mailfathom.aio import SYNC_ONLY
 from mailfathom.store.bridge import await_on_loop
-from raw_database import raw_reading
+from raw_database import raw_reading, raw_transaction
 
 
 @asynccontextmanager
@@ -413,3 +433,241 @@ def test_an_async_handler_enqueues_its_follow_up_without_blocking_the_workers_lo
     assert mf.worker(concurrency=2).run(burst=True) == 4  # each pack, then its ship
     assert sorted(job["order"] for job in committed_jobs(mf)) == [1, 2]
     assert mf.jobs.counts()[JobState.SUCCEEDED] == 4
+
+
+def test_the_queue_schedule_limit_worker_and_suppression_views_are_awaited(
+    mf: MailFathom,
+) -> None:
+    """Each view's database methods, awaited, with the sync rules and errors; what is
+    declared on ``mf`` is what ``sync()`` writes."""
+    amf = AsyncMailFathom(mf)
+    mf.job("orders.ship")(lambda order: None)
+    mf.schedule("nightly", cron="0 3 * * *", kind="orders.ship", payload={"order": 0})
+    mf.limit_queue("default", max_running=2)
+
+    async def main() -> None:
+        await amf.enqueue("orders.ship", {"order": 1})
+        paused = await amf.queues.pause("default", actor="ada", reason="migration")
+        assert paused.queue == "default" and [q.queue for q in await amf.queues.paused()] == [
+            "default"
+        ]
+        assert [q.queue for q in await amf.queues.list()] == ["default"]
+        with pytest.raises(IllegalTransition):
+            await amf.queues.pause("default", actor="ada")
+        await amf.queues.resume("default", actor="ada")
+        assert [e.action for e in await amf.queues.events("default")] == ["resume", "pause"]
+
+        assert await amf.schedules.sync() == ["nightly"]
+        assert [s.name for s in await amf.schedules.list()] == ["nightly"]
+        assert (await amf.schedules.pause("nightly", actor="ada")).paused_by == "ada"
+        assert (await amf.schedules.resume("nightly", actor="ada")).paused_by is None
+        await amf.schedules.remove("nightly", actor="ada")
+        with pytest.raises(NotFound):
+            await amf.schedules.get("nightly")
+
+        await amf.limits.sync()
+        assert [(row.scope, row.target) for row in await amf.limits.stored()] == [
+            ("queue", "default")
+        ]
+        assert [use["max_running"] for use in await amf.limits.usage()] == [2]
+        assert await amf.limits.remove("queue", "default") is True
+        assert await amf.limits.stored() == []
+
+        assert await amf.workers.list() == []
+
+        await amf.suppressions.add("Bounced@Example.org", actor="ada", reason="hard_bounce")
+        assert await amf.suppressions.is_suppressed("bounced@example.org")
+        assert await amf.suppressions.counts() == {"hard_bounce": 1}
+        assert list(await amf.suppressions.among(["bounced@example.org", "x@example.org"])) == [
+            "bounced@example.org"
+        ]
+        await amf.suppressions.lift("bounced@example.org", actor="ada")
+        assert await amf.suppressions.get("bounced@example.org") is None
+        assert len(await amf.suppressions.events("bounced@example.org")) == 2
+        with pytest.raises(NotFound):
+            await amf.suppressions.lift("bounced@example.org", actor="ada")
+
+    asyncio.run(main())
+    assert mf.queues.paused() == [] and mf.schedules.list() == []  # the same database
+
+
+@pytest.mark.parametrize(
+    ("view", "sync"),
+    [
+        (AsyncMailFathom, MailFathom),
+        (AsyncJobs, Jobs),
+        (AsyncOutbox, Outbox),
+        (AsyncQueues, Queues),
+        (AsyncSchedules, Schedules),
+        (AsyncLimits, Limits),
+        (AsyncWorkers, Workers),
+        (AsyncSuppressions, Suppressions),
+    ],
+)
+def test_every_database_method_of_a_view_is_awaited(view: type, sync: type) -> None:
+    """A method added to a sync view is awaited too, or deliberately left on ``mf`` (it
+    touches no database): the async API cannot fall behind the sync one unnoticed."""
+    public = {
+        name for name in vars(sync) if not name.startswith("_") and callable(getattr(sync, name))
+    }
+    public -= {
+        name
+        for name in vars(sync)
+        if isinstance(vars(sync)[name], classmethod | staticmethod | property)
+    }
+    awaited = {name for name in vars(view) if not name.startswith("_")}
+    assert public - awaited == set(SYNC_ONLY.get(sync, ())), f"{view.__name__} misses some"
+    mf_views = {"jobs", "outbox", "queues", "schedules", "limits", "workers", "suppressions"}
+    if view is AsyncMailFathom:
+        assert {"enqueue", "enqueue_many", "migrate"} <= awaited
+        assert mf_views <= set(AsyncMailFathom.__init__.__code__.co_names)
+
+
+def test_calls_without_a_connection_do_not_wait_for_the_loops_default_threads(
+    mf: MailFathom,
+) -> None:
+    """The loop's default executor is taken by the application's own blocking work:
+    mailfathom's calls run all the same, on threads of their own (one per connection)."""
+    amf = AsyncMailFathom(mf)
+    freed = threading.Event()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+        taken = loop.run_in_executor(None, freed.wait)
+        try:
+            job = await asyncio.wait_for(amf.enqueue("orders.ship", {"order": 1}), 30)
+            assert (await asyncio.wait_for(amf.jobs.get(job.id), 30)).id == job.id
+            assert not taken.done()  # the default thread was busy the whole time
+        finally:
+            freed.set()
+        await taken
+
+    asyncio.run(main())
+    assert amf._runner.executor()._max_workers == mf.store.db.max_connections
+
+
+def round_trips(pgconn: Any, lines: list[str]) -> int:
+    """Round trips in libpq's trace of a connection: the runs of messages the client
+    sent before reading an answer (a run of "F" lines is one flight)."""
+    sides = [line[0] for line in lines if line[:2] in ("F\t", "B\t")]
+    return sum(1 for i, side in enumerate(sides) if side == "F" and sides[i - 1 : i] != ["F"])
+
+
+@contextmanager
+def traced(pgconn: Any) -> Iterator[list[str]]:
+    """libpq's trace of ``pgconn`` while the block runs (its lines, filled at the end)."""
+    lines: list[str] = []
+    with tempfile.TemporaryFile() as trace:
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            yield lines
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        lines.extend(trace.read().decode().splitlines())
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_an_async_write_in_the_callers_transaction_costs_the_round_trips_of_a_sync_one(
+    mf: MailFathom,
+) -> None:
+    """Counted in libpq's trace of the caller's connection, in its open transaction: the
+    database check is made on the first write only, and each write is then two round
+    trips (the savepoint pipelined with the write, then its release), on psycopg's
+    AsyncConnection as on its sync Connection."""
+    amf = AsyncMailFathom(mf)
+    writes = ["enqueue", "enqueue again", "record", "record many"]
+
+    def sync_trips() -> list[int]:
+        counts = []
+        with psycopg.connect(mf.settings.database_url) as conn:
+            conn.execute("SELECT 1")  # the caller's transaction has begun
+            for write in writes:
+                with traced(conn.pgconn) as lines:
+                    if write.startswith("enqueue"):
+                        mf.enqueue("orders.ship", {"order": 1}, connection=conn)
+                    elif write == "record":
+                        mf.outbox.record(message(), connection=conn)
+                    else:
+                        mf.outbox.record_many([message(), message()], connection=conn)
+                counts.append(round_trips(conn.pgconn, lines))
+            conn.rollback()
+        return counts
+
+    async def async_trips() -> list[int]:
+        counts = []
+        async with await psycopg.AsyncConnection.connect(mf.settings.database_url) as conn:
+            await conn.execute("SELECT 1")
+            for write in writes:
+                with traced(conn.pgconn) as lines:
+                    if write.startswith("enqueue"):
+                        await amf.enqueue("orders.ship", {"order": 1}, connection=conn)
+                    elif write == "record":
+                        await amf.outbox.record(message(), connection=conn)
+                    else:
+                        await amf.outbox.record_many([message(), message()], connection=conn)
+                counts.append(round_trips(conn.pgconn, lines))
+            await conn.commit()
+        return counts
+
+    awaited = asyncio.run(async_trips())
+    assert awaited == sync_trips(), awaited
+    assert awaited == [3, 2, 2, 2], awaited  # the check, then none
+    assert len(committed_jobs(mf)) == 2 and committed_emails(mf) == 3  # only the async ones
+
+
+def test_every_transaction_on_a_kept_connection_decides_its_own_writes(mf: MailFathom) -> None:
+    """The database check is made once per connection, yet each new transaction on it
+    is joined as the first was: a rollback after a commit leaves none of its writes."""
+    amf = AsyncMailFathom(mf)
+
+    async def main() -> None:
+        async with async_connection(mf) as conn:
+            for order, keep in ((1, True), (2, False), (3, False), (4, True)):
+                await amf.enqueue("orders.ship", {"order": order}, connection=conn)
+                await amf.outbox.record(message(f"c{order}@example.org"), connection=conn)
+                await (conn.commit() if keep else conn.rollback())
+
+    asyncio.run(main())
+    assert sorted(job["order"] for job in committed_jobs(mf)) == [1, 4]
+    assert committed_emails(mf) == 2
+
+
+def test_a_failed_pipelined_batch_is_undone_alone_and_the_callers_transaction_goes_on(
+    mf: MailFathom,
+) -> None:
+    """A ``record_many`` (on PostgreSQL its savepoint pipelined with the writes) that the
+    database refuses midway leaves none of the batch; the caller's write before it and
+    its next batch commit."""
+    with raw_transaction(mf) as cur:  # a trigger refusing one recipient
+        if mf.store.dialect == "sqlite":
+            cur.execute(
+                "CREATE TRIGGER mf_test_refuse BEFORE INSERT ON mf_outbox_recipients WHEN "
+                "NEW.address = 'c2@example.org' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+        else:
+            cur.execute(
+                "CREATE FUNCTION mf_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                "BEGIN IF NEW.address = 'c2@example.org' THEN RAISE EXCEPTION 'refused'; "
+                "END IF; RETURN NEW; END $$"
+            )
+            cur.execute(
+                "CREATE TRIGGER mf_test_refuse BEFORE INSERT ON mf_outbox_recipients "
+                "FOR EACH ROW EXECUTE FUNCTION mf_test_refuse()"
+            )
+    amf = AsyncMailFathom(mf)
+
+    async def main() -> None:
+        async with async_connection(mf) as conn:
+            await amf.enqueue("orders.ship", {"order": 1}, connection=conn)
+            with pytest.raises(StoreError, match="refused"):
+                batch = [message(f"c{n}@example.org") for n in range(3)]
+                await amf.outbox.record_many(batch, connection=conn)
+            await amf.outbox.record_many([message("c4@example.org")], connection=conn)
+            await conn.commit()
+
+    asyncio.run(main())
+    assert committed_jobs(mf) == [{"order": 1}]
+    assert [e.recipients[0].address for e in mf.outbox.list()] == ["c4@example.org"]

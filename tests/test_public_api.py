@@ -9,8 +9,13 @@ from mailfathom import errors
 
 EXPECTED = {
     "AsyncJobs",
+    "AsyncLimits",
     "AsyncMailFathom",
     "AsyncOutbox",
+    "AsyncQueues",
+    "AsyncSchedules",
+    "AsyncSuppressions",
+    "AsyncWorkers",
     "Attempt",
     "AttemptOutcome",
     "Backoff",

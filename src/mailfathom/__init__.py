@@ -17,7 +17,16 @@ The public modules, and only these, are the API; each lists its names in ``__all
 Every other module is internal: its names may change in any release.
 """
 
-from mailfathom.aio import AsyncJobs, AsyncMailFathom, AsyncOutbox
+from mailfathom.aio import (
+    AsyncJobs,
+    AsyncLimits,
+    AsyncMailFathom,
+    AsyncOutbox,
+    AsyncQueues,
+    AsyncSchedules,
+    AsyncSuppressions,
+    AsyncWorkers,
+)
 from mailfathom.app import MailFathom
 from mailfathom.clock import Clock, FakeClock, SystemClock
 from mailfathom.config import Settings
@@ -72,8 +81,13 @@ from mailfathom.store.retention.repository import RetentionStore
 
 __all__ = [
     "AsyncJobs",
+    "AsyncLimits",
     "AsyncMailFathom",
     "AsyncOutbox",
+    "AsyncQueues",
+    "AsyncSchedules",
+    "AsyncSuppressions",
+    "AsyncWorkers",
     "Attempt",
     "AttemptOutcome",
     "Backoff",

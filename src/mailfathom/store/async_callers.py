@@ -3,10 +3,14 @@
 Internal: not part of the public API. :func:`joined` takes a psycopg
 ``AsyncConnection``, an ``aiosqlite`` connection, or a SQLAlchemy ``AsyncSession``,
 ``async_scoped_session`` or ``AsyncConnection`` on one of them; checks, with the sync
-path's own rules, that it is on this store's database; opens the write as a savepoint
-inside the caller's transaction (awaited, so the loop is never blocked); and yields a
-:class:`~mailfathom.store.callers.JoinedTransaction` whose cursor awaits each statement
-on the loop (:func:`~mailfathom.store.bridge.await_on_loop`). The sync implementation,
+path's own rules, that it is on this store's database (on PostgreSQL once per
+connection, as the sync path does); and yields a
+:class:`~mailfathom.store.callers.JoinedTransaction` whose writes are savepoints inside
+the caller's transaction, each statement awaited on the loop
+(:func:`~mailfathom.store.bridge.await_on_loop`). On PostgreSQL each write opens its
+savepoint as the sync path does, pipelined with the write where the sync one is, so
+an async write costs the round trips of a sync one; on SQLite (no round trips) the
+savepoint spans the call. The sync implementation,
 run by :func:`~mailfathom.store.bridge.run_bridged`, writes through that cursor: one
 implementation of the rules for both APIs. Nothing is committed on the caller's behalf.
 
@@ -17,14 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager, nullcontext, suppress
 from typing import Any
 
 from mailfathom.errors import InvalidInput, StoreError
-from mailfathom.store.bridge import await_on_loop
+from mailfathom.store.bridge import await_on_loop, entered_on_loop
 from mailfathom.store.callers import JoinedTransaction
-from mailfathom.store.database import Database
+from mailfathom.store.database import Cursor, Database
 
 __all__ = ["AwaitedCursor", "joined"]
 
@@ -111,30 +115,47 @@ async def _psycopg(database: Any, connection: Any) -> AsyncIterator[JoinedTransa
     import psycopg
     from psycopg.rows import dict_row
 
-    from mailfathom.store.postgres import WHERE, PostgresDatabase, callers_loaders, store_error
+    from mailfathom.store.postgres import (
+        WHERE,
+        PostgresDatabase,
+        async_pipelined_write,
+        callers_loaders,
+        store_error,
+    )
 
     assert isinstance(database, PostgresDatabase)  # its dialect said so
-    try:
-        # On a connection that is not in autocommit mode this also opens the caller's
-        # transaction, so the write below is a savepoint inside it.
-        async with connection.cursor(row_factory=dict_row) as cur:
-            await cur.execute(WHERE)
-            row = await cur.fetchone()
-    except psycopg.Error as exc:
-        raise InvalidInput(f"connection= is not usable: {exc}") from exc
+    # As on the sync path, the check is made once per connection, except until a
+    # connection not in autocommit mode has begun its transaction: then the check is
+    # what begins it, so each write below is a savepoint inside it.
+    place = database.known_place(connection)
+    idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    if place is None or (idle and not connection.autocommit):
+        try:
+            async with connection.cursor(row_factory=dict_row) as cur:
+                await cur.execute(WHERE)
+                row = await cur.fetchone()
+        except psycopg.Error as exc:
+            raise InvalidInput(f"connection= is not usable: {exc}") from exc
+        place = (row["database"], row["schema"])
     if database.known_identity is None:  # read once, on the store's own pool
         await asyncio.to_thread(database.identity)
-    database.check_place((row["database"], row["schema"]))
-    try:
-        async with connection.transaction():
-            cursor = psycopg.AsyncCursor(connection, row_factory=dict_row)
-            callers_loaders(cursor)
-            async with cursor:
-                yield JoinedTransaction(
-                    _PipelinedCursor(cursor, psycopg.Error, store_error), "postgresql"
-                )
-    except psycopg.Error as exc:
-        raise store_error(exc) from exc
+    database.check_place(place)
+    database.remember_place(connection, place)
+
+    @contextmanager
+    def write(pipelined: bool) -> Iterator[Cursor]:
+        """One write, run in the bridge's greenlet: the sync path's statements (the
+        savepoint goes with the first statement when ``pipelined``), each awaited."""
+        opening = async_pipelined_write(connection) if pipelined else connection.transaction()
+        cursor = psycopg.AsyncCursor(connection, row_factory=dict_row)
+        callers_loaders(cursor)
+        try:
+            with entered_on_loop(opening), entered_on_loop(cursor):
+                yield _PipelinedCursor(cursor, psycopg.Error, store_error)
+        except psycopg.Error as exc:
+            raise store_error(exc) from exc
+
+    yield JoinedTransaction(write, "postgresql")
 
 
 @asynccontextmanager
@@ -164,7 +185,8 @@ async def _aiosqlite(database: Any, connection: Any) -> AsyncIterator[JoinedTran
     cursor = await connection.cursor()
     cursor.row_factory = sqlite3.Row
     try:
-        yield JoinedTransaction(AwaitedCursor(cursor, sqlite3.Error, store_error), "sqlite")
+        awaited = AwaitedCursor(cursor, sqlite3.Error, store_error)
+        yield JoinedTransaction(lambda pipelined: nullcontext(awaited), "sqlite")
     except BaseException:
         if connection.in_transaction:
             with suppress(sqlite3.Error):

@@ -13,12 +13,13 @@ asyncio extension uses, so one code path serves sync and async callers.
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any, TypeVar
 
 from mailfathom.errors import ConfigurationError
 
-__all__ = ["await_on_loop", "run_bridged"]
+__all__ = ["await_on_loop", "entered_on_loop", "run_bridged"]
 
 T = TypeVar("T")
 
@@ -67,6 +68,21 @@ def await_on_loop(awaitable: Awaitable[T]) -> T:
             "AsyncMailFathom method instead of calling the sync one"
         )
     return current.parent.switch(awaitable)  # type: ignore[no-any-return]
+
+
+@contextmanager
+def entered_on_loop(manager: AbstractAsyncContextManager[T]) -> Iterator[T]:
+    """``async with manager`` for code run by :func:`run_bridged`: entered and exited
+    with :func:`await_on_loop`, told of an error raised in the block as ``async with``
+    would be."""
+    value = await_on_loop(manager.__aenter__())
+    try:
+        yield value
+    except BaseException:
+        if not await_on_loop(manager.__aexit__(*sys.exc_info())):
+            raise
+    else:
+        await_on_loop(manager.__aexit__(None, None, None))
 
 
 _BRIDGE: Any = None

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import inspect
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from mailfathom.errors import InvalidInput
 from mailfathom.store.database import Cursor
@@ -35,23 +37,28 @@ def is_async(connection: object) -> bool:
 
 
 class JoinedTransaction:
-    """A write already opened inside the caller's async transaction, as ``connection=``.
+    """The caller's async transaction, checked, as ``connection=``.
 
-    The async API (:mod:`mailfathom.store.async_callers`) checks the caller's connection,
-    opens the savepoint and passes this in place of the connection: ``transaction()``
-    then hands out ``cursor`` as it is, so the sync implementation writes there."""
+    The async API (:mod:`mailfathom.store.async_callers`) checks the caller's connection
+    and passes this in place of it: ``transaction()`` then opens each write with
+    :meth:`write_for` (a savepoint in the caller's transaction, each statement awaited on
+    the loop), so the sync implementation writes there, as it would on a sync
+    connection, round trip for round trip."""
 
-    __slots__ = ("cursor", "dialect")
+    __slots__ = ("dialect", "write")
 
-    def __init__(self, cursor: Cursor, dialect: str) -> None:
-        self.cursor = cursor
+    def __init__(
+        self, write: Callable[[bool], AbstractContextManager[Cursor]], dialect: str
+    ) -> None:
+        self.write = write
         self.dialect = dialect
 
-    def cursor_for(self, dialect: str) -> Cursor:
-        """The cursor, once the store is known to be of the same dialect."""
+    def write_for(self, dialect: str, *, pipelined: bool) -> AbstractContextManager[Cursor]:
+        """One write's cursor (``pipelined`` as ``transaction()`` takes it), once the store
+        is known to be of the same dialect."""
         if dialect != self.dialect:  # pragma: no cover - async_callers checks it first
             raise InvalidInput(f"connection= is a {self.dialect} connection: not this store's")
-        return self.cursor
+        return self.write(pipelined)
 
 
 def driver_connection(connection: object) -> object:

@@ -51,6 +51,8 @@ class Database(Protocol):
     dialect: str
     queries: Mapping[str, str]
     capabilities: Capabilities
+    #: How many calls are worth running at once (the async API's thread count).
+    max_connections: int
 
     def transaction(
         self,

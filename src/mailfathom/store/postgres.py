@@ -24,8 +24,8 @@ import select
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager, suppress
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,7 +43,13 @@ from mailfathom.store.dialect import CAPABILITIES
 from mailfathom.store.pg_network import PROBE_TIMEOUT, StallWatch, tcp_defaults
 from mailfathom.store.queries import load_queries
 
-__all__ = ["WHERE", "PostgresDatabase", "callers_loaders", "store_error"]
+__all__ = [
+    "WHERE",
+    "PostgresDatabase",
+    "async_pipelined_write",
+    "callers_loaders",
+    "store_error",
+]
 
 NOTIFY_CHANNEL = "mailfathom_jobs"
 _DEFAULT_POOL_TIMEOUT = 10.0
@@ -63,6 +69,8 @@ class PostgresDatabase:
         self.queries: Mapping[str, str] = load_queries("postgresql")
         self.capabilities = CAPABILITIES["postgresql"]
         self._max = max_connections
+        #: The pool's size: calls beyond it wait for a connection.
+        self.max_connections = max_connections
         self.pool_timeout = _pool_timeout(url) if pool_timeout is None else pool_timeout
         self._pool: ConnectionPool[Conn] | None = None
         self._pid = 0
@@ -74,7 +82,7 @@ class PostgresDatabase:
         self._identity: tuple[str, str] | None = None  # current_database(), current_schema()
         #: Callers' connections already found on this database and schema (see
         #: :meth:`_callers_connection`), forgotten with the connection.
-        self._checked: weakref.WeakKeyDictionary[Conn, tuple[str, str]] = (
+        self._checked: weakref.WeakKeyDictionary[object, tuple[str, str]] = (
             weakref.WeakKeyDictionary()
         )
         self._tcp = tcp_defaults(url)  # keepalives and tcp_user_timeout the URL leaves unset
@@ -211,8 +219,9 @@ class PostgresDatabase:
         only, for writes that read no ``rowcount``): the savepoint goes out with the
         first statement and its release with the end, in pipeline mode, so a one-statement
         write costs two round trips instead of four."""
-        if isinstance(connection, JoinedTransaction):  # the async API's, already opened
-            yield connection.cursor_for(self.dialect)
+        if isinstance(connection, JoinedTransaction):  # the async API's: the same writes
+            with connection.write_for(self.dialect, pipelined=pipelined) as cursor:
+                yield cursor
             return
         if connection is not None:
             caller = self._callers_connection(driver_connection(connection))
@@ -278,6 +287,15 @@ class PostgresDatabase:
         self.check_place(theirs)
         self._checked[connection] = theirs
         return connection
+
+    def known_place(self, connection: object) -> tuple[str, str] | None:
+        """Where a caller's connection (sync or async) was found open, if it was checked
+        already: its database never changes, and its schema is set when it connects."""
+        return self._checked.get(connection)
+
+    def remember_place(self, connection: object, place: tuple[str, str]) -> None:
+        """Keep ``place`` (checked) as long as ``connection`` lives."""
+        self._checked[connection] = place
 
     @property
     def known_identity(self) -> tuple[str, str] | None:
@@ -449,16 +467,7 @@ def _pipelined_write(connection: psycopg.Connection[Any]) -> Iterator[None]:
     one: BEGIN … COMMIT), its statements sent in pipeline mode: the savepoint goes with
     the first statement, the release with the final sync. A one-statement write is two
     round trips (psycopg's ``transaction()`` waits for each of them instead)."""
-    idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    start, end, undo = (
-        ("BEGIN", "COMMIT", ["ROLLBACK"])
-        if idle
-        else (
-            "SAVEPOINT mf_write",
-            "RELEASE SAVEPOINT mf_write",
-            ["ROLLBACK TO SAVEPOINT mf_write", "RELEASE SAVEPOINT mf_write"],
-        )
-    )
+    start, end, undo = _write_bounds(connection)
     try:
         with connection.pipeline():
             connection.execute(start)
@@ -470,6 +479,38 @@ def _pipelined_write(connection: psycopg.Connection[Any]) -> Iterator[None]:
                 for statement in undo:
                     connection.execute(statement)
         raise
+
+
+@asynccontextmanager
+async def async_pipelined_write(connection: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+    """:func:`_pipelined_write` on a caller's async connection (the async API's): the
+    same statements, awaited, in the same two round trips."""
+    start, end, undo = _write_bounds(connection)
+    try:
+        async with connection.pipeline():
+            await connection.execute(start)
+            yield
+            await connection.execute(end)
+    except BaseException:
+        if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            with suppress(psycopg.Error):
+                for statement in undo:
+                    await connection.execute(statement)
+        raise
+
+
+def _write_bounds(
+    connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+) -> tuple[str, str, list[str]]:
+    """How a write on a caller's connection starts, ends and is undone: a savepoint in
+    its open transaction, else (autocommit, outside one) a transaction of its own."""
+    if connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        return "BEGIN", "COMMIT", ["ROLLBACK"]
+    return (
+        "SAVEPOINT mf_write",
+        "RELEASE SAVEPOINT mf_write",
+        ["ROLLBACK TO SAVEPOINT mf_write", "RELEASE SAVEPOINT mf_write"],
+    )
 
 
 WHERE = "SELECT current_database() AS database, current_schema() AS schema"

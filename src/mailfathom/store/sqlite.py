@@ -77,6 +77,9 @@ class SQLiteDatabase:
     """Connections and transactions on one SQLite file."""
 
     dialect = "sqlite"
+    #: Calls worth running at once: each thread has its own connection, writes take
+    #: turns on the file's one lock and reads go on beside them (WAL).
+    max_connections = 4
 
     def __init__(self, path: str, *, busy_timeout: float = 30.0) -> None:
         """``busy_timeout``: seconds a write waits for another process's write lock
@@ -206,8 +209,9 @@ class SQLiteDatabase:
         other threads', then other processes'), instead of the busy timeout; then
         :class:`StoreError`, nothing written. Not applied to a caller's transaction.
         ``pipelined`` changes nothing here (a file has no round trips to save)."""
-        if isinstance(connection, JoinedTransaction):  # the async API's, already opened
-            yield connection.cursor_for(self.dialect)
+        if isinstance(connection, JoinedTransaction):  # the async API's
+            with connection.write_for(self.dialect, pipelined=pipelined) as cursor:
+                yield cursor
             return
         if connection is not None:
             with self._callers_savepoint(driver_connection(connection)) as cursor:
