@@ -99,9 +99,10 @@ class FakeProvider:
         """Answer one request by the script (200 with a new id once it is used up)."""
         with self._lock:
             self.requests.append(seen)
-            wrong_key = self.require_key is not None and seen.headers.get(
-                "Authorization"
-            ) != f"Bearer {self.require_key}"
+            wrong_key = (
+                self.require_key is not None
+                and seen.headers.get("Authorization") != f"Bearer {self.require_key}"
+            )
             if wrong_key:
                 answer = Answer(401, {"message": "invalid API key"})
             else:

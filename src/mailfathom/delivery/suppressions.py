@@ -96,7 +96,8 @@ class SuppressionEvent:
 class DsnReport:
     """What :meth:`Suppressions.ingest_dsn` found in one delivery status notification:
     the hard bounces (each address now suppressed), the soft bounces (each kept as a
-    ``soft_bounce`` event, never suppressed) and the other recipients it named (delivered, relayed …)."""
+    ``soft_bounce`` event, never suppressed) and the other recipients it named
+    (delivered, relayed …)."""
 
     hard: tuple[DsnRecipient, ...]
     soft: tuple[DsnRecipient, ...]
@@ -244,8 +245,9 @@ class Suppressions:
         back, as bytes: from a mailbox you fetch, or a webhook) and suppress every
         recipient that bounced hard (``Action: failed``, status ``5.x.x``) with reason
         ``hard_bounce``, source ``dsn`` and the status and diagnostic as detail. Soft
-        bounces (``delayed``, ``4.x.x``) are kept as ``soft_bounce`` events and never suppress. A message that
-        is no DSN raises :class:`~mailfathom.InvalidInput` and changes nothing."""
+        bounces (``delayed``, ``4.x.x``) are kept as ``soft_bounce`` events and never
+        suppress. A message that is no DSN raises :class:`~mailfathom.InvalidInput` and
+        changes nothing."""
         check_actor(actor, None)
         found = parse_dsn(data)
         hard = tuple(r for r in found if r.hard)
@@ -275,9 +277,9 @@ class Suppressions:
         form: ``{"event": "bounce", "bounce": "hard" | "soft", "address": …}`` or
         ``{"event": "complaint", "address": …}``, each with an optional ``detail`` and
         ``source`` (default ``webhook``). A hard bounce or a complaint suppresses the
-        address; a soft bounce is kept as a ``soft_bounce`` event and never suppresses. Every event is checked
-        before any is applied: one bad event raises :class:`~mailfathom.InvalidInput`
-        naming it, and nothing changes."""
+        address; a soft bounce is kept as a ``soft_bounce`` event and never suppresses.
+        Every event is checked before any is applied: one bad event raises
+        :class:`~mailfathom.InvalidInput` naming it, and nothing changes."""
         check_actor(actor, None)
         if isinstance(events, (str, bytes, Mapping)) or not isinstance(events, Sequence):
             raise InvalidInput("events must be a list of event objects; nothing was changed")
@@ -306,7 +308,9 @@ class Suppressions:
         on (the id of the last one seen). They suppress nothing: an operator reads them
         to spot an address or a domain that keeps deferring."""
         check_limit(limit)
-        if before_id is not None and (isinstance(before_id, bool) or not isinstance(before_id, int)):
+        if before_id is not None and (
+            isinstance(before_id, bool) or not isinstance(before_id, int)
+        ):
             raise InvalidInput(f"before_id must be an event id (an integer), not {before_id!r}")
         rows = self._store.recent_events("soft_bounce", limit=limit, before_id=before_id)
         return [SuppressionEvent.from_row(row) for row in rows]
