@@ -16,6 +16,7 @@ from email.message import EmailMessage
 
 import pytest
 
+from consolekit import make_client
 from fake_provider import Answer, FakeProvider
 from mailfathom import FakeClock, HttpJsonTransport, JobState, MailFathom, OutgoingEmailStage
 from mailfathom.console.service import Console
@@ -100,6 +101,8 @@ def test_a_refused_api_key_pauses_delivery_until_the_provider_accepts(
     }
     assert gauge["mailfathom_smtp_configuration_error"] == 1
     assert Console(http_app).overview().smtp_problem == problem
+    page = make_client(http_app).get("/").text
+    assert "Delivery is paused: acme configuration error" in page and "HTTP 401" in page
 
     # a slow pace: before it, nothing is tried; after it, one probe and nothing spent
     caplog.clear()
