@@ -66,6 +66,9 @@ class FakeProvider:
         self.delay = 0.0
         #: The Message-ID of every message answered 2xx as a new message, in order.
         self.delivered: list[str] = []
+        #: An API key the provider requires: a request without ``Bearer <key>`` gets
+        #: 401 (None: any key is taken). Setting the app's key is "the key fixed".
+        self.require_key: str | None = None
         self.release = threading.Event()
         self._lock = threading.Lock()
         self._next_id = 0
@@ -96,7 +99,14 @@ class FakeProvider:
         """Answer one request by the script (200 with a new id once it is used up)."""
         with self._lock:
             self.requests.append(seen)
-            answer = self.script.pop(0) if self.script else Answer()
+            wrong_key = (
+                self.require_key is not None
+                and seen.headers.get("Authorization") != f"Bearer {self.require_key}"
+            )
+            if wrong_key:
+                answer = Answer(401, {"message": "invalid API key"})
+            else:
+                answer = self.script.pop(0) if self.script else Answer()
             key = seen.headers.get("Idempotency-Key", "")
             repeated = self.accepted.get(key) if self.dedup else None
         if self.on_request is not None:

@@ -211,9 +211,10 @@ class Console(OutboxConsole, LimitsConsole):
         return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
 
     def smtp_problem(self) -> str | None:
-        """The SMTP configuration error pausing delivery: the one this process's deliveries
-        met, else what a probe of the server found (at most one a minute); None if none."""
-        return None if self._smtp is None else self._smtp.problem()
+        """The configuration error pausing delivery: the one this process's deliveries
+        met, else what a probe of the SMTP server found (at most one a minute); None if
+        none. A provider's transport is not probed: its deliveries tell."""
+        return self.mf.deliverer.problem() if self._smtp is None else self._smtp.problem()
 
     def jobs(self, query: JobQuery, *, before_id: int | None = None, limit: int = 50) -> JobPage:
         """Newest first; keyset pages of ``limit`` jobs older than ``before_id``."""

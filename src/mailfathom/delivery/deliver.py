@@ -18,7 +18,8 @@ Internal. Every step is written before the next one is taken:
 Transient failures return the record to Recorded and retry with backoff; on the
 job's last attempt the record becomes Refused instead. A configuration error (a
 refused password, credentials with nowhere safe to go, "authentication required":
-:mod:`mailfathom.delivery.smtp_config`) is no transient failure: the attempt is taken
+:mod:`mailfathom.delivery.smtp_config`; a provider's 401 or 403 to an API key, which
+the transport says in ``Outcome.configuration``) is no transient failure: the attempt is taken
 back (the record stays Recorded, its count unchanged) and the job snoozes, and the
 process tries the server once per ``config_retry`` seconds until it gets through.
 """
@@ -117,7 +118,8 @@ class Deliverer:
         suppressions: Suppressions | None = None,
     ) -> None:
         self.on_phase = on_phase
-        #: This process's SMTP configuration errors (:mod:`mailfathom.delivery.smtp_config`).
+        #: This process's transport configuration errors (SMTP's or a provider's:
+        #: :mod:`mailfathom.delivery.smtp_config`).
         self.gate = ConfigurationGate(retry=config_retry, now=lambda: clock.now().timestamp())
         self._snooze_limit = snooze_limit
         self._store = store
@@ -137,7 +139,8 @@ class Deliverer:
         self._suppressions = suppressions
 
     def problem(self) -> str | None:
-        """What to fix in the SMTP configuration, while an error pauses delivery here."""
+        """What to fix in the transport's configuration (SMTP's, or a provider's API key),
+        while an error pauses delivery here."""
         fault = self.gate.fault
         return None if fault is None else fault.problem
 
@@ -199,12 +202,12 @@ class Deliverer:
         except StoreError as exc:  # the one write inside the submission: TransmissionBegun
             reason = f"TransmissionBegun could not be saved, so the body was not sent: {exc}"
             self._retry(ctx, start, _RECORDED, reason)
-        problem = outcome_problem(outcome)
+        problem = outcome.configuration or outcome_problem(outcome)
         if problem is not None:
-            self._pause(ctx, start, problem)
+            self._pause(ctx, start, problem, outcome=outcome)
             outcome = _retried(outcome)  # past the snooze limit: counted, never refused
-        else:
-            self._resume()
+        elif self._label() == "SMTP" or outcome.kind != "retry":
+            self._resume()  # a provider's 429, 5xx or unreachable host proves no key good
         if suppressed:  # their refusal is written with the attempt's outcome
             outcome = replace(outcome, recipients=[*outcome.recipients, *suppressed])
         self._conclude(ctx, start, outcome)
@@ -253,23 +256,45 @@ class Deliverer:
 
     # -- configuration errors ----------------------------------------------------------
 
-    def _pause(self, ctx: JobContext, start: AttemptStart, problem: str) -> None:
+    def _pause(
+        self,
+        ctx: JobContext,
+        start: AttemptStart,
+        problem: str,
+        *,
+        outcome: Outcome | None = None,
+    ) -> None:
         """A configuration error was just seen: say so once, then wait like :meth:`_wait`;
         past the snooze limit, return (the caller counts the attempt as a failure). The
-        idle sessions are closed: the next try connects afresh, as a fix would need."""
+        idle sessions are closed: the next try connects afresh, as a fix would need.
+
+        An ``outcome`` answered after TransmissionBegun (a provider's 401 to the request)
+        delivered nothing: the record goes back to Recorded first, with that answer."""
         if self.transport is not None:
             self.transport.close()
+        label = self._label()
         if self.gate.failed(problem):
             logger.error(
-                "SMTP configuration error: %s. Delivery is paused: messages stay Recorded and "
-                "keep their attempts; the server is tried again every %g s and delivery "
+                "%s configuration error: %s. Delivery is paused: messages stay Recorded and "
+                "keep their attempts; the %s is tried again every %g s and delivery "
                 "resumes on its own once it accepts",
+                label,
                 problem,
+                "server" if label == "SMTP" else "provider",
                 self.gate.retry,
                 extra=log_fields("smtp_configuration_error", problem=problem),
             )
-        if ctx.job.snoozes < self._snooze_limit:
-            self._wait(ctx, start)
+        if ctx.job.snoozes >= self._snooze_limit:
+            return
+        if outcome is not None and outcome.phase is Phase.REPLY:
+            reason = f"{label} configuration error: {problem}"
+            self._end(start.email, _BEGUN, _RECORDED, reason=reason, outcome=outcome)
+        self._wait(ctx, start)
+
+    def _label(self) -> str:
+        """How logs and reasons name the transport: "SMTP", or the provider's name."""
+        name = "smtp" if self.transport is None else self.transport.name
+        return "SMTP" if name == "smtp" else name
 
     def _wait(self, ctx: JobContext, start: AttemptStart) -> NoReturn:
         """Take the message's attempt back (it stays Recorded) and snooze the job: no
@@ -278,11 +303,11 @@ class Deliverer:
         fault = self.gate.fault
         problem = "unknown" if fault is None else fault.problem
         if ctx.job.snoozes >= self._snooze_limit:
-            self._retry(ctx, start, _RECORDED, f"SMTP configuration error: {problem}")
+            self._retry(ctx, start, _RECORDED, f"{self._label()} configuration error: {problem}")
         self._store.take_back_attempt(
             start.email["id"],
             start.email["attempts"],
-            reason=f"waiting, no attempt spent: SMTP configuration error: {problem}",
+            reason=f"waiting, no attempt spent: {self._label()} configuration error: {problem}",
         )
         raise Snooze(min(self.gate.wait(), _LONGEST_SNOOZE))
 
@@ -291,7 +316,8 @@ class Deliverer:
         ended = self.gate.passed()
         if ended is not None:
             logger.info(
-                "SMTP configuration error resolved: delivery resumes (was: %s)",
+                "%s configuration error resolved: delivery resumes (was: %s)",
+                self._label(),
                 ended.problem,
                 extra=log_fields("smtp_configuration_resolved", problem=ended.problem),
             )

@@ -8,9 +8,11 @@ failure there sent nothing: retried), then TransmissionBegun is committed
 
 - 2xx → Sent, with the provider's message id (``{"id": …}``) kept in the record's reply;
 - 429 and 5xx → Recorded again and retried, after the ``Retry-After`` the provider
-  gave (seconds or an HTTP date), else after the delivery backoff; so are 401 and 403
-  (an API key the provider refuses is a configuration to fix, not the message's
-  fault), 408 and 409;
+  gave (seconds or an HTTP date), else after the delivery backoff; so are 408 and 409;
+- 401 and 403 (an API key the provider refuses, an account it suspended) are a
+  configuration to fix, not the message's fault: the outcome carries what to fix
+  (``Outcome.configuration``) and delivery pauses as for SMTP's refused password,
+  spending no message's attempt, until the provider accepts again;
 - any other 4xx → Refused, with the provider's reason (``{"message": …}`` or the body);
 - a timeout, a connection lost or an answer that is no HTTP after the request went
   out → unknown outcome: the record stays TransmissionBegun for an operator, exactly
@@ -45,7 +47,9 @@ from mailfathom.store.outbox.rows import RecipientReply
 __all__ = ["HttpJsonTransport", "idempotency_key"]
 
 #: HTTP answers that are retried although they are 4xx.
-_RETRIED_4XX = frozenset({401, 403, 408, 409, 429})
+_RETRIED_4XX = frozenset({408, 409, 429})
+#: HTTP answers that say the transport's configuration (its API key, the account) is refused.
+_CONFIGURATION = frozenset({401, 403})
 
 
 def idempotency_key(submission: Submission) -> str:
@@ -171,6 +175,12 @@ class HttpJsonTransport:
                 "sent", text, Phase.REPLY, Reply(status, None, text), recipients=accepted
             )
         reply = Reply(status, None, f"{self.name} answered HTTP {status}: {said}"[:2000])
+        if status in _CONFIGURATION:
+            fix = (
+                f"{reply.text}: fix the API key given to the transport, or the account at "
+                "the provider"
+            )
+            return Outcome("retry", fix, Phase.REPLY, reply, configuration=fix)
         if status == 429 or status >= 500 or status in _RETRIED_4XX:
             wait = _retry_after(retry_after, submission)
             reason = reply.text + (f" (retry after {wait:g} s)" if wait is not None else "")

@@ -112,6 +112,10 @@ class Outcome:
     #: Seconds the server or provider asked to wait before the next try (HTTP
     #: ``Retry-After``); None: the delivery backoff decides.
     retry_after: float | None = None
+    #: What to fix in the transport's configuration when this answer says it cannot
+    #: deliver anything as configured (an API key the provider refuses): delivery
+    #: pauses without spending the message's attempts (:mod:`mailfathom.delivery.deliver`).
+    configuration: str | None = None
 
 
 class SmtpSession:

@@ -8,7 +8,10 @@ its provider. A delivery attempt leaves a suppressed recipient out: that recipie
 is refused at once (a local ``550`` whose text starts with ``suppressed``, nothing
 sent to it) and the others go on; a record all of whose recipients are suppressed
 is Refused with the reason "suppressed" and sends nothing. Addresses are matched
-whatever their case. Every add and lift is audited (who, when, why).
+whatever their case. Every add and lift is audited (who, when, why). A soft bounce (a
+``4.x.x`` DSN, a webhook's soft bounce) is kept as an audit event of its own (action
+``soft_bounce``) and counted; it never suppresses the address: a full mailbox or a
+greylisting server recovers, and the delivery itself already retries.
 """
 
 from __future__ import annotations
@@ -70,7 +73,9 @@ class Suppression:
 
 @dataclass(frozen=True, slots=True)
 class SuppressionEvent:
-    """One audited add or lift of a suppression."""
+    """One audited event of the list: an add or lift of a suppression (``action``
+    ``add``, ``lift``), or a soft bounce of the address (``soft_bounce``: kept and
+    counted, suppressing nothing)."""
 
     id: int
     address: str
@@ -90,8 +95,9 @@ class SuppressionEvent:
 @dataclass(frozen=True, slots=True)
 class DsnReport:
     """What :meth:`Suppressions.ingest_dsn` found in one delivery status notification:
-    the hard bounces (each address now suppressed), the soft bounces (reported, never
-    suppressed) and the other recipients it named (delivered, relayed …)."""
+    the hard bounces (each address now suppressed), the soft bounces (each kept as a
+    ``soft_bounce`` event, never suppressed) and the other recipients it named
+    (delivered, relayed …)."""
 
     hard: tuple[DsnRecipient, ...]
     soft: tuple[DsnRecipient, ...]
@@ -102,7 +108,7 @@ class DsnReport:
 class EventReport:
     """What :meth:`Suppressions.ingest_events` did: the entries of the addresses the
     events suppress (hard bounces and complaints, new or already there) and the
-    addresses that bounced soft (reported, never suppressed)."""
+    addresses that bounced soft (each kept as a ``soft_bounce`` event, never suppressed)."""
 
     suppressed: tuple[Suppression, ...]
     soft: tuple[str, ...]
@@ -239,13 +245,15 @@ class Suppressions:
         back, as bytes: from a mailbox you fetch, or a webhook) and suppress every
         recipient that bounced hard (``Action: failed``, status ``5.x.x``) with reason
         ``hard_bounce``, source ``dsn`` and the status and diagnostic as detail. Soft
-        bounces (``delayed``, ``4.x.x``) are reported and never suppress. A message that
-        is no DSN raises :class:`~mailfathom.InvalidInput` and changes nothing."""
+        bounces (``delayed``, ``4.x.x``) are kept as ``soft_bounce`` events and never
+        suppress. A message that is no DSN raises :class:`~mailfathom.InvalidInput` and
+        changes nothing."""
         check_actor(actor, None)
         found = parse_dsn(data)
         hard = tuple(r for r in found if r.hard)
-        for recipient in hard:  # every address checked before any is written
-            normalise(recipient.address)
+        for recipient in found:  # every address checked before any is written
+            if recipient.hard or recipient.soft:
+                normalise(recipient.address)
         for recipient in hard:
             detail = " ".join(filter(None, [recipient.status, recipient.diagnostic]))
             self.add(
@@ -256,6 +264,9 @@ class Suppressions:
                 detail=detail or None,
             )
         soft = tuple(r for r in found if r.soft)
+        for recipient in soft:
+            detail = " ".join(filter(None, [recipient.status, recipient.diagnostic]))
+            self._soft_bounce(recipient.address, source="dsn", detail=detail or None, actor=actor)
         other = tuple(r for r in found if not r.hard and not r.soft)
         return DsnReport(hard=hard, soft=soft, other=other)
 
@@ -266,9 +277,9 @@ class Suppressions:
         form: ``{"event": "bounce", "bounce": "hard" | "soft", "address": …}`` or
         ``{"event": "complaint", "address": …}``, each with an optional ``detail`` and
         ``source`` (default ``webhook``). A hard bounce or a complaint suppresses the
-        address; a soft bounce is reported and never suppresses. Every event is checked
-        before any is applied: one bad event raises :class:`~mailfathom.InvalidInput`
-        naming it, and nothing changes."""
+        address; a soft bounce is kept as a ``soft_bounce`` event and never suppresses.
+        Every event is checked before any is applied: one bad event raises
+        :class:`~mailfathom.InvalidInput` naming it, and nothing changes."""
         check_actor(actor, None)
         if isinstance(events, (str, bytes, Mapping)) or not isinstance(events, Sequence):
             raise InvalidInput("events must be a list of event objects; nothing was changed")
@@ -277,6 +288,7 @@ class Suppressions:
         soft: builtins.list[str] = []
         for address, kind, detail, source in parsed:
             if kind == "soft":
+                self._soft_bounce(address, source=source, detail=detail, actor=actor)
                 soft.append(address)
                 continue
             suppressed.append(
@@ -285,8 +297,33 @@ class Suppressions:
         return EventReport(suppressed=tuple(suppressed), soft=tuple(soft))
 
     def events(self, address: str) -> builtins.list[SuppressionEvent]:
-        """Who added and lifted ``address``, when and why, oldest first."""
+        """Who added and lifted ``address``, when and why, and its soft bounces (action
+        ``soft_bounce``), oldest first."""
         return [SuppressionEvent.from_row(row) for row in self._store.events(normalise(address))]
+
+    def soft_bounces(
+        self, *, limit: int = 100, before_id: int | None = None
+    ) -> builtins.list[SuppressionEvent]:
+        """The soft bounces recorded, newest first, ``limit`` at most; ``before_id`` pages
+        on (the id of the last one seen). They suppress nothing: an operator reads them
+        to spot an address or a domain that keeps deferring."""
+        check_limit(limit)
+        if before_id is not None and (
+            isinstance(before_id, bool) or not isinstance(before_id, int)
+        ):
+            raise InvalidInput(f"before_id must be an event id (an integer), not {before_id!r}")
+        rows = self._store.recent_events("soft_bounce", limit=limit, before_id=before_id)
+        return [SuppressionEvent.from_row(row) for row in rows]
+
+    def event_counts(self) -> dict[str, int]:
+        """How many audit events are stored, by action: ``add``, ``lift``, ``soft_bounce``."""
+        return self._store.event_counts()
+
+    def _soft_bounce(self, address: str, *, source: str, detail: str | None, actor: str) -> None:
+        """Keep a soft bounce as an audit event: counted and shown, never a suppression."""
+        self._store.soft_bounce(
+            normalise(address), source=source, detail=detail, actor=actor, now=self._clock.now()
+        )
 
     def among(self, addresses: builtins.list[str]) -> dict[str, Suppression]:
         """The entries of those of ``addresses`` that are suppressed, by lower-cased address."""

@@ -18,6 +18,11 @@ raises. Then what the outcome says is exact:
   after the request was sent): the record stays TransmissionBegun for an operator;
 - ``withdrawn``: ``begin()`` returned False (the record was cancelled or expired).
 
+A ``retry`` whose cause is the transport's own configuration (an API key the provider
+refuses) also says what to fix in ``Outcome.configuration``: delivery then pauses
+without spending any message's attempts, as for SMTP's refused password
+(:mod:`mailfathom.delivery.deliver`).
+
 An outcome reached after ``begin()`` carries ``phase=Phase.REPLY`` (the answer to
 what was sent); one reached before it, any earlier phase (``Phase.CONNECT`` …).
 Failing to reach the server at all may also be raised as

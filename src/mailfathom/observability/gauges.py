@@ -33,6 +33,7 @@ metric                                          type       labels
 ``mailfathom_emails``                           gauge      stage
 ``mailfathom_emails_unknown_outcome``           gauge      —
 ``mailfathom_suppressed_addresses``              gauge      reason
+``mailfathom_soft_bounces_total``               counter    —
 ``mailfathom_metrics_database_up``              gauge      —
 ``mailfathom_metrics_database_read_seconds``    gauge      —
 ==============================================  =========  ===============
@@ -107,6 +108,7 @@ class DatabaseGauges(Collector):
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._suppressed: dict[str, int] | None = None
+        self._events: dict[str, int] | None = None
         self._up = 0
         self._took = 0.0
         self._history: dict[tuple[str, str], int] | None = None
@@ -126,7 +128,7 @@ class DatabaseGauges(Collector):
                 self._refresh()
             self._recount_when_due()
             snapshot, up, took = self._snapshot, self._up, self._took
-            suppressed = self._suppressed
+            suppressed, events = self._suppressed, self._events
             history, counted_at = self._history, self._counted_at
         yield _gauge("mailfathom_metrics_database_up", "1 when the last read worked.", up)
         yield _gauge(
@@ -151,6 +153,14 @@ class DatabaseGauges(Collector):
             for reason in _SUPPRESSION_REASONS:
                 family.add_metric([reason], suppressed.get(reason, 0))
             yield family
+        if events is not None:
+            soft = CounterMetricFamily(
+                "mailfathom_soft_bounces",
+                "Soft bounces recorded (4.x.x DSNs, webhook soft bounces): kept as suppression "
+                "events, never suppressing an address.",
+            )
+            soft.add_metric([], events.get("soft_bounce", 0))
+            yield soft
 
     def _recount_when_due(self) -> None:
         """Under the lock: start a recount of the history when it is due (inline the
@@ -203,6 +213,7 @@ class DatabaseGauges(Collector):
         try:
             self._snapshot = self._store.console.snapshot(self._clock.now())
             self._suppressed = self._store.suppressions.counts()
+            self._events = self._store.suppressions.event_counts()
         except StoreError as exc:
             self._up = 0
             logger.warning(

@@ -417,6 +417,31 @@ def list_suppressions(request: Request, _: dict[str, Any]) -> Any:
     }
 
 
+@endpoint()
+def list_soft_bounces(request: Request, _: dict[str, Any]) -> Any:
+    """The soft bounces recorded (suppression events that suppress nothing), newest first."""
+    limit = _int_param(request, "limit", low=1, high=500, default=50)
+    assert limit is not None
+    before_id = _int_param(request, "before_id", low=1, high=2**63 - 1, default=None)
+    suppressions = _console(request).mf.suppressions
+    found = suppressions.soft_bounces(limit=limit, before_id=before_id)
+    return {
+        "soft_bounces": [
+            {
+                "id": e.id,
+                "address": e.address,
+                "at": e.at.isoformat(),
+                "source": e.source,
+                "detail": e.detail,
+                "actor": e.actor,
+            }
+            for e in found
+        ],
+        "total": suppressions.event_counts().get("soft_bounce", 0),
+        "next_before_id": found[-1].id if len(found) == limit else None,
+    }
+
+
 @endpoint(body=True)
 def suppress_address(request: Request, data: dict[str, Any]) -> Any:
     """Suppress an address (an address already suppressed keeps its entry)."""
@@ -540,6 +565,7 @@ routes = [
     Route("/api/suppressions", suppress_address, methods=["POST"]),
     Route("/api/suppressions/events", ingest_suppression_events, methods=["POST"]),
     Route("/api/suppressions/lift", lift_suppression, methods=["POST"]),
+    Route("/api/suppressions/soft-bounces", list_soft_bounces),
     Route("/api/kinds", kinds),
     Route("/api/audit", audit),
     Route("/api/throughput", throughput),

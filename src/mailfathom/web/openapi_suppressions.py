@@ -79,6 +79,26 @@ SCHEMAS: dict[str, Any] = {
             "soft": {"type": "array", "items": {"type": "string"}},
         }
     ),
+    "SoftBounce": object_schema(
+        {
+            "id": {"type": "integer"},
+            "address": {"type": "string"},
+            "at": TIME,
+            "source": {"type": "string"},
+            "detail": nullable("string"),
+            "actor": {"type": "string"},
+        }
+    ),
+    "SoftBouncePage": object_schema(
+        {
+            "soft_bounces": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/SoftBounce"},
+            },
+            "total": {"type": "integer"},
+            "next_before_id": nullable("integer"),
+        }
+    ),
     "LiftBody": {
         "type": "object",
         "properties": {
@@ -119,6 +139,18 @@ PATHS: dict[str, Any] = {
             answer("The entries of the addresses suppressed, and the soft bounces", "EventReport"),
             body="EventsBody",
             operation_id="ingestSuppressionEvents",
+        )
+    },
+    "/api/suppressions/soft-bounces": {
+        "get": operation(
+            "Soft bounces recorded (4.x.x DSNs, webhook soft bounces), newest first: kept "
+            "and counted, they never suppress an address",
+            answer("A page of soft bounces, and how many there are", "SoftBouncePage"),
+            params=[
+                query("before_id", "Only older ones (the page's next_before_id)", type="integer"),
+                query("limit", "Page size", type="integer", minimum=1, maximum=500),
+            ],
+            operation_id="listSoftBounces",
         )
     },
     "/api/suppressions/lift": {

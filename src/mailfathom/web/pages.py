@@ -85,8 +85,10 @@ def _action_name(request: Request) -> str:
 @view
 def overview(request: Request) -> Response:
     """Counts per state, throughput over the last hour, what waits for an operator."""
-    found = _console(request).overview()
+    console = _console(request)
+    found = console.overview()
     chart = throughput_chart(found.throughput)
+    transport = console.mf.deliverer.transport
     return page(
         request,
         "overview.html",
@@ -96,6 +98,10 @@ def overview(request: Request) -> Response:
             "series": SERIES,
             "refresh": True,
             "attention_links": ATTENTION_LINKS,
+            # what the paused-delivery banner names: SMTP, or the provider's transport
+            "transport_label": (
+                "SMTP" if transport is None or transport.name == "smtp" else transport.name
+            ),
         },
     )
 

@@ -22,6 +22,8 @@ __all__ = ["SHOWN", "routes"]
 
 #: Entries shown per page.
 SHOWN = 100
+#: The newest soft bounces shown under the list.
+SOFT_SHOWN = 20
 
 
 def _console(request: Request) -> Console:
@@ -42,6 +44,8 @@ def suppressions(request: Request) -> Response:
         "counts": mf.suppressions.counts(),
         "reasons": SUPPRESSION_REASONS,
         "next_after": found[-1].address if len(found) == SHOWN else None,
+        "soft_bounces": mf.suppressions.soft_bounces(limit=SOFT_SHOWN),
+        "soft_total": mf.suppressions.event_counts().get("soft_bounce", 0),
     }
     return page(request, "suppressions.html", context)
 

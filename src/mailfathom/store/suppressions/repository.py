@@ -3,7 +3,8 @@
 Internal. Runs the named queries of ``store/sql/*/suppressions.sql`` (migration
 ``suppressions``) and converts values through the
 :class:`~mailfathom.store.database.Database`. Addresses arrive already normalised
-(lower-cased) by the layer above; every add and lift is audited in its own transaction.
+(lower-cased) by the layer above; every add and lift is audited in its own transaction,
+and a soft bounce is an audit event of its own (it suppresses nothing).
 """
 
 from __future__ import annotations
@@ -105,6 +106,42 @@ class SuppressionsRepository:
             )
             return lifted
 
+    def soft_bounce(
+        self, address: str, *, source: str, detail: str | None, actor: str, now: datetime
+    ) -> None:
+        """Record a soft bounce of ``address`` as an audit event (action ``soft_bounce``);
+        the list itself is not touched."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                self._q["insert_suppression_event"],
+                {
+                    "address": address,
+                    "now": self.db.time_param(now),
+                    "actor": actor,
+                    "action": "soft_bounce",
+                    "reason": "soft_bounce",
+                    "source": source,
+                    "detail": detail,
+                },
+            )
+
+    def event_counts(self) -> dict[str, int]:
+        """How many audit events there are, by action (actions with none are absent)."""
+        with self.db.reading() as cur:
+            cur.execute(self._q["count_suppression_events"], {})
+            return {row["action"]: int(row["n"]) for row in cur.fetchall()}
+
+    def recent_events(
+        self, action: str, *, limit: int, before_id: int | None = None
+    ) -> list[SuppressionEventRow]:
+        """The newest events of ``action``, newest first, older than ``before_id``."""
+        with self.db.reading() as cur:
+            cur.execute(
+                self._q["recent_suppression_events"],
+                {"action": action, "limit": limit, "before_id": before_id},
+            )
+            return self._events(cur.fetchall())
+
     def get(self, address: str) -> SuppressionRow | None:
         """The entry of ``address``, or None."""
         with self.db.reading() as cur:
@@ -147,7 +184,10 @@ class SuppressionsRepository:
         """The audit trail of ``address``, oldest first."""
         with self.db.reading() as cur:
             cur.execute(self._q["suppression_events"], {"address": address})
-            rows: list[dict[str, Any]] = [dict(row) for row in cur.fetchall()]
+            return self._events(cur.fetchall())
+
+    def _events(self, fetched: Sequence[Any]) -> list[SuppressionEventRow]:
+        rows: list[dict[str, Any]] = [dict(row) for row in fetched]
         for row in rows:
             row["at"] = self.db.time_value(row["at"])
         return rows  # type: ignore[return-value]

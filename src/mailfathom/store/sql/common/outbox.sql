@@ -105,8 +105,9 @@ WHERE o.id = :id AND j.state = 'Claimed' AND j.lease_expires_at > :lease_cutoff;
 -- per-dialect
 
 -- name: take_back_attempt
--- A delivery attempt that stopped on an SMTP configuration error (a refused password, no
--- STARTTLS for the credentials, "authentication required") is uncounted: the record
+-- A delivery attempt that stopped on a configuration error (SMTP: a refused password, no
+-- STARTTLS for the credentials, "authentication required"; a provider's 401 or 403) is
+-- uncounted: the record
 -- stays Recorded with the count it had, if nothing moved it since the attempt began,
 -- and its reason says why it waits.
 UPDATE mf_outbox SET attempts = attempts - 1, reason = :reason

@@ -38,3 +38,14 @@ SELECT * FROM mf_suppression_events WHERE address = :address ORDER BY id;
 
 -- name: suppressed_among
 -- per-dialect
+
+-- name: count_suppression_events
+-- How many audit events there are, by action (add, lift, soft_bounce).
+SELECT action, COUNT(*) AS n FROM mf_suppression_events GROUP BY action;
+
+-- name: recent_suppression_events
+-- The newest events of one action, newest first, keyset-paginated (before :before_id).
+SELECT * FROM mf_suppression_events
+WHERE action = :action AND (CAST(:before_id AS bigint) IS NULL OR id < CAST(:before_id AS bigint))
+ORDER BY id DESC
+LIMIT :limit;
