@@ -9,6 +9,7 @@ import pytest
 from bench import enqueue_memory
 
 
+@pytest.mark.slow
 def test_it_reports_the_peak_of_one_call_on_both_stores(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

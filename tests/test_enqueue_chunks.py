@@ -17,7 +17,6 @@ import pytest
 
 from mailfathom import FakeClock, InvalidInput, MailFathom, PayloadError
 
-
 CHUNK = 3
 
 

@@ -7,10 +7,10 @@ Internal; the public face is :class:`mailfathom.MailFathom`. Every operation rea
 from __future__ import annotations
 
 import random
-from itertools import islice
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any
 
 from mailfathom.clock import Clock
