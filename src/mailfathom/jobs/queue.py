@@ -10,6 +10,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any
 
 from mailfathom.clock import Clock
@@ -40,13 +41,18 @@ from mailfathom.jobs.retry import RETRY_AFTER_LIMIT, Backoff, retry_delay
 from mailfathom.jobs.signals import HardStop
 from mailfathom.jobs.state import AttemptOutcome, FailureClass
 from mailfathom.observability import tracing
-from mailfathom.store.base import FailedAttempt, NewJobs
+from mailfathom.store.base import FailedAttempt, JobRow, NewJobs
 from mailfathom.store.protocol import Store
 from mailfathom.validate import available_at, check_key, check_max_attempts, check_priority
 
 __all__ = ["Finished", "JobQueue", "describe_error", "transient_attempt"]
 
 _DEFAULT_BACKOFF = Backoff()
+
+#: The default of :attr:`JobQueue.enqueue_chunk`: large enough that PostgreSQL's one
+#: statement per chunk costs what one statement for the batch did, small enough that a
+#: chunk's texts and ids are a few MB.
+ENQUEUE_CHUNK = 10_000
 
 
 #: Told what became of an attempt's outcome once its transaction has committed: the
@@ -92,6 +98,10 @@ class JobQueue:
         #: Snoozes a job may take before a snooze counts as a transient failure.
         self.snooze_limit = snooze_limit
         self._rng = rng or random.Random()
+        #: Jobs ``enqueue_many`` validates, encodes and writes at a time: a larger batch
+        #: is written chunk after chunk in its one transaction, so that what it holds
+        #: besides the caller's payloads and the returned jobs stays bounded.
+        self.enqueue_chunk = ENQUEUE_CHUNK
 
     # -- enqueue -----------------------------------------------------------------------
 
@@ -110,7 +120,11 @@ class JobQueue:
         connection: object | None = None,
         limit_keys: Sequence[str | None] | None = None,
     ) -> list[EnqueuedJob]:
-        """Validate everything first, then insert every job in one transaction.
+        """Validate and insert every job in one transaction, all or nothing.
+
+        A batch of up to :attr:`enqueue_chunk` jobs is validated whole before anything is
+        written; a larger one chunk by chunk inside its transaction, which a bad item in
+        any chunk rolls back, so that a bad item anywhere still writes nothing.
 
         Each job's flow-control limit key is ``limit_keys[i]`` when given (internal
         callers), else the registered kind's ``limit_key(payload)``; a key function that
@@ -135,24 +149,54 @@ class JobQueue:
         due = available_at(now, delay=delay, run_at=run_at, hold=hold)
         priority = check_priority(priority)
         keys = self._idempotency_keys(idempotency_keys)
+        if limit_keys is not None and len(limit_keys) != len(payloads):
+            raise InvalidInput("limit_keys must have one entry (or None) per payload")
+        total, size = len(payloads), max(self.enqueue_chunk, 1)
         limit = self.max_payload_bytes
-        encoded = [encode_and_copy(payload, max_bytes=limit) for payload in payloads]
-        texts = [text for text, _ in encoded]
-        flow_keys = self._limit_keys(kind, registered, payloads, limit_keys)
-        with tracing.enqueue_span(kind, queue, len(texts)):
-            batch = NewJobs(
-                kind=kind,
-                queue=queue,
-                payloads=texts,
-                priority=priority,
-                available_at=due,
-                max_attempts=attempts,
-                idempotency_keys=keys,
-                trace_context=tracing.current_traceparent(),  # None unless tracing is on
-                limit_keys=flow_keys,
+        with tracing.enqueue_span(kind, queue, total):
+            trace = tracing.current_traceparent()  # None unless tracing is on
+            items, given = iter(payloads), None if limit_keys is None else iter(limit_keys)
+            copies: list[dict[str, Any] | None] = []
+
+            def chunk(start: int) -> NewJobs:
+                """The next ``size`` jobs validated and encoded (their copies in ``copies``)."""
+                part = list(islice(items, size))
+                encoded = [encode_and_copy(payload, max_bytes=limit) for payload in part]
+                copies[:] = [copy for _, copy in encoded]
+                return NewJobs(
+                    kind=kind,
+                    queue=queue,
+                    payloads=[text for text, _ in encoded],
+                    priority=priority,
+                    available_at=due,
+                    max_attempts=attempts,
+                    idempotency_keys=None if keys is None else keys[start : start + size],
+                    trace_context=trace,
+                    limit_keys=self._limit_keys(
+                        kind,
+                        registered,
+                        part,
+                        None if given is None else list(islice(given, size)),
+                        start,
+                    ),
+                )
+
+            if total <= size:  # the common case: one chunk, the store's one-statement path
+                batch = chunk(0)
+                results = self.store.jobs.enqueue(batch, now=now, connection=connection)
+                return enqueued_jobs(batch, results, now, copies)
+            jobs: list[EnqueuedJob] = []
+
+            def done(batch: NewJobs, results: list[int | JobRow]) -> None:
+                jobs.extend(enqueued_jobs(batch, results, now, copies))
+
+            self.store.jobs.enqueue_chunks(
+                (chunk(start) for start in range(0, total, size)),
+                now=now,
+                connection=connection,
+                done=done,
             )
-            results = self.store.jobs.enqueue(batch, now=now, connection=connection)
-        return enqueued_jobs(batch, results, now, [copy for _, copy in encoded])
+            return jobs
 
     @staticmethod
     def _idempotency_keys(given: Sequence[str | None] | None) -> list[str | None] | None:
@@ -174,11 +218,12 @@ class JobQueue:
         registered: JobKind | None,
         payloads: Sequence[Mapping[str, Any] | None],
         given: Sequence[str | None] | None,
+        offset: int = 0,
     ) -> list[str | None] | None:
         """Each job's limit key: ``given``, else the kind's function of the payload (None
         when neither applies)."""
         if given is not None:
-            if len(given) != len(payloads):
+            if len(given) != len(payloads):  # pragma: no cover - checked for the whole call
                 raise InvalidInput("limit_keys must have one entry (or None) per payload")
             return [None if key is None else check_key_value(key) for key in given]
         function = registered.limit_key if registered is not None else None
@@ -186,7 +231,7 @@ class JobQueue:
             return None
         return [
             compute_key(kind, function, payload or {}, index)
-            for index, payload in enumerate(payloads)
+            for index, payload in enumerate(payloads, offset)
         ]
 
     def encode_payload(self, payload: Mapping[str, Any] | None) -> str:

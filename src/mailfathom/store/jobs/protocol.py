@@ -6,6 +6,7 @@ every dialect; callers depend on this protocol, not on the class.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Protocol
 
@@ -31,6 +32,19 @@ class JobsStore(Protocol):
         """Insert a batch in one transaction; one entry per job, in order: the new job's
         id (its row is the batch's values and a new job's defaults, created at ``now``),
         or, where the idempotency key existed, the stored row of that job."""
+        ...
+
+    def enqueue_chunks(
+        self,
+        chunks: Iterable[NewJobs],
+        *,
+        now: datetime,
+        connection: object | None = None,
+        done: Callable[[NewJobs, list[int | JobRow]], None],
+    ) -> None:
+        """Insert the chunks of one large batch in ONE transaction, handing each chunk's
+        results (as :meth:`enqueue` returns them) to ``done`` in turn; an error raised by
+        ``chunks`` itself (a bad item found late) rolls back every chunk before it."""
         ...
 
     def get_job(self, job_id: int) -> JobRow | None:

@@ -8,7 +8,7 @@ transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -84,38 +84,65 @@ class JobsRepository:
         with self.db.transaction(
             connection, timeout=timeout, pipelined=connection is not None
         ) as cur:
-            if self._caps.batch_insert_returning_ids:  # ids only: the rows are the batch's values
-                ids = self._insert_batch(cur, batch, stamp)
+            return self._enqueue_in(cur, batch, stamp)
+
+    def enqueue_chunks(
+        self,
+        chunks: Iterable[NewJobs],
+        *,
+        now: datetime,
+        connection: object | None = None,
+        done: Callable[[NewJobs, list[int | JobRow]], None],
+    ) -> None:
+        """Insert a batch too large to hold at once, chunk after chunk, all in ONE
+        transaction: ``chunks`` may validate each chunk as it is asked for, and whatever
+        it raises (a bad item in the last chunk) rolls back every chunk written before.
+        ``done`` receives each chunk with its results (as :meth:`enqueue` returns them)
+        while the transaction is still open, so that no chunk is kept after its turn."""
+        stamp = self.db.time_param(now)
+        timeout = self.enqueue_timeout if connection is None else None
+        with self.db.transaction(connection, timeout=timeout) as cur:
+            for batch in chunks:
+                if batch.payloads:
+                    done(batch, self._enqueue_in(cur, batch, stamp))
+
+    def _enqueue_in(self, cur: Cursor, batch: NewJobs, stamp: Any) -> list[int | JobRow]:
+        """One batch inside an open transaction: its results in the order of the batch."""
+        limits = batch.limit_keys
+        if limits is not None and all(key is None for key in limits):
+            limits = None
+        if self._caps.batch_insert_returning_ids:  # ids only: the rows are the batch's values
+            ids = self._insert_batch(cur, batch, stamp)
+        else:
+            ids = list(self._insert_each(cur, batch, stamp))
+        if limits is not None:
+            self.flow.set_keys(
+                cur,
+                [
+                    (job_id, key)
+                    for job_id, key in zip(ids, limits, strict=True)
+                    if job_id is not None and key is not None
+                ],
+            )
+        keys = batch.idempotency_keys
+        if keys is None:  # nothing can have conflicted
+            return ids  # type: ignore[return-value]
+        taken = [key for job_id, key in zip(ids, keys, strict=True) if job_id is None]
+        if not taken:
+            return ids  # type: ignore[return-value]
+        cur.execute(self._q["jobs_by_keys"], {"keys": self.db.list_param(taken)})
+        existing = {row["idempotency_key"]: row for row in cur.fetchall()}
+        results: list[int | JobRow] = []
+        for job_id, key in zip(ids, keys, strict=True):
+            if job_id is not None:
+                results.append(job_id)
+            elif key in existing:
+                results.append(self._job(existing[key]))
             else:
-                ids = list(self._insert_each(cur, batch, stamp))
-            if limits is not None:
-                self.flow.set_keys(
-                    cur,
-                    [
-                        (job_id, key)
-                        for job_id, key in zip(ids, limits, strict=True)
-                        if job_id is not None and key is not None
-                    ],
+                raise StoreError(
+                    f"idempotency key {key!r} conflicted but its job is not visible (a "
+                    "REPEATABLE READ transaction?): enqueue in READ COMMITTED"
                 )
-            keys = batch.idempotency_keys
-            if keys is None:  # nothing can have conflicted
-                return ids  # type: ignore[return-value]
-            taken = [key for job_id, key in zip(ids, keys, strict=True) if job_id is None]
-            if not taken:
-                return ids  # type: ignore[return-value]
-            cur.execute(self._q["jobs_by_keys"], {"keys": self.db.list_param(taken)})
-            existing = {row["idempotency_key"]: row for row in cur.fetchall()}
-            results: list[int | JobRow] = []
-            for job_id, key in zip(ids, keys, strict=True):
-                if job_id is not None:
-                    results.append(job_id)
-                elif key in existing:
-                    results.append(self._job(existing[key]))
-                else:
-                    raise StoreError(
-                        f"idempotency key {key!r} conflicted but its job is not visible (a "
-                        "REPEATABLE READ transaction?): enqueue in READ COMMITTED"
-                    )
         return results
 
     def _enqueue_one(self, job: NewJob, now: Any) -> int | JobRow:
