@@ -223,6 +223,8 @@ class AsyncSuppressions(_Wrapper):
     ingest_dsn = _Awaited(Suppressions.ingest_dsn)
     ingest_events = _Awaited(Suppressions.ingest_events)
     events = _Awaited(Suppressions.events)
+    soft_bounces = _Awaited(Suppressions.soft_bounces)
+    event_counts = _Awaited(Suppressions.event_counts)
     among = _Awaited(Suppressions.among)
 
 
