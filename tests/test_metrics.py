@@ -10,7 +10,7 @@ import secrets
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -426,3 +426,20 @@ def test_label_values_stay_bounded_whatever_kinds_and_queues_jobs_invent(
         if name == "mailfathom_job_attempt_duration_seconds_count"
     }
     assert len(series) == metrics.MAX_QUEUES + 1
+
+
+def test_attempts_of_kinds_not_registered_here_are_counted_as_other() -> None:
+    """A worker claims only its kinds, but a claim without the worker's filter (an older
+    worker's, or ``testing.claim``) can still bring another kind to the recorder: such
+    attempts are counted under ``(other)``, never as a series of their own."""
+    counted = metrics.Metrics(kinds=["known"])
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    for kind in ["known", *(f"invented.{n}" for n in range(5))]:
+        counted.attempt_ended(kind, "default", "Succeeded", 0.01, at, at)
+    kinds = {
+        sample.labels["kind"]
+        for family in counted.registry.collect()
+        for sample in family.samples
+        if sample.name == "mailfathom_job_attempts_total"
+    }
+    assert kinds == {"known", metrics.OTHER}
