@@ -24,7 +24,7 @@ from mailfathom import HttpJsonTransport, MailFathom, OutgoingEmailStage
 pytestmark = pytest.mark.slow
 
 WORKER = Path(__file__).with_name("delivery_worker.py")
-MESSAGES = 40
+MESSAGES = 160  # several seconds of answers: the storm outlasts a quick machine
 KILLS = 8
 
 
