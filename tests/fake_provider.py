@@ -3,7 +3,10 @@ server thread speaking HTTP/1.1, scripted answer by answer.
 
 It keeps every request it read (headers and JSON body) and, like a provider that
 honours ``Idempotency-Key``, accepts a key at most once: a request repeating an
-accepted key gets the first answer again and is not counted as a new message.
+accepted key gets the first answer again and is not counted as a new message. It
+counts the requests in flight (read, not yet answered), in all and per recipient
+domain, and the most it saw at once; with ``gate`` cleared it holds every answer
+until the test sets it, so requests pile up in flight.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import email
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -70,6 +74,18 @@ class FakeProvider:
         #: 401 (None: any key is taken). Setting the app's key is "the key fixed".
         self.require_key: str | None = None
         self.release = threading.Event()
+        #: Cleared: every answer waits until the test sets it again.
+        self.gate = threading.Event()
+        self.gate.set()
+        #: Notified whenever the requests in flight change.
+        self.changed = threading.Condition()
+        #: Requests in flight now, and the most seen at once; the same per recipient
+        #: domain (the domain of the first address in ``to``).
+        self.in_flight = 0
+        self.most = 0
+        self.in_flight_by_domain: Counter[str] = Counter()
+        self.most_by_domain: Counter[str] = Counter()
+        self.done_by_domain: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._next_id = 0
         provider = self
@@ -95,7 +111,37 @@ class FakeProvider:
         """Where the API listens."""
         return f"http://127.0.0.1:{self._server.server_address[1]}/emails"
 
+    def wait_in_flight(self, check: Callable[[FakeProvider], bool], timeout: float = 30) -> None:
+        """Until ``check(self)`` holds, looked at each time the requests in flight change."""
+        with self.changed:
+            assert self.changed.wait_for(lambda: check(self), timeout), (
+                self.in_flight,
+                dict(self.in_flight_by_domain),
+            )
+
     def answer(self, handler: BaseHTTPRequestHandler, seen: Seen) -> None:
+        """Answer one request by the script, counting it in flight until it is answered."""
+        to = seen.body.get("to") or [""]
+        domain = str(to[0]).rpartition("@")[2].lower()
+        with self.changed:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            self.in_flight_by_domain[domain] += 1
+            self.most_by_domain[domain] = max(
+                self.most_by_domain[domain], self.in_flight_by_domain[domain]
+            )
+            self.changed.notify_all()
+        try:
+            self._answer(handler, seen)
+        finally:
+            with self.changed:
+                self.in_flight -= 1
+                self.in_flight_by_domain[domain] -= 1
+                self.in_flight_by_domain += Counter()  # drop zeros
+                self.done_by_domain[domain] += 1
+                self.changed.notify_all()
+
+    def _answer(self, handler: BaseHTTPRequestHandler, seen: Seen) -> None:
         """Answer one request by the script (200 with a new id once it is used up)."""
         with self._lock:
             self.requests.append(seen)
@@ -111,6 +157,7 @@ class FakeProvider:
             repeated = self.accepted.get(key) if self.dedup else None
         if self.on_request is not None:
             self.on_request(seen)
+        self.gate.wait(30)
         if answer.drop:
             handler.close_connection = True
             handler.connection.close()
@@ -142,6 +189,7 @@ class FakeProvider:
     def stop(self) -> None:
         """Stop serving and free the port."""
         self.release.set()
+        self.gate.set()
         self._server.shutdown()
         self._server.server_close()
 

@@ -340,6 +340,10 @@ class Deliverer:
                 ),
                 clock=self._clock,
                 on_phase=self.on_phase,
+                answered_at=max(
+                    (r["replied_at"] for r in start.recipients if r["replied_at"] is not None),
+                    default=None,
+                ),
             )
         )
 

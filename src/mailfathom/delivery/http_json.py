@@ -7,6 +7,14 @@ failure there sent nothing: retried), then TransmissionBegun is committed
 (``submission.begin()``), and only then does the request go out. The answer decides:
 
 - 2xx → Sent, with the provider's message id (``{"id": …}``) kept in the record's reply;
+  when the answer also lists per-recipient results
+  (``{"recipients": [{"address": …, "status": "accepted" | "rejected" | "deferred",
+  "reason": …}]}``), each recipient gets its own, as RCPT TO gives them over SMTP:
+  accepted is a 250 for it, rejected a 550 with the provider's reason (never offered
+  again), deferred a 450 (split off into a new Recorded record when others were
+  accepted, as a 4xx RCPT is). A recipient the list leaves out, or gives another
+  status, is accepted: the 2xx covers it. None accepted: every one rejected →
+  Refused; some deferred → Recorded again, retried;
 - 429 and 5xx → Recorded again and retried, after the ``Retry-After`` the provider
   gave (seconds or an HTTP date), else after the delivery backoff; so are 408 and 409;
 - 401 and 403 (an API key the provider refuses, an account it suspended) are a
@@ -35,14 +43,18 @@ import http.client
 import json
 import ssl
 import threading
+from dataclasses import replace
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
+from mailfathom.delivery.http_recipients import per_recipient
 from mailfathom.delivery.smtp import Outcome, Phase, Reply
 from mailfathom.delivery.transport import Submission
 from mailfathom.errors import ConfigurationError
-from mailfathom.store.outbox.rows import RecipientReply
+from mailfathom.observability import tracing
+from mailfathom.observability.hooks import submission_ended, traced_phases
+from mailfathom.testsignal import TestSignal
 
 __all__ = ["HttpJsonTransport", "idempotency_key"]
 
@@ -53,17 +65,25 @@ _CONFIGURATION = frozenset({401, 403})
 
 
 def idempotency_key(submission: Submission) -> str:
-    """The ``Idempotency-Key`` of a record: the same for every attempt of that record,
-    different for every other record (a split part, a record recorded again)."""
-    digest = hashlib.sha256(submission.message_id.encode("utf-8")).hexdigest()[:16]
+    """The ``Idempotency-Key`` of a record: the same for every attempt of that record
+    until the provider answers for a recipient (a request repeated after a lost answer,
+    a "send again", carries the same key), a new one for the attempt after such an
+    answer (the recipients it deferred are asked for anew), and different for every
+    other record (a split part, a record recorded again)."""
+    seed = submission.message_id
+    if submission.answered_at is not None:
+        seed += "\n" + submission.answered_at.isoformat()
+    digest = hashlib.sha256(seed.encode("utf-8")).hexdigest()[:16]
     return f"mailfathom-{submission.email_id}-{digest}"
 
 
 class HttpJsonTransport:
     """POSTs each message to ``url`` as ``{"from", "to", "raw"}`` (``raw``: the frozen
     bytes in base64), with ``Authorization: Bearer <api_key>`` when a key is given and
-    an ``Idempotency-Key``; at most ``connections`` requests at once. ``timeout`` bounds
-    the connect and the wait for the answer, in seconds."""
+    an ``Idempotency-Key``; at most ``connections`` requests at once in this process (a
+    delivering thread beyond that waits for one to end, as for ``smtp_sessions``).
+    ``timeout`` bounds the connect and the wait for the answer, in seconds. Each request
+    is traced as a ``<name> submission`` span and counted with ``transport=<name>``."""
 
     def __init__(
         self,
@@ -90,19 +110,39 @@ class HttpJsonTransport:
         self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._api_key = api_key
         self._timeout = timeout
+        #: Requests in flight at most (the ``smtp_sessions`` of this transport).
+        self.connections = connections
         self._slots = threading.BoundedSemaphore(connections)
+        #: Signalled with the record's id when a submission waits for a free connection.
+        self.waiting: TestSignal[int] = TestSignal("http.waiting")
 
     def close(self) -> None:
         """Nothing is kept open between requests."""
 
     def submit(self, submission: Submission) -> Outcome:
-        """One request for one record; see the module docstring for what each answer means."""
-        with self._slots:
-            connection = self._connection()
-            try:
-                return self._submit(connection, submission)
-            finally:
-                connection.close()
+        """One request for one record; see the module docstring for what each answer means.
+        Waits while ``connections`` requests are in flight (saying so on ``waiting``)."""
+        if not self._slots.acquire(blocking=False):
+            self.waiting.signal(submission.email_id)
+            self._slots.acquire()
+        try:
+            with tracing.span(
+                f"{self.name} submission",
+                **{"mailfathom.email.id": submission.email_id, "mailfathom.transport": self.name},
+            ) as span:
+                if span is not None:
+                    submission = replace(
+                        submission, on_phase=traced_phases(span, submission.on_phase)
+                    )
+                connection = self._connection()
+                try:
+                    outcome = self._submit(connection, submission)
+                finally:
+                    connection.close()
+                submission_ended(outcome, span, self.name, http=True)
+            return outcome
+        finally:
+            self._slots.release()
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._https:
@@ -169,11 +209,7 @@ class HttpJsonTransport:
         if 200 <= status < 300:
             found = _field(answer, "id")
             text = f"accepted by {self.name}" + (f", message id {found}" if found else "")
-            now = submission.clock.now()
-            accepted = [RecipientReply(p, 250, None, text, now) for p, _ in submission.recipients]
-            return Outcome(
-                "sent", text, Phase.REPLY, Reply(status, None, text), recipients=accepted
-            )
+            return per_recipient(self.name, submission, status, text, answer)
         reply = Reply(status, None, f"{self.name} answered HTTP {status}: {said}"[:2000])
         if status in _CONFIGURATION:
             fix = (

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from mailfathom.clock import Clock
@@ -66,6 +67,10 @@ class Submission:
     ``begin()`` commits TransmissionBegun and returns True, or False when the record
     moved on (then nothing may be sent); call it exactly once, right before the bytes
     leave. ``on_phase`` is the test seam of :mod:`mailfathom.delivery.phases`.
+    ``answered_at`` is when a server or provider last answered for a recipient still
+    owed (None: never): a transport that sends an idempotency key folds it in, so that
+    a request repeated after a lost answer carries the same key, and one made after a
+    definite answer (a recipient deferred) a new one.
     """
 
     email_id: int
@@ -79,6 +84,7 @@ class Submission:
     begin: Callable[[], bool]
     clock: Clock
     on_phase: PhaseHook = no_phase_hook
+    answered_at: datetime | None = None
 
 
 @runtime_checkable
@@ -138,7 +144,8 @@ class SmtpTransport:
 
     def _offer(self, session: SmtpSession, submission: Submission) -> Outcome:
         with tracing.span(
-            "smtp submission", **{"mailfathom.email.id": submission.email_id}
+            "smtp submission",
+            **{"mailfathom.email.id": submission.email_id, "mailfathom.transport": self.name},
         ) as span:
             on_phase = (
                 submission.on_phase if span is None else traced_phases(span, submission.on_phase)

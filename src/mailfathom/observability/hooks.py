@@ -106,10 +106,13 @@ def traced_phases(span: Any, hook: PhaseHook) -> PhaseHook:
     return on_phase
 
 
-def submission_ended(outcome: Outcome, span: Any) -> None:
-    """A mail transaction ended: count its replies and outcome, note them on its span."""
+def submission_ended(
+    outcome: Outcome, span: Any, transport: str = "smtp", *, http: bool = False
+) -> None:
+    """A submission by ``transport`` (its name) ended: an SMTP mail transaction, or with
+    ``http`` a provider's HTTP request. Count its replies and outcome, note them on its span."""
     try:
-        _submission_ended(outcome, span)
+        _submission_ended(outcome, span, transport, http)
     except Exception:  # counting must never hurt a delivery
         logger.debug(
             "observing a submission's end failed",
@@ -118,17 +121,24 @@ def submission_ended(outcome: Outcome, span: Any) -> None:
         )
 
 
-def _submission_ended(outcome: Outcome, span: Any) -> None:
+def _submission_ended(outcome: Outcome, span: Any, transport: str, http: bool) -> None:
     counted = metrics.current()
     if counted is not None:
-        for recipient in outcome.recipients:
-            counted.smtp_reply(recipient.code, "rcpt")
-        if outcome.reply is not None and outcome.phase.name != "RCPT":
-            counted.smtp_reply(outcome.reply.code, outcome.phase.name.lower())
-        counted.submission(outcome.kind)
+        if not http:
+            for recipient in outcome.recipients:
+                counted.smtp_reply(recipient.code, "rcpt")
+            if outcome.reply is not None and outcome.phase.name != "RCPT":
+                counted.smtp_reply(outcome.reply.code, outcome.phase.name.lower())
+        elif outcome.reply is not None:  # the provider's answer
+            counted.http_response(transport, outcome.reply.code)
+        elif outcome.kind == "unknown":  # the request went out and no answer came
+            counted.http_response(transport, None)
+        counted.submission(outcome.kind, transport)
     if span is not None:
+        span.set_attribute("mailfathom.transport", transport)
         span.set_attribute("mailfathom.submission.outcome", outcome.kind)
         span.set_attribute("mailfathom.submission.phase", outcome.phase.name.lower())
         if outcome.reply is not None and outcome.reply.code is not None:
-            span.set_attribute("smtp.reply.code", outcome.reply.code)
+            code = "http.response.status_code" if http else "smtp.reply.code"
+            span.set_attribute(code, outcome.reply.code)
         span.add_event(outcome.kind, {"reason": outcome.reason})

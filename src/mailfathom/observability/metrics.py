@@ -12,7 +12,8 @@ metric                                      type       labels
 ``mailfathom_job_attempt_duration_seconds`` histogram  kind, queue
 ``mailfathom_job_start_lag_seconds``        histogram  kind, queue
 ``mailfathom_smtp_replies_total``           counter    class (2xx…5xx), phase
-``mailfathom_email_submissions_total``      counter    outcome
+``mailfathom_http_responses_total``         counter    transport, class (2xx…5xx)
+``mailfathom_email_submissions_total``      counter    transport, outcome
 ==========================================  =========  ==============================
 
 The start lag is the time from the instant an attempt became due (the enqueue, or
@@ -87,10 +88,18 @@ class Metrics:
             ["class", "phase"],
             registry=self.registry,
         )
+        self.http_responses = Counter(
+            "mailfathom_http_responses",
+            "Answers of email providers' HTTP APIs by transport and class (2xx, 4xx, 5xx; "
+            "none: the request went out and no answer came).",
+            ["transport", "class"],
+            registry=self.registry,
+        )
         self.submissions = Counter(
             "mailfathom_email_submissions",
-            "SMTP mail transactions by how they ended (sent, retry, refused, unknown, withdrawn).",
-            ["outcome"],
+            "Submissions (SMTP mail transactions, provider requests) by transport and how "
+            "they ended (sent, retry, refused, unknown, withdrawn).",
+            ["transport", "outcome"],
             registry=self.registry,
         )
 
@@ -142,9 +151,14 @@ class Metrics:
         klass = f"{code // 100}xx" if code is not None and 100 <= code < 600 else "none"
         self.smtp_replies.labels(klass, phase).inc()
 
-    def submission(self, outcome: str) -> None:
-        """Count one mail transaction by how it ended."""
-        self.submissions.labels(outcome).inc()
+    def http_response(self, transport: str, code: int | None) -> None:
+        """Count one provider's HTTP answer; None (no answer to a request sent) is ``none``."""
+        klass = f"{code // 100}xx" if code is not None and 100 <= code < 600 else "none"
+        self.http_responses.labels(transport, klass).inc()
+
+    def submission(self, outcome: str, transport: str = "smtp") -> None:
+        """Count one submission (by ``transport``, the transport's name) by how it ended."""
+        self.submissions.labels(transport, outcome).inc()
 
 
 class _Series:
