@@ -149,10 +149,7 @@ def test_a_domain_rate_holds_http_deliveries_back_without_an_attempt(
         records += [mf.outbox.record(message(f"u{i}@yahoo.com")) for i in range(3)]
 
         def sent_to(domain: str) -> int:
-            return sum(
-                seen.body["to"][0].endswith(f"@{domain}")
-                for seen in provider.requests
-            )
+            return sum(seen.body["to"][0].endswith(f"@{domain}") for seen in provider.requests)
 
         per_second = []
         for _ in range(3):

@@ -57,8 +57,7 @@ def http_app(database_url: str, clock: FakeClock, provider: FakeProvider) -> Ite
 def outcomes(mf: MailFathom, email_id: int) -> list[tuple[str, int | None, bool, bool]]:
     """Each recipient's address, reply code, accepted and refused."""
     return [
-        (r.address, r.reply_code, r.accepted, r.refused)
-        for r in mf.outbox.get(email_id).recipients
+        (r.address, r.reply_code, r.accepted, r.refused) for r in mf.outbox.get(email_id).recipients
     ]
 
 
@@ -78,7 +77,7 @@ def test_one_rejected_recipient_of_three_is_refused_for_it_alone_as_rcpt_does(
     email = http_app.outbox.get(recorded.id)
     assert email.stage is OutgoingEmailStage.SENT
     assert len(http_app.outbox.parts(recorded.id)) == 1  # nothing owed again
-    ann, bob, cid = email.recipients
+    ann, bob, _ = email.recipients
     assert bob.reply_text == "rejected by acme: mailbox does not exist"
     assert "accepted by acme, message id prov-1" in (ann.reply_text or "")
 

@@ -181,8 +181,7 @@ def test_delivery_metrics_count_replies_and_submissions(
         value(samples, "mailfathom_smtp_replies_total", **{"class": "2xx", "phase": "reply"}) == 1
     )
     assert (
-        value(samples, "mailfathom_email_submissions_total", transport="smtp", outcome="sent")
-        == 1
+        value(samples, "mailfathom_email_submissions_total", transport="smtp", outcome="sent") == 1
     )
     assert value(samples, "mailfathom_emails", stage="Sent") == 1
     assert value(samples, "mailfathom_emails", stage="Recorded") == 0

@@ -132,3 +132,4 @@ def test_smtp_submission_span_has_an_event_per_stage(
     assert submission.attributes is not None
     assert submission.attributes["smtp.reply.code"] == 250
     assert submission.attributes["mailfathom.submission.outcome"] == "sent"
+    assert submission.attributes["mailfathom.transport"] == "smtp"
