@@ -9,17 +9,27 @@ the file or server.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
+
+import psycopg
 
 from mailfathom import MailFathom
 from mailfathom.store import open_store
 from mailfathom.store.database import Cursor, Database
 from mailfathom.store.sql_store import SqlStore
 
-__all__ = ["own_database", "own_store", "raw_reading", "raw_time_param", "raw_transaction"]
+__all__ = [
+    "app_connection",
+    "own_database",
+    "own_store",
+    "raw_reading",
+    "raw_time_param",
+    "raw_transaction",
+]
 
 
 @contextmanager
@@ -32,6 +42,27 @@ def own_database(mf: MailFathom) -> Iterator[Database]:
         yield store.db
     finally:
         store.close()
+
+
+@contextmanager
+def app_connection(mf: MailFathom, database_url: str, *setup: str) -> Iterator[Any]:
+    """A driver connection to ``mf``'s database (``sqlite3`` or ``psycopg``, in their
+    default transaction modes), as an application holds its own for ``connection=``;
+    the ``setup`` statements (the application's tables) run and are committed first.
+    Closed after."""
+    conn: Any
+    if mf.store.dialect == "sqlite":
+        conn = sqlite3.connect(database_url.removeprefix("sqlite:///"))
+    else:
+        conn = psycopg.connect(database_url)
+    try:
+        for statement in setup:
+            conn.execute(statement)
+        if setup:
+            conn.commit()
+        yield conn
+    finally:
+        conn.close()
 
 
 @contextmanager

@@ -161,3 +161,19 @@ def mail_app(database_url: str, clock: FakeClock, smtp: FaultServer) -> Iterator
     app.migrate()
     yield app
     app.close()
+
+
+@pytest.fixture
+def split_app(database_url: str, clock: FakeClock, smtp: FaultServer) -> Iterator[MailFathom]:
+    """:func:`mail_app` throttled per recipient domain: a message is recorded once per
+    domain, as parts of one handle."""
+    app = MailFathom(
+        database_url,
+        clock=clock,
+        smtp_url=smtp.url(),
+        smtp_data_timeout=1.0,
+        domain_limits={"*": {"connections": 5}},
+    )
+    app.migrate()
+    yield app
+    app.close()

@@ -12,30 +12,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from email.message import EmailMessage
 
 import pytest
 
 from consolekit import make_client
 from fake_provider import Answer, FakeProvider
-from mailfathom import FakeClock, HttpJsonTransport, JobState, MailFathom, OutgoingEmailStage
+from mailfathom import FakeClock, HttpJsonTransport, MailFathom, OutgoingEmailStage
 from mailfathom.console.service import Console
 from mailfathom.delivery.smtp_config import PROBE_WAIT
 from mailfathom.observability.health import check_store
 from mailfathom.observability.smtp_gauge import SmtpConfigurationGauge
+from outbox_kit import assert_paused, invoice
 
-RECORDED = OutgoingEmailStage.RECORDED
 SENT = OutgoingEmailStage.SENT
 RETRY = 60.0  # smtp_config_retry in these tests
-
-
-def message(n: int) -> EmailMessage:
-    msg = EmailMessage()
-    msg["From"] = "app@example.net"
-    msg["To"] = f"user{n}@example.com"
-    msg["Subject"] = f"Invoice {n}"
-    msg.set_content("Your invoice is attached.\n")
-    return msg
 
 
 @pytest.fixture
@@ -58,16 +48,7 @@ def _config_logs(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 
 def _assert_paused(app: MailFathom, count: int, status: str) -> None:
     """Every message Recorded with no attempt spent, saying why; every job Pending."""
-    emails = app.outbox.list()
-    assert len(emails) == count
-    for email in emails:
-        assert (email.stage, email.attempts) == (RECORDED, 0), email
-        assert "waiting, no attempt spent: acme configuration error" in (email.reason or "")
-        assert status in (email.reason or ""), email.reason
-        job = app.jobs.get(email.job_id or 0)
-        assert job.state is JobState.PENDING
-        assert job.attempts - job.snoozes == 0, "a job attempt was spent"
-        assert job.available_at is not None and job.available_at > app.clock.now()
+    assert_paused(app, count, "acme configuration error", status)
 
 
 def test_a_refused_api_key_pauses_delivery_until_the_provider_accepts(
@@ -79,7 +60,7 @@ def test_a_refused_api_key_pauses_delivery_until_the_provider_accepts(
     caplog.set_level(logging.INFO)
     provider.require_key = "k-new"
     for n in range(3):
-        http_app.outbox.record(message(n))
+        http_app.outbox.record(invoice(n))
     _run(http_app)
     _assert_paused(http_app, 3, "HTTP 401")
     tried = len(provider.requests)  # the deliveries already in flight (concurrency 2)
@@ -133,7 +114,7 @@ def test_a_suspended_account_pauses_delivery_too(
     http_app: MailFathom, provider: FakeProvider
 ) -> None:
     provider.script = [Answer(403, {"message": "account suspended"})]
-    recorded = http_app.outbox.record(message(1))
+    recorded = http_app.outbox.record(invoice(1))
     _run(http_app)
     _assert_paused(http_app, 1, "HTTP 403")
     email = http_app.outbox.get(recorded.id)
@@ -145,7 +126,7 @@ def test_an_outage_of_the_provider_does_not_end_the_pause(
     http_app: MailFathom, provider: FakeProvider, clock: FakeClock
 ) -> None:
     provider.require_key = "k-new"
-    http_app.outbox.record(message(1))
+    http_app.outbox.record(invoice(1))
     _run(http_app)
     provider.require_key = None
     provider.script = [Answer(503, {"message": "down"})]

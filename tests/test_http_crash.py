@@ -11,21 +11,14 @@ provider accept the message exactly once.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import time
-from email.message import EmailMessage
-from pathlib import Path
-
 import pytest
 
 from fake_provider import FakeProvider
 from mailfathom import HttpJsonTransport, JobState, MailFathom, OutgoingEmailStage
+from outbox_kit import kill_worker_at, lease_lapsed, shipped
 
 pytestmark = pytest.mark.slow
 
-WORKER = Path(__file__).with_name("delivery_worker.py")
 RECORDED = OutgoingEmailStage.RECORDED
 BEGUN = OutgoingEmailStage.TRANSMISSION_BEGUN
 SENT = OutgoingEmailStage.SENT
@@ -39,25 +32,6 @@ AFTER_CRASH = {
 }
 
 
-def message() -> EmailMessage:
-    msg = EmailMessage()
-    msg["From"] = "alice@example.com"
-    msg["To"] = "bob@example.com"
-    msg["Subject"] = "Your order has shipped"
-    msg.set_content("It is on its way.\n")
-    return msg
-
-
-def _lease_lapsed(app: MailFathom, job_id: int) -> None:
-    deadline = time.monotonic() + 10
-    while True:
-        job = app.jobs.get(job_id)
-        if job.lease_expires_at is not None and job.lease_expires_at < app.clock.now():
-            return
-        assert time.monotonic() < deadline, "the killed worker's lease never lapsed"
-        time.sleep(0.05)
-
-
 @pytest.mark.parametrize("point", list(AFTER_CRASH))
 def test_worker_killed_mid_http_submission(
     database_url: str, provider: FakeProvider, point: str
@@ -66,20 +40,15 @@ def test_worker_killed_mid_http_submission(
     transport = HttpJsonTransport(provider.url, timeout=5.0)
     with MailFathom(database_url, transport=transport, clock_skew=0) as app:
         app.migrate()
-        recorded = app.outbox.record(message())
+        recorded = app.outbox.record(shipped())
         job_id = recorded.job_id or 0
-        crashed = subprocess.run(
-            [sys.executable, str(WORKER), database_url, provider.url, point],
-            timeout=60,
-            check=False,
-        )
-        assert crashed.returncode == -signal.SIGKILL, "the worker was not killed at " + point
+        kill_worker_at(database_url, provider.url, point)
         after_crash = app.outbox.get(recorded.id)
         assert after_crash.stage is expected
         if point in ("after_354", "after_begun"):
             assert provider.requests == [], "a request went out before TransmissionBegun"
 
-        _lease_lapsed(app, job_id)
+        lease_lapsed(app, job_id)
         app.worker(concurrency=1, lease=1.0).run(burst=True)  # a healthy worker takes over
         email = app.outbox.get(recorded.id)
         assert len(provider.accepted) <= 1

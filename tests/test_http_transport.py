@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 from datetime import timedelta
-from email.message import EmailMessage
 
 import pytest
 
@@ -25,16 +24,7 @@ from mailfathom import (
     Transport,
 )
 from mailfathom.clock import FakeClock
-
-
-def message(*to: str) -> EmailMessage:
-    """A small message from us to ``to``."""
-    msg = EmailMessage()
-    msg["From"] = "app@example.net"
-    msg["To"] = ", ".join(to)
-    msg["Subject"] = "hello"
-    msg.set_content("hello\n")
-    return msg
+from outbox_kit import message
 
 
 @pytest.fixture

@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from mailfathom import FakeClock, JobState, MailFathom, OutgoingEmailStage
+from mailfathom import FakeClock, MailFathom, OutgoingEmailStage
 from mailfathom.cli import cli
 from mailfathom.delivery.smtp_config import PROBE_WAIT
 from mailfathom.observability.health import check_store
 from mailfathom.observability.smtp_gauge import SmtpConfigurationGauge
+from outbox_kit import assert_paused, invoice
 from smtp_fixtures import FaultServer
 
 RECORDED = OutgoingEmailStage.RECORDED
@@ -31,12 +32,7 @@ RETRY = 60.0  # smtp_config_retry in these tests
 
 
 def message(n: int) -> EmailMessage:
-    msg = EmailMessage()
-    msg["From"] = "alice@example.com"
-    msg["To"] = f"user{n}@example.com"
-    msg["Subject"] = f"Invoice {n}"
-    msg.set_content("Your invoice is attached.\n")
-    return msg
+    return invoice(n, sender="alice@example.com")
 
 
 @pytest.fixture
@@ -64,18 +60,10 @@ def _config_logs(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 
 
 def _assert_paused(app: MailFathom, count: int, reply: str) -> None:
-    """Every message Recorded with no attempt spent, saying why; every job Pending."""
-    emails = app.outbox.list()
-    assert len(emails) == count
-    for email in emails:
-        assert (email.stage, email.attempts) == (RECORDED, 0), email
-        assert email.transmission_begun_at is None
-        assert "waiting, no attempt spent: SMTP configuration error" in (email.reason or "")
-        assert reply in (email.reason or ""), email.reason
-        job = app.jobs.get(email.job_id or 0)
-        assert job.state is JobState.PENDING
-        assert job.attempts - job.snoozes == 0, "a job attempt was spent"
-        assert job.available_at is not None and job.available_at > app.clock.now()
+    """Every message Recorded with no attempt spent and never begun, saying why; every
+    job Pending."""
+    emails = assert_paused(app, count, "SMTP configuration error", reply)
+    assert [email.transmission_begun_at for email in emails] == [None] * count
 
 
 def _health(

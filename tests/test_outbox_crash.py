@@ -10,22 +10,15 @@ once transmission has begun is reported as an unknown outcome, never re-sent.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import time
-from email.message import EmailMessage
-from pathlib import Path
-
 import pytest
 
 from mailfathom import JobState, MailFathom, OutgoingEmailStage, Resolution
 from mailfathom.delivery.phases import PHASE_POINTS
+from outbox_kit import kill_worker_at, lease_lapsed, shipped
 from smtp_fixtures import FaultServer
 
 pytestmark = pytest.mark.slow
 
-WORKER = Path(__file__).with_name("delivery_worker.py")
 RECORDED = OutgoingEmailStage.RECORDED
 BEGUN = OutgoingEmailStage.TRANSMISSION_BEGUN
 SENT = OutgoingEmailStage.SENT
@@ -40,25 +33,6 @@ AFTER_CRASH: dict[str, tuple[OutgoingEmailStage, Resolution | None]] = {
 }
 
 
-def message() -> EmailMessage:
-    msg = EmailMessage()
-    msg["From"] = "alice@example.com"
-    msg["To"] = "bob@example.com"
-    msg["Subject"] = "Your order has shipped"
-    msg.set_content("It is on its way.\n")
-    return msg
-
-
-def _lease_lapsed(app: MailFathom, job_id: int) -> None:
-    deadline = time.monotonic() + 10
-    while True:
-        job = app.jobs.get(job_id)
-        if job.lease_expires_at is not None and job.lease_expires_at < app.clock.now():
-            return
-        assert time.monotonic() < deadline, "the killed worker's lease never lapsed"
-        time.sleep(0.05)
-
-
 def test_every_crash_point_is_covered() -> None:
     assert set(AFTER_CRASH) == set(PHASE_POINTS)
 
@@ -68,21 +42,16 @@ def test_worker_killed_mid_submission(database_url: str, smtp: FaultServer, poin
     expected, decision = AFTER_CRASH[point]
     with MailFathom(database_url, smtp_url=smtp.url(), smtp_data_timeout=5, clock_skew=0) as app:
         app.migrate()
-        recorded = app.outbox.record(message())
+        recorded = app.outbox.record(shipped())
         job_id = recorded.job_id or 0
-        crashed = subprocess.run(
-            [sys.executable, str(WORKER), database_url, smtp.url(), point],
-            timeout=60,
-            check=False,
-        )
-        assert crashed.returncode == -signal.SIGKILL, "the worker was not killed at " + point
+        kill_worker_at(database_url, smtp.url(), point)
         after_crash = app.outbox.get(recorded.id)
         assert after_crash.stage is expected
         assert after_crash.attempts == 1
         if expected is RECORDED or point == "after_begun":
             assert smtp.received() == [], "a body went out before TransmissionBegun was durable"
 
-        _lease_lapsed(app, job_id)
+        lease_lapsed(app, job_id)
         app.worker(concurrency=1, lease=1.0).run(burst=True)  # a healthy worker takes over
         email = app.outbox.get(recorded.id)
         accepted = smtp.accepted()

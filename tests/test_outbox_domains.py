@@ -11,7 +11,6 @@ import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from email.message import EmailMessage
 from typing import Any
 
 import pytest
@@ -21,21 +20,12 @@ from mailfathom import JobState, MailFathom, OutgoingEmailStage
 from mailfathom.clock import FakeClock
 from mailfathom.devmail import _Controller  # closes its sessions when it stops
 from mailfathom.errors import ConfigurationError
+from outbox_kit import message
 from smtp_fixtures import FaultServer
 
 THROTTLE = {"gmail.com": {"rate": "2/s", "connections": 2}, "*": {"connections": 5}}
 #: The issue's example: gmail.com's rate does not bind the few messages of the test.
 CONNECTIONS = {"gmail.com": {"rate": "20/s", "connections": 2}, "*": {"connections": 5}}
-
-
-def message(*to: str) -> EmailMessage:
-    """A small message from us to ``to``."""
-    msg = EmailMessage()
-    msg["From"] = "app@example.net"
-    msg["To"] = ", ".join(to)
-    msg["Subject"] = "hello"
-    msg.set_content("hello\n")
-    return msg
 
 
 def app(database_url: str, clock: FakeClock, smtp_url: str, **settings: Any) -> MailFathom:

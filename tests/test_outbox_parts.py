@@ -7,7 +7,6 @@ record is settled by its delivery, never by a read."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from email.message import EmailMessage
 from typing import Any
@@ -37,21 +36,6 @@ def message(*to: str) -> EmailMessage:
 
 def deliver(app: MailFathom) -> None:
     app.worker(concurrency=1, queues=["mail", "bulk"]).run(burst=True)
-
-
-@pytest.fixture
-def split_app(database_url: str, clock: FakeClock, smtp: FaultServer) -> Iterator[MailFathom]:
-    """An app that records a message once per recipient domain."""
-    mf = MailFathom(
-        database_url,
-        clock=clock,
-        smtp_url=smtp.url(),
-        smtp_data_timeout=1.0,
-        domain_limits=LIMITS,
-    )
-    mf.migrate()
-    yield mf
-    mf.close()
 
 
 def test_cancel_on_the_handle_withdraws_every_recorded_part(

@@ -4,16 +4,14 @@ says which had begun; every answer matches the OpenAPI document; the commands do
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from email.message import EmailMessage
 from typing import Any
 
 import jsonschema_rs
-import pytest
 from click.testing import CliRunner
 
 from consolekit import csrf_of, make_client
-from mailfathom import FakeClock, MailFathom
+from mailfathom import MailFathom
 from mailfathom.cli import cli
 from mailfathom.web.openapi import document
 from smtp_fixtures import FaultServer
@@ -26,20 +24,6 @@ def message(*to: str) -> EmailMessage:
     msg["Subject"] = "Receipt"
     msg.set_content("Thank you.\n")
     return msg
-
-
-@pytest.fixture
-def split_app(database_url: str, clock: FakeClock, smtp: FaultServer) -> Iterator[MailFathom]:
-    mf = MailFathom(
-        database_url,
-        clock=clock,
-        smtp_url=smtp.url(),
-        smtp_data_timeout=1.0,
-        domain_limits={"*": {"connections": 5}},
-    )
-    mf.migrate()
-    yield mf
-    mf.close()
 
 
 def conforms(body: Any, schema: str) -> None:

@@ -3,16 +3,14 @@ validated like ``record`` before anything is written."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from email.message import EmailMessage
 from typing import Any
 
-import psycopg
 import pytest
 
 from mailfathom import InvalidInput, InvalidMessage, JobState, MailFathom, OutgoingEmailStage
-from raw_database import raw_transaction
+from raw_database import app_connection, raw_transaction
 
 
 def _message(n: int, to: str | None = None) -> EmailMessage:
@@ -95,13 +93,8 @@ def test_a_single_message_is_not_a_batch(mf: MailFathom, given: Any) -> None:
 @pytest.fixture
 def app_conn(mf: MailFathom, database_url: str) -> Iterator[Any]:
     """The application's own connection to mailfathom's database."""
-    conn: Any
-    if mf.store.dialect == "sqlite":
-        conn = sqlite3.connect(database_url.removeprefix("sqlite:///"))
-    else:
-        conn = psycopg.connect(database_url)
-    yield conn
-    conn.close()
+    with app_connection(mf, database_url) as conn:
+        yield conn
 
 
 def test_the_batch_lives_or_dies_with_the_callers_transaction(

@@ -12,21 +12,14 @@ import psycopg
 import pytest
 
 from mailfathom import MailFathom, StoreError
-from raw_database import raw_reading
+from raw_database import app_connection, raw_reading
 
 
 @pytest.fixture
 def app_conn(mf: MailFathom, database_url: str) -> Iterator[Any]:
     """The application's own connection to mailfathom's database, with a users table."""
-    conn: Any
-    if mf.store.dialect == "sqlite":
-        conn = sqlite3.connect(database_url.removeprefix("sqlite:///"))
-    else:
-        conn = psycopg.connect(database_url)
-    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY)")
-    conn.commit()
-    yield conn
-    conn.close()
+    with app_connection(mf, database_url, "CREATE TABLE users (id INTEGER PRIMARY KEY)") as conn:
+        yield conn
 
 
 def _welcome(user: int) -> EmailMessage:

@@ -5,13 +5,12 @@ suppressions page and ``mailfathom_soft_bounces_total``."""
 
 from __future__ import annotations
 
-from email.message import EmailMessage
-
 import pytest
 
 from consolekit import make_client
 from mailfathom import InvalidInput, MailFathom
 from mailfathom.observability.gauges import DatabaseGauges
+from outbox_kit import message
 from smtp_fixtures import FaultServer
 
 DSN = b"""From: MAILER-DAEMON@mx.example.com\r
@@ -36,16 +35,6 @@ Diagnostic-Code: smtp; 452 4.2.2 mailbox full\r
 \r
 --B--\r
 """
-
-
-def message(*to: str) -> EmailMessage:
-    """A small message from us to ``to``."""
-    msg = EmailMessage()
-    msg["From"] = "app@example.net"
-    msg["To"] = ", ".join(to)
-    msg["Subject"] = "hello"
-    msg.set_content("hello\n")
-    return msg
 
 
 def _soft_total(mf: MailFathom) -> float:

@@ -5,7 +5,6 @@ soft bounces without suppressing them, and the next message skips the suppressed
 
 from __future__ import annotations
 
-from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from click.testing import CliRunner
 
 from mailfathom import InvalidInput, MailFathom, OutgoingEmailStage
 from mailfathom.cli import cli
+from outbox_kit import message
 from smtp_fixtures import FaultServer
 
 DSN = b"""From: MAILER-DAEMON@mx.example.com\r
@@ -53,16 +53,6 @@ Subject: hello\r
 \r
 --B--\r
 """
-
-
-def message(*to: str) -> EmailMessage:
-    """A small message from us to ``to``."""
-    msg = EmailMessage()
-    msg["From"] = "app@example.net"
-    msg["To"] = ", ".join(to)
-    msg["Subject"] = "hello"
-    msg.set_content("hello\n")
-    return msg
 
 
 def test_a_dsn_suppresses_the_hard_bounce_and_the_next_message_skips_it(

@@ -8,8 +8,6 @@ message split by recipient domain on its own."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from email.message import EmailMessage
 
 import pytest
 from click.testing import CliRunner
@@ -17,33 +15,8 @@ from click.testing import CliRunner
 from consolekit import csrf_of, make_client
 from mailfathom import InvalidInput, MailFathom, NotFound, OutgoingEmailStage
 from mailfathom.cli import cli
-from mailfathom.clock import FakeClock
+from outbox_kit import message
 from smtp_fixtures import FaultServer
-
-
-def message(*to: str) -> EmailMessage:
-    """A small message from us to ``to``."""
-    msg = EmailMessage()
-    msg["From"] = "app@example.net"
-    msg["To"] = ", ".join(to)
-    msg["Subject"] = "hello"
-    msg.set_content("hello\n")
-    return msg
-
-
-@pytest.fixture
-def split_app(database_url: str, clock: FakeClock, smtp: FaultServer) -> Iterator[MailFathom]:
-    """An app throttled per recipient domain: a message is recorded once per domain."""
-    mf = MailFathom(
-        database_url,
-        clock=clock,
-        smtp_url=smtp.url(),
-        smtp_data_timeout=1.0,
-        domain_limits={"*": {"connections": 5}},
-    )
-    mf.migrate()
-    yield mf
-    mf.close()
 
 
 def test_operators_add_search_and_lift_suppressions_audited(mail_app: MailFathom) -> None:

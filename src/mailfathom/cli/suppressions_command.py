@@ -17,22 +17,12 @@ from mailfathom.cli.common import (
     reports_errors,
     rich_out,
 )
+from mailfathom.console.serialize import suppression_json
 from mailfathom.delivery.dsn import parse_dsn
-from mailfathom.delivery.suppressions import SUPPRESSION_REASONS, Suppression
+from mailfathom.delivery.suppressions import SUPPRESSION_REASONS
 from mailfathom.errors import InvalidInput
 
 __all__ = ["suppressions"]
-
-
-def _json(entry: Suppression) -> dict[str, object]:
-    return {
-        "address": entry.address,
-        "reason": entry.reason,
-        "source": entry.source,
-        "detail": entry.detail,
-        "created_at": entry.created_at.isoformat(),
-        "actor": entry.actor,
-    }
 
 
 @click.group()
@@ -53,7 +43,7 @@ def list_suppressions(
     with open_app(ctx) as mf:
         found = mf.suppressions.list(search=search, limit=limit)
     if as_json:
-        echo_json([_json(e) for e in found])
+        echo_json([suppression_json(e) for e in found])
         return
     if not found:
         click.echo("no address is suppressed" + (f" matching {search!r}" if search else ""))
@@ -102,7 +92,7 @@ def add_suppression(
             address, actor=actor or default_actor(), reason=reason, source=source, detail=detail
         )
     if as_json:
-        echo_json(_json(entry))
+        echo_json(suppression_json(entry))
         return
     click.echo(f"{entry.address} is suppressed ({entry.reason}, {entry.source})")
 

@@ -17,6 +17,7 @@ from typing import Any
 from mailfathom.console.outbox_service import EmailDetail, EmailPage, UnknownPage
 from mailfathom.console.service import AuditPage, BulkResult, JobDetail, JobPage, Overview
 from mailfathom.delivery.model import OutgoingEmail
+from mailfathom.delivery.suppressions import Suppression
 from mailfathom.jobs.admin.admin import Throughput
 from mailfathom.jobs.admin.queues import QueueSummary
 from mailfathom.jobs.admin.workers import WorkerInfo
@@ -40,6 +41,7 @@ __all__ = [
     "queue_bulk_json",
     "queue_json",
     "schedule_json",
+    "suppression_json",
     "throughput_json",
     "worker_json",
 ]
@@ -182,6 +184,19 @@ def worker_json(worker: WorkerInfo) -> dict[str, Any]:
     """A registered worker (``lease`` in seconds; ``queues`` null means every queue)."""
     found: dict[str, Any] = jsonable(worker)
     return found
+
+
+def suppression_json(entry: Suppression) -> dict[str, Any]:
+    """A suppressed address: why (``reason``), from where (``source``), the evidence,
+    since when, and who suppressed it."""
+    return {
+        "address": entry.address,
+        "reason": entry.reason,
+        "source": entry.source,
+        "detail": entry.detail,
+        "created_at": entry.created_at.isoformat(),
+        "actor": entry.actor,
+    }
 
 
 def email_json(email: OutgoingEmail) -> dict[str, Any]:

@@ -115,19 +115,15 @@ async def _psycopg(database: Any, connection: Any) -> AsyncIterator[JoinedTransa
     import psycopg
     from psycopg.rows import dict_row
 
-    from mailfathom.store.postgres import (
-        WHERE,
-        PostgresDatabase,
-        async_pipelined_write,
-        callers_loaders,
-        store_error,
-    )
+    from mailfathom.store.postgres import PostgresDatabase, store_error
+    from mailfathom.store.postgres_callers import WHERE, async_pipelined_write, callers_loaders
 
     assert isinstance(database, PostgresDatabase)  # its dialect said so
+    callers = database.callers
     # As on the sync path, the check is made once per connection, except until a
     # connection not in autocommit mode has begun its transaction: then the check is
     # what begins it, so each write below is a savepoint inside it.
-    place = database.known_place(connection)
+    place = callers.known_place(connection)
     idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     if place is None or (idle and not connection.autocommit):
         try:
@@ -137,10 +133,10 @@ async def _psycopg(database: Any, connection: Any) -> AsyncIterator[JoinedTransa
         except psycopg.Error as exc:
             raise InvalidInput(f"connection= is not usable: {exc}") from exc
         place = (row["database"], row["schema"])
-    if database.known_identity is None:  # read once, on the store's own pool
-        await asyncio.to_thread(database.identity)
-    database.check_place(place)
-    database.remember_place(connection, place)
+    if callers.known_identity is None:  # read once, on the store's own pool
+        await asyncio.to_thread(callers.identity)
+    callers.check_place(place)
+    callers.remember_place(connection, place)
 
     @contextmanager
     def write(pipelined: bool) -> Iterator[Cursor]:

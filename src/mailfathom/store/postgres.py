@@ -3,7 +3,8 @@
 
 Internal. Connections run in autocommit mode and every write is an explicit
 ``conn.transaction()``, so the only transactions are the ones written here (or
-the caller's, when ``connection=`` is given). The session time zone is UTC.
+the caller's, when ``connection=`` is given: the rules for writing on it are in
+:mod:`mailfathom.store.postgres_callers`). The session time zone is UTC.
 
 Outages: a pooled connection whose server went away (a restart closes every
 session) is noticed before use, without a round trip, and replaced; while the
@@ -23,33 +24,26 @@ import re
 import select
 import threading
 import time
-import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager, suppress
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.pq import Format
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from mailfathom import hints
-from mailfathom.errors import ConfigurationError, InvalidInput, StoreError
-from mailfathom.store.callers import ASYNC_HINT, JoinedTransaction, driver_connection, is_async
+from mailfathom.errors import ConfigurationError, StoreError
+from mailfathom.store.callers import JoinedTransaction, driver_connection
 from mailfathom.store.database import Cursor
 from mailfathom.store.dialect import CAPABILITIES
 from mailfathom.store.pg_network import PROBE_TIMEOUT, StallWatch, tcp_defaults
+from mailfathom.store.postgres_callers import CallersConnections, callers_cursor, pipelined_write
 from mailfathom.store.queries import load_queries
 
-__all__ = [
-    "WHERE",
-    "PostgresDatabase",
-    "async_pipelined_write",
-    "callers_loaders",
-    "store_error",
-]
+__all__ = ["PostgresDatabase", "store_error"]
 
 NOTIFY_CHANNEL = "mailfathom_jobs"
 _DEFAULT_POOL_TIMEOUT = 10.0
@@ -79,12 +73,9 @@ class PostgresDatabase:
         self._listener_pid = 0
         self._listen_lock = threading.Lock()
         self._schema: str | None = None
-        self._identity: tuple[str, str] | None = None  # current_database(), current_schema()
-        #: Callers' connections already found on this database and schema (see
-        #: :meth:`_callers_connection`), forgotten with the connection.
-        self._checked: weakref.WeakKeyDictionary[object, tuple[str, str]] = (
-            weakref.WeakKeyDictionary()
-        )
+        #: Callers' connections (``connection=``) already found on this database and
+        #: schema, and the check that finds them (postgres_callers.py).
+        self.callers = CallersConnections(self.reading)
         self._tcp = tcp_defaults(url)  # keepalives and tcp_user_timeout the URL leaves unset
         #: The client-side deadline on calls stalled on a silent network (pg_network.py).
         self.stall_watch = StallWatch(self._probe)
@@ -224,14 +215,14 @@ class PostgresDatabase:
                 yield cursor
             return
         if connection is not None:
-            caller = self._callers_connection(driver_connection(connection))
+            caller = self.callers.checked(driver_connection(connection))
             try:
                 # A savepoint inside the caller's open transaction (nothing is committed on
                 # its behalf); BEGIN … COMMIT on an autocommit connection, so the write is
                 # atomic either way.
                 with (
-                    _pipelined_write(caller) if pipelined else caller.transaction(),
-                    _callers_cursor(caller) as cur,
+                    pipelined_write(caller) if pipelined else caller.transaction(),
+                    callers_cursor(caller) as cur,
                 ):
                     yield _WrappedCursor(cur)
             except psycopg.Error as exc:
@@ -264,64 +255,6 @@ class PostgresDatabase:
                 yield _WrappedCursor(cur)
         except psycopg.Error as exc:
             raise store_error(exc) from exc
-
-    def _callers_connection(self, connection: object) -> psycopg.Connection[Any]:
-        """The caller's connection, once it is known to be on this store's database."""
-        if not isinstance(connection, psycopg.Connection):
-            raise InvalidInput(
-                f"connection= must be a psycopg.Connection (or a SQLAlchemy Session or "
-                f"Connection on the postgresql+psycopg driver) for a PostgreSQL store, not "
-                f"{type(connection).__name__}" + ASYNC_HINT * is_async(connection)
-            )
-        # A connection's database never changes, and its schema (search_path) is set
-        # when it connects: the check is made once per connection. Except until a
-        # non-autocommit connection has begun its transaction: then the check is what
-        # begins it (psycopg sends BEGIN first), so the write below is a savepoint inside
-        # it rather than a transaction of its own that psycopg would commit on the
-        # caller's behalf.
-        idle = connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        known = self._checked.get(connection)
-        theirs = (
-            _where(connection) if known is None or (idle and not connection.autocommit) else known
-        )
-        self.check_place(theirs)
-        self._checked[connection] = theirs
-        return connection
-
-    def known_place(self, connection: object) -> tuple[str, str] | None:
-        """Where a caller's connection (sync or async) was found open, if it was checked
-        already: its database never changes, and its schema is set when it connects."""
-        return self._checked.get(connection)
-
-    def remember_place(self, connection: object, place: tuple[str, str]) -> None:
-        """Keep ``place`` (checked) as long as ``connection`` lives."""
-        self._checked[connection] = place
-
-    @property
-    def known_identity(self) -> tuple[str, str] | None:
-        """:meth:`identity` when it was read already, else None (no round trip)."""
-        return self._identity
-
-    def identity(self) -> tuple[str, str]:
-        """This store's ``(current_database(), current_schema())``, read once."""
-        ours = self._identity
-        if ours is None:
-            with self.reading() as cur:
-                cur.execute(WHERE)
-                row = cur.fetchone()
-            ours = self._identity = (row["database"], row["schema"])
-        return ours
-
-    def check_place(self, theirs: tuple[str, str]) -> None:
-        """Refuse a caller's connection open on ``theirs`` (database, schema) unless it is
-        this store's (the sync and the async ``connection=`` alike)."""
-        ours = self.identity()
-        if theirs != ours:
-            raise InvalidInput(
-                f"connection= is open on database {theirs[0]!r} schema {theirs[1]!r}, not on "
-                f"this store's database {ours[0]!r} schema {ours[1]!r}: pass a connection "
-                "to mailfathom's database with the same search_path"
-            )
 
     def backup(self, target: str) -> None:
         """PostgreSQL is backed up with its own tools: a clear error saying which."""
@@ -434,98 +367,6 @@ class PostgresDatabase:
     def list_param(self, values: Sequence[Any]) -> str:
         """A JSON array, read in SQL with ``jsonb_array_elements``."""
         return json.dumps(list(values), separators=(",", ":"))
-
-
-#: Types whose loaders a framework may replace on its connections (Django reads jsonb
-#: as text and timestamptz in its TIME_ZONE); the caller's cursor gets psycopg's own back.
-_OUR_LOADERS = ("json", "jsonb", "timestamptz")
-
-
-def _callers_cursor(connection: psycopg.Connection[Any]) -> psycopg.Cursor[dict[str, Any]]:
-    """A cursor on the caller's connection that reads and binds as our pooled ones do:
-    a plain server-binding cursor (not the connection's ``cursor_factory``, which may
-    bind on the client) with psycopg's default loaders for the types we read back."""
-    cursor = psycopg.Cursor(connection, row_factory=dict_row)
-    callers_loaders(cursor)
-    return cursor
-
-
-def callers_loaders(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> None:
-    """Give a cursor on a caller's connection psycopg's own loaders for the types we read
-    back (a framework may have replaced them on its connections)."""
-    for name in _OUR_LOADERS:
-        info = psycopg.adapters.types[name]
-        for fmt in (Format.TEXT, Format.BINARY):
-            loader = psycopg.adapters.get_loader(info.oid, fmt)
-            if loader is not None:
-                cursor.adapters.register_loader(info.oid, loader)
-
-
-@contextmanager
-def _pipelined_write(connection: psycopg.Connection[Any]) -> Iterator[None]:
-    """A savepoint in the caller's open transaction (on an autocommit connection outside
-    one: BEGIN … COMMIT), its statements sent in pipeline mode: the savepoint goes with
-    the first statement, the release with the final sync. A one-statement write is two
-    round trips (psycopg's ``transaction()`` waits for each of them instead)."""
-    start, end, undo = _write_bounds(connection)
-    try:
-        with connection.pipeline():
-            connection.execute(start)
-            yield
-            connection.execute(end)
-    except BaseException:
-        if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            with suppress(psycopg.Error):
-                for statement in undo:
-                    connection.execute(statement)
-        raise
-
-
-@asynccontextmanager
-async def async_pipelined_write(connection: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
-    """:func:`_pipelined_write` on a caller's async connection (the async API's): the
-    same statements, awaited, in the same two round trips."""
-    start, end, undo = _write_bounds(connection)
-    try:
-        async with connection.pipeline():
-            await connection.execute(start)
-            yield
-            await connection.execute(end)
-    except BaseException:
-        if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            with suppress(psycopg.Error):
-                for statement in undo:
-                    await connection.execute(statement)
-        raise
-
-
-def _write_bounds(
-    connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
-) -> tuple[str, str, list[str]]:
-    """How a write on a caller's connection starts, ends and is undone: a savepoint in
-    its open transaction, else (autocommit, outside one) a transaction of its own."""
-    if connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-        return "BEGIN", "COMMIT", ["ROLLBACK"]
-    return (
-        "SAVEPOINT mf_write",
-        "RELEASE SAVEPOINT mf_write",
-        ["ROLLBACK TO SAVEPOINT mf_write", "RELEASE SAVEPOINT mf_write"],
-    )
-
-
-WHERE = "SELECT current_database() AS database, current_schema() AS schema"
-
-
-def _where(connection: psycopg.Connection[Any]) -> tuple[str, str]:
-    try:
-        with connection.cursor(row_factory=dict_row) as cur:
-            cur.execute(WHERE)
-            row = cur.fetchone()
-    except psycopg.Error as exc:
-        raise InvalidInput(f"connection= is not usable: {exc}") from exc
-    if row is None:  # pragma: no cover - the query always returns one row
-        raise InvalidInput("connection= did not say which database it is on")
-    return row["database"], row["schema"]
 
 
 class _WrappedCursor:
