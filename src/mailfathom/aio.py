@@ -30,7 +30,7 @@ import threading
 import weakref
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from mailfathom.app import MailFathom
 from mailfathom.delivery.outbox import Outbox
@@ -134,6 +134,100 @@ class _Awaited(Generic[P, R]):
         return call
 
 
+class AsyncJobs(_Wrapper):
+    """:class:`~mailfathom.Jobs` awaited: reads and operator moves on jobs."""
+
+    get = _Awaited(Jobs.get)
+    list = _Awaited(Jobs.list)
+    counts = _Awaited(Jobs.counts)
+    held_count = _Awaited(Jobs.held_count)
+    attempts = _Awaited(Jobs.attempts)
+    events = _Awaited(Jobs.events)
+    audit = _Awaited(Jobs.audit)
+    requeue = _Awaited(Jobs.requeue)
+    drop = _Awaited(Jobs.drop)
+    release = _Awaited(Jobs.release)
+    hold = _Awaited(Jobs.hold)
+    run_now = _Awaited(Jobs.run_now)
+    abort = _Awaited(Jobs.abort)
+    throughput = _Awaited(Jobs.throughput)
+
+
+class AsyncOutbox(_Wrapper):
+    """:class:`~mailfathom.Outbox` awaited: record (in the caller's async transaction
+    with ``connection=``), read, and the operator moves on outgoing emails."""
+
+    record = _Awaited(Outbox.record)
+    record_many = _Awaited(Outbox.record_many)
+    get = _Awaited(Outbox.get)
+    parts = _Awaited(Outbox.parts)
+    message_bytes = _Awaited(Outbox.message_bytes)
+    list = _Awaited(Outbox.list)
+    counts = _Awaited(Outbox.counts)
+    events = _Awaited(Outbox.events)
+    audit = _Awaited(Outbox.audit)
+    cancel = _Awaited(Outbox.cancel)
+    resolve = _Awaited(Outbox.resolve)
+    unknown = _Awaited(Outbox.unknown)
+    unknown_count = _Awaited(Outbox.unknown_count)
+    record_again = _Awaited(Outbox.record_again)
+
+
+class AsyncQueues(_Wrapper):
+    """:class:`~mailfathom.Queues` awaited: list, pause and resume queues."""
+
+    paused = _Awaited(Queues.paused)
+    list = _Awaited(Queues.list)
+    pause = _Awaited(Queues.pause)
+    resume = _Awaited(Queues.resume)
+    events = _Awaited(Queues.events)
+
+
+class AsyncSchedules(_Wrapper):
+    """:class:`~mailfathom.Schedules` awaited: the stored schedules and the operator's
+    moves on them (declaring a schedule stays on the sync app: it touches no database)."""
+
+    sync = _Awaited(Schedules.sync)
+    list = _Awaited(Schedules.list)
+    get = _Awaited(Schedules.get)
+    pause = _Awaited(Schedules.pause)
+    resume = _Awaited(Schedules.resume)
+    remove = _Awaited(Schedules.remove)
+
+
+class AsyncLimits(_Wrapper):
+    """:class:`~mailfathom.Limits` awaited: the stored flow-control limits and their use
+    (declaring a limit stays on the sync app: it touches no database)."""
+
+    sync = _Awaited(Limits.sync)
+    remove = _Awaited(Limits.remove)
+    stored = _Awaited(Limits.stored)
+    usage = _Awaited(Limits.usage)
+
+
+class AsyncWorkers(_Wrapper):
+    """:class:`~mailfathom.Workers` awaited: the fleet's workers as they report in."""
+
+    list = _Awaited(Workers.list)
+
+
+class AsyncSuppressions(_Wrapper):
+    """:class:`~mailfathom.Suppressions` awaited: the addresses no email goes to."""
+
+    add = _Awaited(Suppressions.add)
+    lift = _Awaited(Suppressions.lift)
+    get = _Awaited(Suppressions.get)
+    is_suppressed = _Awaited(Suppressions.is_suppressed)
+    list = _Awaited(Suppressions.list)
+    counts = _Awaited(Suppressions.counts)
+    ingest_dsn = _Awaited(Suppressions.ingest_dsn)
+    ingest_events = _Awaited(Suppressions.ingest_events)
+    events = _Awaited(Suppressions.events)
+    soft_bounces = _Awaited(Suppressions.soft_bounces)
+    event_counts = _Awaited(Suppressions.event_counts)
+    among = _Awaited(Suppressions.among)
+
+
 #: What stays on the sync object: declarations (which touch no database: a worker
 #: writes them when it starts), the worker and pruner it runs, and closing it.
 SYNC_ONLY: dict[type, frozenset[str]] = {
@@ -145,67 +239,7 @@ SYNC_ONLY: dict[type, frozenset[str]] = {
 }
 
 
-def awaited_methods(sync: type) -> dict[str, Callable[..., Any]]:
-    """The methods of ``sync`` an async view awaits: every public method defined on the
-    class (not a class or static method, not a property), less its :data:`SYNC_ONLY`."""
-    left = SYNC_ONLY.get(sync, frozenset())
-    return {
-        name: member
-        for name, member in vars(sync).items()
-        if not name.startswith("_")
-        and name not in left
-        and callable(member)
-        and not isinstance(member, classmethod | staticmethod)
-    }
-
-
-class _View(_Wrapper):
-    """An async view of a sync class (``class AsyncJobs(_View, awaits=Jobs)``): each of
-    its :func:`awaited_methods` is awaited under the same name, so a method added to the
-    sync class is awaited too, with no second list to keep in step."""
-
-    def __init_subclass__(cls, *, awaits: type, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        for name, method in awaited_methods(awaits).items():
-            setattr(cls, name, _Awaited(method))
-
-    if TYPE_CHECKING:  # the methods are made above, from the sync class, when it is defined
-
-        def __getattr__(self, name: str) -> Callable[..., Coroutine[Any, Any, Any]]: ...
-
-
-class AsyncJobs(_View, awaits=Jobs):
-    """:class:`~mailfathom.Jobs` awaited: reads and operator moves on jobs."""
-
-
-class AsyncOutbox(_View, awaits=Outbox):
-    """:class:`~mailfathom.Outbox` awaited: record (in the caller's async transaction
-    with ``connection=``), read, and the operator moves on outgoing emails."""
-
-
-class AsyncQueues(_View, awaits=Queues):
-    """:class:`~mailfathom.Queues` awaited: list, pause and resume queues."""
-
-
-class AsyncSchedules(_View, awaits=Schedules):
-    """:class:`~mailfathom.Schedules` awaited: the stored schedules and the operator's
-    moves on them (declaring a schedule stays on the sync app: it touches no database)."""
-
-
-class AsyncLimits(_View, awaits=Limits):
-    """:class:`~mailfathom.Limits` awaited: the stored flow-control limits and their use
-    (declaring a limit stays on the sync app: it touches no database)."""
-
-
-class AsyncWorkers(_View, awaits=Workers):
-    """:class:`~mailfathom.Workers` awaited: the fleet's workers as they report in."""
-
-
-class AsyncSuppressions(_View, awaits=Suppressions):
-    """:class:`~mailfathom.Suppressions` awaited: the addresses no email goes to."""
-
-
-class AsyncMailFathom(_View, awaits=MailFathom):
+class AsyncMailFathom(_Wrapper):
     """A :class:`~mailfathom.MailFathom`, awaited from an event loop.
 
     ``AsyncMailFathom(mf)`` shares everything with ``mf`` (its database, settings, job
@@ -239,3 +273,8 @@ class AsyncMailFathom(_View, awaits=MailFathom):
         self.workers = AsyncWorkers(mf.workers, self._runner)
         #: Suppressed addresses, awaited.
         self.suppressions = AsyncSuppressions(mf.suppressions, self._runner)
+
+    enqueue = _Awaited(MailFathom.enqueue)
+    enqueue_many = _Awaited(MailFathom.enqueue_many)
+    migrate = _Awaited(MailFathom.migrate)
+    prune = _Awaited(MailFathom.prune)
