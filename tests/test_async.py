@@ -517,6 +517,7 @@ def test_every_database_method_of_a_view_is_awaited(view: type, sync: type) -> N
     }
     awaited = {name for name in vars(view) if not name.startswith("_")}
     assert public - awaited == set(SYNC_ONLY.get(sync, ())), f"{view.__name__} misses some"
+    assert awaited <= public, f"{view.__name__} awaits what {sync.__name__} does not have"
     mf_views = {"jobs", "outbox", "queues", "schedules", "limits", "workers", "suppressions"}
     if view is AsyncMailFathom:
         assert {"enqueue", "enqueue_many", "migrate"} <= awaited
