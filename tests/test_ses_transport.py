@@ -9,6 +9,8 @@ dropped, read timeout) is an unknown outcome left TransmissionBegun, sent once."
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from email.message import EmailMessage
@@ -269,3 +271,21 @@ def test_a_suppressed_recipient_is_left_out_of_the_request(
 def test_unusable_settings_are_refused_clearly(settings: dict[str, float]) -> None:
     with pytest.raises(ConfigurationError, match="must be above 0"):
         SesTransport(REGION, **settings)  # type: ignore[arg-type]
+
+
+def test_without_boto3_the_transport_says_which_extra_to_install() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['boto3'] = None  # as if it were not installed\n"
+        "from mailfathom import ConfigurationError, SesTransport\n"
+        "try:\n"
+        "    SesTransport('us-east-1')\n"
+        "except ConfigurationError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == (
+        "SesTransport needs boto3: install it with pip install 'mailfathom[ses]'"
+    )

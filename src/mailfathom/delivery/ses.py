@@ -33,8 +33,9 @@ retried once a byte of the request may have left.
 
 botocore's own retries are disabled (one attempt per call): botocore resends a request
 whose connection was lost after it went out, and SES has no idempotency key, so its
-resend would be a second message. For the same reason an unknown outcome resolved with
-``send_again`` may be delivered twice: look at SES's sending events first.
+resend would be a second message (and a lost answer would not be reported as an
+unknown outcome). For the same reason an unknown outcome resolved with ``send_again``
+may be delivered twice: look at SES's sending events first.
 
 The phase hook (:mod:`mailfathom.delivery.phases`, a test seam) is told ``after_354``
 once the request is signed and TransmissionBegun is about to be saved, ``after_begun``
@@ -157,8 +158,10 @@ class SesTransport:
             # One attempt, never botocore's retries: botocore resends a request whose
             # connection was lost after it went out (ConnectionClosedError, a read
             # timeout), and SES has no idempotency key, so a resend is a duplicate
-            # message. Retrying is the delivery job's business, after the record says
-            # what happened.
+            # message. (Its resend would call begin() again, which refuses a record no
+            # longer Recorded, so the lost answer would be misread as "withdrawn"
+            # instead of reported as an unknown outcome.) Retrying is the delivery
+            # job's business, after the record says what happened.
             retries={"total_max_attempts": 1, "mode": "standard"},
             connect_timeout=connect_timeout,
             read_timeout=timeout,
