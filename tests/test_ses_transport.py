@@ -289,3 +289,24 @@ def test_without_boto3_the_transport_says_which_extra_to_install() -> None:
     assert done.stdout.strip() == (
         "SesTransport needs boto3: install it with pip install 'mailfathom[ses]'"
     )
+
+
+def test_the_configuration_set_names_every_request(
+    database_url: str, clock: FakeClock, ses_proxy: SesProxy, moto_ses: MotoSes
+) -> None:
+    ses = SesTransport(
+        REGION,
+        endpoint_url=ses_proxy.url,
+        configuration_set="outbox-events",
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=ACCESS_KEY,
+    )
+    with MailFathom(database_url, clock=clock, transport=ses) as mf:
+        mf.migrate()
+        recorded = mf.outbox.record(message("ann@example.org"))
+        mf.worker().run(burst=True)
+        assert mf.outbox.get(recorded.id).stage is SENT
+    (request,) = ses_proxy.requests
+    assert request["ConfigurationSetName"] == "outbox-events"
+    assert request["FromEmailAddress"] == SENDER
+    assert len(moto_ses.accepted()) == 1
