@@ -1,6 +1,7 @@
-"""The SIGKILL storm shared by the transports' chaos tests: delivery worker processes
-(``delivery_worker.py``) started one after another and SIGKILLed at random moments
-while they deliver, then healthy workers finishing what is left."""
+"""What the transports' crash tests share: the SIGKILL storm (delivery worker
+processes, ``delivery_worker.py``, started one after another and SIGKILLed at random
+moments while they deliver, then healthy workers finishing what is left) and
+:func:`lease_lapsed`, the wait for a killed worker's lease to lapse."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from mailfathom import MailFathom, OutgoingEmailStage
 
-__all__ = ["MESSAGES", "message", "sigkill_storm"]
+__all__ = ["MESSAGES", "WORKER", "lease_lapsed", "message", "sigkill_storm"]
 
 WORKER = Path(__file__).with_name("delivery_worker.py")
 MESSAGES = 160  # several seconds of answers: the storm outlasts a quick machine
@@ -70,3 +71,14 @@ def sigkill_storm(
         app.worker(concurrency=2, lease=1.0).run(burst=True)
         time.sleep(0.2)
     return kills
+
+
+def lease_lapsed(app: MailFathom, job_id: int) -> None:
+    """Wait until the lease of the killed worker's job ``job_id`` has lapsed."""
+    deadline = time.monotonic() + 10
+    while True:
+        job = app.jobs.get(job_id)
+        if job.lease_expires_at is not None and job.lease_expires_at < app.clock.now():
+            return
+        assert time.monotonic() < deadline, "the killed worker's lease never lapsed"
+        time.sleep(0.05)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 
 from fake_provider import FakeProvider
 from mailfathom import HttpJsonTransport, JobState, MailFathom, OutgoingEmailStage
+from storm import lease_lapsed
 
 pytestmark = pytest.mark.slow
 
@@ -48,16 +48,6 @@ def message() -> EmailMessage:
     return msg
 
 
-def _lease_lapsed(app: MailFathom, job_id: int) -> None:
-    deadline = time.monotonic() + 10
-    while True:
-        job = app.jobs.get(job_id)
-        if job.lease_expires_at is not None and job.lease_expires_at < app.clock.now():
-            return
-        assert time.monotonic() < deadline, "the killed worker's lease never lapsed"
-        time.sleep(0.05)
-
-
 @pytest.mark.parametrize("point", list(AFTER_CRASH))
 def test_worker_killed_mid_http_submission(
     database_url: str, provider: FakeProvider, point: str
@@ -79,7 +69,7 @@ def test_worker_killed_mid_http_submission(
         if point in ("after_354", "after_begun"):
             assert provider.requests == [], "a request went out before TransmissionBegun"
 
-        _lease_lapsed(app, job_id)
+        lease_lapsed(app, job_id)
         app.worker(concurrency=1, lease=1.0).run(burst=True)  # a healthy worker takes over
         email = app.outbox.get(recorded.id)
         assert len(provider.accepted) <= 1
