@@ -2,9 +2,11 @@
 
 ``python delivery_worker.py DATABASE_URL SMTP_URL [POINT]`` builds a MailFathom and runs
 a worker until nothing is due. An ``http://`` URL instead of the SMTP one delivers
-through :class:`~mailfathom.HttpJsonTransport` to that provider. Given a ``POINT`` of the submission
-(:data:`mailfathom.delivery.phases.PHASE_POINTS`), this process installs its own phase
-hook that SIGKILLs it on reaching that point: mailfathom itself has no crash switch.
+through :class:`~mailfathom.HttpJsonTransport` to that provider; ``ses:`` and an
+endpoint URL, through :class:`~mailfathom.SesTransport` to that SES endpoint.
+Given a ``POINT`` of the submission (:data:`mailfathom.delivery.phases.PHASE_POINTS`),
+this process installs its own phase hook that SIGKILLs it on reaching that point:
+mailfathom itself has no crash switch.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 import signal
 import sys
 
-from mailfathom import HttpJsonTransport, MailFathom
+from mailfathom import HttpJsonTransport, MailFathom, SesTransport
 from mailfathom.delivery.phases import PHASE_POINTS, PhaseHook, PhasePoint
 
 
@@ -31,7 +33,16 @@ def kill_at(point: str) -> PhaseHook:
 
 def main() -> None:
     database_url, url = sys.argv[1], sys.argv[2]
-    if url.startswith("http://"):
+    if url.startswith("ses:"):
+        ses = SesTransport(
+            "us-east-1",
+            endpoint_url=url.removeprefix("ses:"),
+            timeout=5.0,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        carrier = MailFathom(database_url, transport=ses, lease=1.0)
+    elif url.startswith("http://"):
         carrier = MailFathom(database_url, transport=HttpJsonTransport(url), lease=1.0)
     else:
         carrier = MailFathom(database_url, smtp_url=url, lease=1.0)

@@ -68,6 +68,7 @@ EXPECTED = {
     "SystemClock",
     "TransientFailure",
     "HttpJsonTransport",
+    "SesTransport",
     "SmtpTransport",
     "Submission",
     "SubmissionOutcome",

@@ -41,6 +41,7 @@ from mailfathom.delivery.model import (
 )
 from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.resolution import Resolution
+from mailfathom.delivery.ses import SesTransport
 from mailfathom.delivery.smtp import Outcome as SubmissionOutcome
 from mailfathom.delivery.smtp import Phase as SubmissionPhase
 from mailfathom.delivery.smtp import Reply as SubmissionReply
@@ -135,6 +136,7 @@ __all__ = [
     "RetentionStore",
     "Schedule",
     "Schedules",
+    "SesTransport",
     "Settings",
     "SmtpTransport",
     "Snooze",

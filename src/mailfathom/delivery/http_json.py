@@ -56,7 +56,7 @@ from mailfathom.observability import tracing
 from mailfathom.observability.hooks import submission_ended, traced_phases
 from mailfathom.testsignal import TestSignal
 
-__all__ = ["HttpJsonTransport", "idempotency_key"]
+__all__ = ["HttpJsonTransport", "idempotency_key", "retry_after_seconds"]
 
 #: HTTP answers that are retried although they are 4xx.
 _RETRIED_4XX = frozenset({408, 409, 429})
@@ -218,7 +218,7 @@ class HttpJsonTransport:
             )
             return Outcome("retry", fix, Phase.REPLY, reply, configuration=fix)
         if status == 429 or status >= 500 or status in _RETRIED_4XX:
-            wait = _retry_after(retry_after, submission)
+            wait = retry_after_seconds(retry_after, submission)
             reason = reply.text + (f" (retry after {wait:g} s)" if wait is not None else "")
             return Outcome("retry", reason, Phase.REPLY, reply, retry_after=wait)
         if 400 <= status < 500:
@@ -244,7 +244,7 @@ def _field(answer: bytes, key: str) -> str | None:
     return None if value is None else str(value)[:500]
 
 
-def _retry_after(value: str | None, submission: Submission) -> float | None:
+def retry_after_seconds(value: str | None, submission: Submission) -> float | None:
     """``Retry-After`` in seconds from now (RFC 9110 §10.2.3: seconds or an HTTP date)."""
     if value is None:
         return None
