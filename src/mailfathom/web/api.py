@@ -46,7 +46,7 @@ from mailfathom.web.handlers import status_for
 from mailfathom.web.openapi import document
 from mailfathom.web.params import is_whole_number
 
-__all__ = ["api_error", "routes"]
+__all__ = ["api_error", "routes", "suppression_json"]
 
 Handler = Callable[[Request, dict[str, Any]], Any]
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -392,7 +392,8 @@ def record_email_again(request: Request, data: dict[str, Any]) -> Any:
     return JSONResponse(email_json(email), status_code=201)
 
 
-def _suppression_json(entry: Suppression) -> dict[str, Any]:
+def suppression_json(entry: Suppression) -> dict[str, Any]:
+    """A suppression entry as the API shows it."""
     return {
         "address": entry.address,
         "reason": entry.reason,
@@ -412,7 +413,7 @@ def list_suppressions(request: Request, _: dict[str, Any]) -> Any:
     after = request.query_params.get("after") or None
     found = _console(request).mf.suppressions.list(search=search, after=after, limit=limit)
     return {
-        "suppressions": [_suppression_json(e) for e in found],
+        "suppressions": [suppression_json(e) for e in found],
         "next_after": found[-1].address if len(found) == limit else None,
     }
 
@@ -456,7 +457,7 @@ def suppress_address(request: Request, data: dict[str, Any]) -> Any:
         source=_text(data, "source", longest=100) or "api",
         detail=_text(data, "detail"),
     )
-    return _suppression_json(entry)
+    return suppression_json(entry)
 
 
 @endpoint(body=True)
@@ -468,7 +469,7 @@ def ingest_suppression_events(request: Request, data: dict[str, Any]) -> Any:
         raise InvalidInput("events is required: a list of at most 1000 event objects")
     report = _console(request).mf.suppressions.ingest_events(events, actor=_actor(request, data))
     return {
-        "suppressed": [_suppression_json(e) for e in report.suppressed],
+        "suppressed": [suppression_json(e) for e in report.suppressed],
         "soft": list(report.soft),
     }
 
@@ -483,7 +484,7 @@ def lift_suppression(request: Request, data: dict[str, Any]) -> Any:
     entry = _console(request).mf.suppressions.lift(
         address, actor=_actor(request, data), reason=_text(data, "reason")
     )
-    return _suppression_json(entry)
+    return suppression_json(entry)
 
 
 @endpoint()
