@@ -32,9 +32,7 @@ def console_client(mf: MailFathom, verifier: SnsVerifier | None = None) -> Any:
     """A test client of a token console on ``mf`` (as if bound to 127.0.0.1)."""
     from starlette.testclient import TestClient
 
-    app = create_app(
-        Console(mf), access=Access.for_bind("127.0.0.1", TOKEN), sns_verifier=verifier
-    )
+    app = create_app(Console(mf), access=Access.for_bind("127.0.0.1", TOKEN), sns_verifier=verifier)
     return TestClient(app, base_url="http://127.0.0.1:8025", client=LOOPBACK_PEER)
 
 
