@@ -175,7 +175,7 @@ def sns_chain() -> Iterator[SnsChain]:
     chain = SnsChain(port=0, client_context=client_context, key=key, files={"/cert.pem": pem})
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        def do_GET(self) -> None:
             path = self.path
             chain.hits[path.partition("?")[0]] += 1
             if path.startswith("/confirm?Token="):
@@ -192,7 +192,7 @@ def sns_chain() -> Iterator[SnsChain]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             return None
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

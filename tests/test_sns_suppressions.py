@@ -22,8 +22,8 @@ from mailfathom.console import Console
 from mailfathom.delivery.sns import SnsFetcher, SnsVerifier
 from mailfathom.web import Access
 from mailfathom.web.app import create_app
-from sns_fixtures import OTHER_TOPIC, TOPIC, SnsChain, bounce, complaint, signing_pair
 from smtp_fixtures import FaultServer
+from sns_fixtures import OTHER_TOPIC, TOPIC, SnsChain, bounce, complaint, signing_pair
 
 SNS = "/api/suppressions/sns"
 

@@ -191,6 +191,7 @@ class SnsFetcher:
             cached = self._keys.get(url)
         if cached is not None:
             return cached
+        # here, not at the top: cryptography is optional (the sns extra)
         from cryptography import x509
         from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
@@ -211,7 +212,7 @@ class SnsVerifier:
     module's docstring), and confirms their subscriptions."""
 
     def __init__(self, topic_arns: frozenset[str], *, fetcher: SnsFetcher | None = None) -> None:
-        try:
+        try:  # here, not at the top: cryptography is optional (the sns extra)
             import cryptography  # noqa: F401 - checked here, used per message
         except ImportError:
             raise ConfigurationError(
@@ -254,6 +255,7 @@ class SnsVerifier:
         self.fetcher.get(message.subscribe_url, "SubscribeURL")
 
     def _check_signature(self, fields: Mapping[str, str]) -> None:
+        # here, not at the top: cryptography is optional (the sns extra)
         from cryptography.exceptions import InvalidSignature
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import padding
