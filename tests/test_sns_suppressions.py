@@ -347,3 +347,36 @@ def test_only_posts_to_the_sns_path_go_without_the_token(mail_app: MailFathom, c
     assert listed.status_code == 415
     assert client.post("/api/suppressions", json={"address": "a@example.com"}).status_code == 401
     nothing_changed(mail_app)
+
+
+def test_a_console_mounted_with_auth_takes_sns_messages_its_auth_lets_through(
+    database_url: str, sns_chain: SnsChain
+) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+    from starlette.testclient import TestClient
+
+    from mailfathom.web import ConsoleUser
+    from mailfathom.web import create_app as mount_console
+
+    def auth(request: Any) -> ConsoleUser | None:
+        return ConsoleUser("sns") if request.url.path.endswith(SNS) else None
+
+    mf = MailFathom(database_url, sns_topic_arns=TOPIC)
+    mf.migrate()
+    try:
+        host = Starlette(routes=[Mount("/ops", app=mount_console(mf, auth=auth))])
+        with TestClient(host, base_url="http://127.0.0.1:8025", client=LOOPBACK_PEER) as client:
+            assert client.get("/ops/api/suppressions").status_code == 401
+            message = sns_chain.sign(sns_chain.notification(complaint("ned@example.com")))
+            answered = client.post(
+                f"/ops{SNS}",
+                content=json.dumps(message),
+                headers={"content-type": "text/plain; charset=UTF-8"},
+            )
+        # past auth and the guard (no 415 for text/plain): the handler refused the host
+        assert answered.status_code == 403, answered.text
+        assert "not https on an SNS host" in answered.json()["error"]["message"]
+        nothing_changed(mf)
+    finally:
+        mf.close()
