@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator
 from email.message import EmailMessage
 from typing import Any
@@ -380,3 +381,21 @@ def test_a_console_mounted_with_auth_takes_sns_messages_its_auth_lets_through(
         nothing_changed(mf)
     finally:
         mf.close()
+
+
+def test_one_notification_delivered_twice_at_once_is_applied_once(mail_app: MailFathom) -> None:
+    notification = json.dumps(bounce("Transient", "oz@example.com", "pam@example.com"))
+    start = threading.Barrier(2)
+    reports = []
+
+    def deliver() -> None:
+        start.wait(10)
+        reports.append(mail_app.suppressions.ingest_ses(notification, receipt="sns:same-id"))
+
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(r.duplicate for r in reports) == [False, True]
+    assert mail_app.suppressions.event_counts() == {"soft_bounce": 2}  # one per recipient
