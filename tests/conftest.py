@@ -25,7 +25,7 @@ import pytest
 
 from mailfathom import FakeClock, MailFathom
 
-pytest_plugins = ["pytester", "smtp_fixtures", "fake_provider", "ses_fixtures"]
+pytest_plugins = ["pytester", "smtp_fixtures", "fake_provider", "ses_fixtures", "sns_fixtures"]
 
 STORES = ["sqlite", "postgresql"]
 POSTGRES_URL = os.environ.get(

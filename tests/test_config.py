@@ -122,6 +122,8 @@ SETTINGS_REFUSED = [
     ("sqlite_busy_timeout", -1, "sqlite_busy_timeout must be a number of seconds from 0"),
     ("enqueue_timeout", 0, "enqueue_timeout must be a positive number of seconds"),
     ("domain_limits", {"gmail.com": {"connections": 0}}, r"domain_limits\['gmail.com'\]"),
+    ("sns_topic_arns", "arn:aws:sns:eu-west-1:1:x", "is not an SNS topic ARN"),
+    ("sns_topic_arns", 7, "sns_topic_arns must be text or unset"),
 ]
 
 

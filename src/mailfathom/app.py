@@ -110,6 +110,7 @@ class MailFathom:
         web_port: int | None = None,
         web_token: str | None = None,
         web_secure_cookies: bool | None = None,
+        sns_topic_arns: str | None = None,
         retention: Mapping[str, Any] | None = None,
         retention_kinds: Mapping[str, Mapping[str, Any]] | None = None,
         email_retention: Mapping[str, Any] | None = None,

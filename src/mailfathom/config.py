@@ -19,6 +19,7 @@ from mailfathom.clock import check_clock_skew
 from mailfathom.delivery.dkim import DkimSigner
 from mailfathom.delivery.domains import DomainLimits
 from mailfathom.delivery.smtp_url import parse_smtp_url
+from mailfathom.delivery.sns import parse_topic_arns
 from mailfathom.errors import ConfigurationError, InvalidInput
 from mailfathom.redact import MASK, redact
 from mailfathom.retention import RetentionPolicy
@@ -121,6 +122,12 @@ class Settings:
     #: the console is served behind TLS (a reverse proxy); over plain HTTP browsers
     #: would then never send the cookie back and logging in would not stick.
     web_secure_cookies: bool = False
+    #: The Amazon SNS topics whose SES bounce and complaint notifications the console's
+    #: ``POST /api/suppressions/sns`` applies to the suppression list, as topic ARNs
+    #: separated by commas (docs/suppression.md, "SES notifications through SNS"). The
+    #: message's verified signature and this list are its authentication (SNS cannot send
+    #: the console token). None: the endpoint is off (it answers 403 naming this setting).
+    sns_topic_arns: str | None = None
     #: How long terminal jobs keep their payload and tracebacks, per state
     #: (``{"Succeeded": "7d", "Dropped": "30d"}``; a period, seconds, or "never"). States
     #: not named keep their default: Succeeded 7 days, Dropped 30 days, DeadLettered never
@@ -304,7 +311,14 @@ class Settings:
             raise ConfigurationError(
                 f"web_host must be a host name or address such as 127.0.0.1, not {self.web_host!r}"
             )
-        for name in ("smtp_url", "web_token", "dkim_domain", "dkim_selector", "dkim_key_file"):
+        for name in (
+            "smtp_url",
+            "web_token",
+            "dkim_domain",
+            "dkim_selector",
+            "dkim_key_file",
+            "sns_topic_arns",
+        ):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ConfigurationError(f"{name} must be text or unset, not {value!r}")
@@ -313,6 +327,7 @@ class Settings:
         if self.smtp_url is not None:
             parse_smtp_url(self.smtp_url)
         self.domain_throttle()
+        parse_topic_arns(self.sns_topic_arns)
         try:
             check_name("delivery_queue", self.delivery_queue, longest=100)
         except ValueError as exc:

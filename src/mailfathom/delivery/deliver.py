@@ -42,7 +42,7 @@ from mailfathom.delivery.smtp_config import (
 )
 from mailfathom.delivery.smtp_url import SmtpTarget
 from mailfathom.delivery.stage import OutgoingEmailStage
-from mailfathom.delivery.suppressions import Suppressions
+from mailfathom.delivery.suppressions import Suppressions, address_key
 from mailfathom.delivery.transport import SmtpTransport, Submission, Transport
 from mailfathom.errors import StoreError
 from mailfathom.jobs.context import JobContext
@@ -230,13 +230,13 @@ class Deliverer:
                 position=r["position"],
                 code=550,
                 enhanced_status=None,
-                text=found[r["address"].lower()].describe(),
+                text=found[address_key(r["address"])].describe(),
                 at=now,
             )
             for r in start.recipients
-            if r["address"].lower() in found
+            if address_key(r["address"]) in found
         ]
-        kept = [r for r in start.recipients if r["address"].lower() not in found]
+        kept = [r for r in start.recipients if address_key(r["address"]) not in found]
         return replace(start, recipients=kept), refused
 
     def _refuse_suppressed(self, start: AttemptStart, refused: list[RecipientReply]) -> None:

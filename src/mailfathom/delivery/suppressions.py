@@ -23,6 +23,7 @@ from datetime import datetime
 
 from mailfathom.clock import Clock
 from mailfathom.delivery.dsn import DsnRecipient, parse_dsn
+from mailfathom.delivery.ses_notifications import parse_ses_notification
 from mailfathom.errors import InvalidInput, NotFound
 from mailfathom.store.suppressions.repository import (
     SuppressionEventRow,
@@ -35,9 +36,11 @@ __all__ = [
     "SUPPRESSION_REASONS",
     "DsnReport",
     "EventReport",
+    "SesReport",
     "Suppression",
     "SuppressionEvent",
     "Suppressions",
+    "address_key",
     "normalise",
 ]
 
@@ -114,6 +117,18 @@ class EventReport:
     soft: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class SesReport:
+    """What :meth:`Suppressions.ingest_ses` did with one SES notification: its type, the
+    entries of the addresses it suppresses (new or already there), the addresses that
+    bounced soft, and whether it had been applied before (``duplicate``: nothing done)."""
+
+    notification_type: str
+    suppressed: tuple[Suppression, ...]
+    soft: tuple[str, ...]
+    duplicate: bool
+
+
 #: The fields an event of :meth:`Suppressions.ingest_events` may carry.
 _EVENT_FIELDS = frozenset({"event", "bounce", "address", "detail", "source"})
 
@@ -151,8 +166,14 @@ def _event(index: int, event: object) -> tuple[str, str, str | None, str]:
     return address, found, detail, source
 
 
+def address_key(address: str) -> str:
+    """The form the list matches an address by (trimmed, lower-cased): the one rule for
+    storing an entry and for looking a recipient up."""
+    return address.strip().lower()
+
+
 def normalise(address: object) -> str:
-    """``address`` as the list stores it (trimmed, lower-cased), or a clear error."""
+    """``address`` as the list stores it (:func:`address_key`), or a clear error."""
     text = check_text("address", address).strip()
     local, at, domain = text.rpartition("@")
     if not at or not local or not domain or len(text) > 320 or any(c.isspace() for c in text):
@@ -160,7 +181,7 @@ def normalise(address: object) -> str:
             f"address {address!r} is not an email address: give one like 'user@example.com'; "
             "nothing was changed"
         )
-    return text.lower()
+    return address_key(text)
 
 
 class Suppressions:
@@ -296,6 +317,35 @@ class Suppressions:
             )
         return EventReport(suppressed=tuple(suppressed), soft=tuple(soft))
 
+    def ingest_ses(
+        self, notification: str, *, receipt: str, actor: str = "sns", source: str = "ses"
+    ) -> SesReport:
+        """Apply one Amazon SES notification (the JSON text SNS delivers as ``Message``):
+        a permanent bounce or a complaint suppresses each recipient it names (reason
+        ``hard_bounce`` or ``complaint``, the status and diagnostic as detail); a
+        transient or undetermined bounce is kept as a ``soft_bounce`` event and never
+        suppresses; any other type (``Delivery`` …) changes nothing. ``receipt`` (the SNS
+        ``MessageId``) makes it idempotent: a notification delivered again changes nothing
+        and reports ``duplicate``. Every address is checked before anything is written:
+        a bad one raises :class:`~mailfathom.InvalidInput` and changes nothing."""
+        check_actor(actor, None)
+        receipt = check_text("receipt", receipt).strip()
+        if not 1 <= len(receipt) <= 300:
+            raise InvalidInput("receipt must be 1-300 characters: the notification's id")
+        kind, events = parse_ses_notification(notification)
+        checked = [(normalise(e.address), e) for e in events]
+        adds = [(key, e.kind, e.detail) for key, e in checked if e.kind != "soft"]
+        softs = [(key, e.detail) for key, e in checked if e.kind == "soft"]
+        if not events:
+            return SesReport(kind, (), (), duplicate=False)
+        rows = self._store.ingest_once(
+            receipt, adds, softs, source=source, actor=actor, now=self._clock.now()
+        )
+        if rows is None:
+            return SesReport(kind, (), (), duplicate=True)
+        entries = tuple(Suppression.from_row(row) for row in rows)
+        return SesReport(kind, entries, tuple(key for key, _ in softs), duplicate=False)
+
     def events(self, address: str) -> builtins.list[SuppressionEvent]:
         """Who added and lifted ``address``, when and why, and its soft bounces (action
         ``soft_bounce``), oldest first."""
@@ -326,6 +376,7 @@ class Suppressions:
         )
 
     def among(self, addresses: builtins.list[str]) -> dict[str, Suppression]:
-        """The entries of those of ``addresses`` that are suppressed, by lower-cased address."""
-        rows = self._store.among([a.lower() for a in addresses])
+        """The entries of those of ``addresses`` that are suppressed, by
+        :func:`address_key`."""
+        rows = self._store.among([address_key(a) for a in addresses])
         return {key: Suppression.from_row(row) for key, row in rows.items()}

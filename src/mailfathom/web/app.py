@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from mailfathom.console import Console
+from mailfathom.delivery.sns import SnsVerifier
 from mailfathom.web import (
     api,
     inbox_pages,
@@ -36,6 +37,7 @@ from mailfathom.web import (
     pages,
     queue_pages,
     schedule_pages,
+    sns,
     suppression_pages,
 )
 from mailfathom.web.delegated import DelegatedGuard
@@ -58,6 +60,7 @@ def create_app(
     extra_routes: list[BaseRoute] | None = None,
     body_seconds: float = BODY_SECONDS,
     delegated_auth: bool = False,
+    sns_verifier: SnsVerifier | None = None,
 ) -> Starlette:
     """The console for ``console``'s app. ``access`` defaults to an open loopback console.
 
@@ -67,12 +70,16 @@ def create_app(
     ``delegated_auth=True``: the host application authenticates (the ``auth=`` of
     :func:`mailfathom.web.create_app`, which wraps this app), so the token guard gives
     way to :class:`~mailfathom.web.delegated.DelegatedGuard`.
+
+    ``sns_verifier`` checks the SNS messages of ``POST /api/suppressions/sns``; by default
+    one for the app's ``sns_topic_arns`` setting (the endpoint is off while it is unset).
     """
     access = access or Access.for_bind("127.0.0.1", None)
     sessions = SessionStore(console.mf)
     throttle = Throttle(console.now)
     routes: list[BaseRoute] = [
         *(extra_routes or []),  # the caller's, ahead of the API's catch-all
+        Route(sns.SNS_PATH, sns.receive_sns, methods=["POST"]),
         *api.routes,
         Route("/api/{rest:path}", api.not_found, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
         *pages.routes,
@@ -112,6 +119,7 @@ def create_app(
     app.state.throttle = throttle
     app.state.login_links = LoginLinks(console.now)
     app.state.features = features or detect_features(console)
+    app.state.sns = sns_verifier or sns.verifier_for(console)
     return app
 
 

@@ -28,7 +28,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mailfathom.errors import ConfigurationError
-from mailfathom.web.security import csrf_token, is_json, origin_netloc
+from mailfathom.web.security import SIGNED_PATHS, csrf_token, is_json, origin_netloc
 
 __all__ = [
     "USER_KEY",
@@ -162,7 +162,8 @@ class DelegatedGuard:
                 f"refused: {user.name} has read-only access to this console (look, not act); "
                 "ask an operator",
             )
-        if _is_api(request.scope) and not is_json(request.headers):
+        signed = request.url.path in SIGNED_PATHS  # SNS posts text/plain, signed
+        if _is_api(request.scope) and not signed and not is_json(request.headers):
             return _refused(
                 request.scope,
                 415,

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from mailfathom.web.openapi_common import TIME, answer, nullable, object_schema, operation, query
+from mailfathom.web.openapi_common import (
+    TIME,
+    answer,
+    nullable,
+    object_schema,
+    operation,
+    query,
+)
 
 __all__ = ["PATHS", "SCHEMAS"]
 
@@ -99,6 +106,26 @@ SCHEMAS: dict[str, Any] = {
             "next_before_id": nullable("integer"),
         }
     ),
+    "SnsAnswer": object_schema(
+        {
+            "type": {
+                "type": "string",
+                "enum": ["Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation"],
+            },
+            "topic_arn": {"type": "string"},
+            "confirmed": {"type": "boolean"},
+            "ignored": {"type": "boolean"},
+            "message_id": {"type": "string"},
+            "notification_type": {"type": "string"},
+            "suppressed": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/Suppression"},
+            },
+            "soft": {"type": "array", "items": {"type": "string"}},
+            "duplicate": {"type": "boolean"},
+        },
+        required=["type", "topic_arn"],
+    ),
     "LiftBody": {
         "type": "object",
         "properties": {
@@ -110,6 +137,38 @@ SCHEMAS: dict[str, Any] = {
         "additionalProperties": False,
     },
 }
+
+
+def _sns_operation() -> dict[str, Any]:
+    """``POST /api/suppressions/sns``: SNS posts its JSON as ``text/plain`` and sends no
+    token (the signature and the allowed topics authenticate it)."""
+    op = operation(
+        "Amazon SNS delivers an SES bounce or complaint notification (or a subscription "
+        "confirmation). No token: the message's SNS signature and the sns_topic_arns setting "
+        "authenticate it. A permanent bounce or a complaint suppresses each recipient, a "
+        "transient one is kept as a soft bounce; a MessageId applies once",
+        answer("What was done (a retried MessageId reports duplicate)", "SnsAnswer"),
+        operation_id="receiveSnsMessage",
+    )
+    op["security"] = []
+    op["requestBody"] = {
+        "required": True,
+        "description": "The SNS message, JSON sent as text/plain by SNS",
+        "content": {"text/plain": {"schema": {"type": "string", "maxLength": 1_000_000}}},
+    }
+    op["responses"]["403"] = answer(
+        "The endpoint is off (NotConfigured: set sns_topic_arns), or the message's topic "
+        "is not allowed or its signature does not verify (SignatureRefused); nothing changed",
+        "Error",
+    )
+    too_large = answer("The body is larger than an SNS message (or than any request).", "Error")
+    too_large["content"]["text/plain"] = {"schema": {"type": "string"}}
+    op["responses"]["413"] = too_large
+    op["responses"]["503"] = answer(
+        "The signing certificate or SubscribeURL could not be fetched: SNS retries.", "Error"
+    )
+    return op
+
 
 #: The suppression paths.
 PATHS: dict[str, Any] = {
@@ -153,6 +212,7 @@ PATHS: dict[str, Any] = {
             operation_id="listSoftBounces",
         )
     },
+    "/api/suppressions/sns": {"post": _sns_operation()},
     "/api/suppressions/lift": {
         "post": operation(
             "Lift a suppression: deliveries send to the address again; audited",

@@ -50,6 +50,7 @@ from mailfathom.web.tokens import MAKE_TOKEN, check_token, token_bits
 __all__ = [
     "CSRF_FIELD",
     "MAKE_TOKEN",
+    "SIGNED_PATHS",
     "Access",
     "Guard",
     "SecurityHeaders",
@@ -72,6 +73,9 @@ CSRF_FIELD = "csrf_token"
 error_log = logging.getLogger(__name__)
 _PUBLIC_PREFIXES = ("/static/",)
 _PUBLIC_PATHS = {"/login", "/healthz"}
+#: Paths whose requests authenticate by their own signature, not the token: SNS posts
+#: (``text/plain``) there, and the handler verifies each message (mailfathom.web.sns).
+SIGNED_PATHS = frozenset({"/api/suppressions/sns"})
 _UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 #: Headers reverse proxies add: a console without a token refuses requests carrying any.
 _PROXY_HEADERS = (
@@ -187,19 +191,20 @@ class Guard:
             if refused is not None:
                 return refused
         api = request.url.path.startswith("/api/") or request.url.path in ("/api", "/metrics")
+        signed = request.method == "POST" and request.url.path in SIGNED_PATHS
         if request.method in _UNSAFE:
             origin = request.headers.get("origin")
             if origin and origin_netloc(origin) != host.lower():
                 message = "refused: a state-changing request from another site"
                 log_refusal(request, "origin", message, origin=origin)
                 return _plain(403, message)
-            if api and not is_json(request.headers):
+            if api and not signed and not is_json(request.headers):
                 return _json(
                     415,
                     "UnsupportedMediaType",
                     "send the request body as JSON with Content-Type: application/json",
                 )
-        if not self.access.protected or self._public(request.url.path):
+        if not self.access.protected or self._public(request.url.path) or signed:
             return None
         if api:
             return self._bearer(request)

@@ -82,6 +82,60 @@ class SuppressionsRepository:
                 cur.execute(self._q["insert_suppression_event"], {**params, "action": "add"})
                 return self._row(row), True
 
+    def ingest_once(
+        self,
+        receipt: str,
+        adds: Sequence[tuple[str, str, str | None]],
+        softs: Sequence[tuple[str, str | None]],
+        *,
+        source: str,
+        actor: str,
+        now: datetime,
+    ) -> list[SuppressionRow] | None:
+        """Apply one notification in one transaction, once: mark ``receipt`` applied,
+        suppress each ``(address, reason, detail)`` of ``adds`` (audited; an address
+        already suppressed keeps its entry) and record each ``(address, detail)`` of
+        ``softs`` as a soft bounce. Returns the entries of ``adds``, or None (nothing
+        written) when ``receipt`` was applied before."""
+        stamp = self.db.time_param(now)
+        with self.db.transaction() as cur:
+            cur.execute(self._q["insert_suppression_receipt"], {"receipt": receipt, "now": stamp})
+            if cur.fetchone() is None:
+                return None
+            entries = []
+            for address, reason, detail in adds:
+                params = {
+                    "address": address,
+                    "reason": reason,
+                    "source": source,
+                    "detail": detail,
+                    "actor": actor,
+                    "now": stamp,
+                }
+                cur.execute(self._q["add_suppression"], params)
+                row = cur.fetchone()
+                if row is None:
+                    cur.execute(self._q["get_suppression"], {"address": address})
+                    row = cur.fetchone()
+                else:
+                    cur.execute(self._q["insert_suppression_event"], {**params, "action": "add"})
+                if row is not None:
+                    entries.append(self._row(row))
+            for address, detail in softs:
+                cur.execute(
+                    self._q["insert_suppression_event"],
+                    {
+                        "address": address,
+                        "now": stamp,
+                        "actor": actor,
+                        "action": "soft_bounce",
+                        "reason": "soft_bounce",
+                        "source": source,
+                        "detail": detail,
+                    },
+                )
+            return entries
+
     def lift(
         self, address: str, *, actor: str, detail: str | None, now: datetime
     ) -> SuppressionRow | None:

@@ -49,3 +49,10 @@ SELECT * FROM mf_suppression_events
 WHERE action = :action AND (CAST(:before_id AS bigint) IS NULL OR id < CAST(:before_id AS bigint))
 ORDER BY id DESC
 LIMIT :limit;
+
+-- name: insert_suppression_receipt
+-- Mark a notification applied (migration 0018); no row returned when it already was.
+INSERT INTO mf_suppression_receipts (receipt, received_at)
+VALUES (:receipt, :now)
+ON CONFLICT (receipt) DO NOTHING
+RETURNING receipt;
