@@ -197,13 +197,13 @@ def _fill_content(target: FrozenEmailMessage, frozen: EmailMessage) -> None:
     plain = frozen.get_body(("plain",))
     html = frozen.get_body(("html",))
     if plain is not None:
-        target.body = plain.get_content()
+        target.body = _text(plain)
     if html is not None:
         if plain is None:
-            target.body = html.get_content()
+            target.body = _text(html)
             target.content_subtype = "html"
         else:
-            target.attach_alternative(html.get_content(), "text/html")
+            target.attach_alternative(_text(html), "text/html")
     for part in _leaves(frozen):
         if part is plain or part is html:
             continue
@@ -222,6 +222,13 @@ def _fill_content(target: FrozenEmailMessage, frozen: EmailMessage) -> None:
         else:
             inline.add_header("Content-Disposition", "inline")
         target.attach(inline)
+
+
+def _text(part: Message) -> str:
+    """A text part's content with the wire's CRLF line ends made newlines again."""
+    content = part.get_content()  # type: ignore[attr-defined]
+    assert isinstance(content, str)
+    return content.replace("\r\n", "\n")
 
 
 def _leaves(message: Message) -> Iterator[Message]:
@@ -273,10 +280,13 @@ class DjangoBackendTransport:
         message = FrozenEmailMessage(submission, attributes=self._attributes)
         try:
             connection = get_connection(self.backend, fail_silently=False, **self.options)
-            connection.open()
         except Exception as exc:
             return self._not_opened(exc)
         try:
+            try:
+                connection.open()
+            except Exception as exc:
+                return self._not_opened(exc)
             return self._send(connection, message, submission)
         finally:
             with contextlib.suppress(Exception):  # the answer is known; closing is tidying
