@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import django
@@ -31,6 +32,7 @@ from mailfathom import (
 from mailfathom.clock import FakeClock
 from mailfathom.contrib.django import DjangoBackendTransport
 from smtp_fixtures import FaultServer
+from test_django import Project, _env
 
 SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 POSTMARK = "anymail.backends.postmark.EmailBackend"
@@ -425,3 +427,61 @@ def test_many_threads_deliver_at_once_each_on_its_own_backend(
         )
     finally:
         mf.close()
+
+
+# -- in a Django project: MAILFATHOM["DELIVERY_BACKEND"] -------------------------------
+
+
+def test_a_project_delivers_through_the_backend_its_settings_name(
+    database_url: str, smtp: FaultServer, tmp_path: Path
+) -> None:
+    extra = {
+        "SMTP_URL": None,
+        "DELIVERY_BACKEND": SMTP_BACKEND,
+        "DELIVERY_BACKEND_OPTIONS": {"host": "127.0.0.1", "port": smtp.port, "timeout": 5},
+    }
+    project = Project(_env(database_url, MF_TEST_MAILFATHOM_EXTRA=json.dumps(extra)), tmp_path)
+    project.shop("migrate", "mail")
+    assert smtp.received() == []  # recording never talks to the backend
+    project.run("mailfathom", "worker", "--burst")
+    outside = MailFathom(database_url)
+    try:
+        emails = outside.outbox.list()
+        assert len(emails) == 5
+        assert {e.stage for e in emails} == {OutgoingEmailStage.SENT}
+        frozen = [outside.outbox.message_bytes(e.id) for e in emails]
+        # SMTP data ends with CRLF (RFC 5321 §4.1.1.4): smtplib adds one, as mailfathom's
+        # own SMTP transport does, to a message that does not end with one
+        wire = sorted(data if data.endswith(b"\r\n") else data + b"\r\n" for data in frozen)
+        assert sorted(m.data for m in smtp.accepted()) == wire
+    finally:
+        outside.close()
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_bad_delivery_backend_settings_are_refused_with_what_to_write(
+    database_url: str, tmp_path: Path
+) -> None:
+    for extra, expected in [
+        (
+            {"SMTP_URL": "smtp://127.0.0.1:25", "DELIVERY_BACKEND": SMTP_BACKEND},
+            "both MAILFATHOM['DELIVERY_BACKEND'] and SMTP_URL",
+        ),
+        ({"SMTP_URL": None, "DELIVERY_BACKEND": 3}, "must be the dotted path of a Django"),
+        (
+            {"SMTP_URL": None, "DELIVERY_BACKEND_OPTIONS": {"host": "x"}},
+            "is given without DELIVERY_BACKEND",
+        ),
+        (
+            {"SMTP_URL": None, "DELIVERY_BACKEND": SMTP_BACKEND, "DELIVERY_BACKEND_OPTIONS": 1},
+            "must be a dict of the backend's keyword arguments",
+        ),
+        (
+            {"SMTP_URL": None, "DELIVERY_BACKEND": "anymail.backends.postmrak.EmailBackend"},
+            "cannot be imported",
+        ),
+    ]:
+        env = _env(database_url, MF_TEST_MAILFATHOM_EXTRA=json.dumps(extra))
+        refused = Project(env, tmp_path).run("mailfathom", "jobs", "list", check=False)
+        assert refused.returncode != 0
+        assert expected in refused.stderr, refused.stderr
