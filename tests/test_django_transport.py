@@ -9,7 +9,11 @@ unreachable API is retried, nothing begun)."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,7 +36,7 @@ from mailfathom import (
 from mailfathom.clock import FakeClock
 from mailfathom.contrib.django import DjangoBackendTransport
 from smtp_fixtures import FaultServer
-from test_django import Project, _env
+from test_django import DOCS, Project, _docs_snippet, _env, _environ
 
 SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 POSTMARK = "anymail.backends.postmark.EmailBackend"
@@ -485,3 +489,59 @@ def test_bad_delivery_backend_settings_are_refused_with_what_to_write(
         refused = Project(env, tmp_path).run("mailfathom", "jobs", "list", check=False)
         assert refused.returncode != 0
         assert expected in refused.stderr, refused.stderr
+
+
+def test_the_docs_delivery_backend_settings_deliver_through_anymail(
+    tmp_path: Path, postmark: Postmark
+) -> None:
+    """docs/django.md's settings, then its DELIVERY_BACKEND block (anymail's URL pointed at
+    the stand-in), in a minimal project: mail sent there reaches Postmark's API."""
+    blocks: list[str] = re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
+    (shown,) = [block for block in blocks if "DELIVERY_BACKEND" in block]
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "docsite.py").write_text(
+        "from pathlib import Path\n"
+        "BASE_DIR = Path(__file__).parent\n"
+        'SECRET_KEY = "docs"\n'
+        "USE_TZ = True\n"
+        'INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth"]\n'
+        'DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3",'
+        ' "NAME": BASE_DIR / "db.sqlite3"}}\n'
+        + _docs_snippet()
+        + shown
+        + f'ANYMAIL["POSTMARK_API_URL"] = "{postmark.url}"\n'
+    )
+    env = _environ()
+    env["DJANGO_SETTINGS_MODULE"] = "docsite"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env["PYTHONPATH"]]))
+    for args in (
+        ["migrate", "-v0"],
+        ["mailfathom", "migrate"],
+        [
+            "shell",
+            "-c",
+            "from django.core.mail import send_mail; "
+            "send_mail('Docs', 'Hello.', 'app@example.com', ['ann@example.com'])",
+        ],
+        ["mailfathom", "worker", "--burst"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "django", *args],
+            env=env,
+            cwd=site,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    (seen,) = postmark.requests
+    assert (seen["token"], seen["To"], seen["Subject"]) == (
+        "your-server-token",
+        "ann@example.com",
+        "Docs",
+    )
+    with MailFathom(f"sqlite:///{site / 'db.sqlite3'}") as mf:
+        (email,) = mf.outbox.list()
+        assert email.stage is OutgoingEmailStage.SENT
