@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -75,6 +76,7 @@ class Reply:
     status: int = 200
     body: dict[str, Any] | None = None
     drop: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -129,6 +131,8 @@ def postmark() -> Iterator[Postmark]:
             self.send_response(reply.status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
 
@@ -322,12 +326,18 @@ def test_postmark_through_anymail_is_sent_with_postmarks_message_id(
 
 
 @pytest.mark.parametrize(
-    "reply",
-    [Reply(429, {"ErrorCode": 429, "Message": "rate limit"}), Reply(500, {"Message": "oops"})],
+    ("reply", "wait"),
+    [
+        (
+            Reply(429, {"ErrorCode": 429, "Message": "rate limit"}, headers={"Retry-After": "120"}),
+            120,
+        ),
+        (Reply(500, {"Message": "oops"}), None),
+    ],
     ids=["throttled", "server-error"],
 )
 def test_postmark_429_and_500_are_retried_and_then_sent(
-    postmark_app: MailFathom, postmark: Postmark, clock: FakeClock, reply: Reply
+    postmark_app: MailFathom, postmark: Postmark, clock: FakeClock, reply: Reply, wait: int | None
 ) -> None:
     postmark.script = [reply]
     recorded = postmark_app.outbox.record(message("ann@example.com"))
@@ -337,6 +347,8 @@ def test_postmark_429_and_500_are_retried_and_then_sent(
     assert email.reply_code == reply.status
     job = postmark_app.jobs.get(recorded.job_id or 0)
     assert job.state is JobState.PENDING and job.available_at is not None
+    if wait is not None:  # the provider's Retry-After, not the backoff
+        assert job.available_at - clock.now() == timedelta(seconds=wait)
     clock.advance(job.available_at - clock.now())
     postmark_app.worker().run(burst=True)
     assert postmark_app.outbox.get(recorded.id).stage is OutgoingEmailStage.SENT

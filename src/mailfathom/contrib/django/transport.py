@@ -19,7 +19,8 @@ exception itself proves that nothing was accepted:
                                                   (anymail's ``anymail_status.message_id``)
 ``send_messages`` returned 0                      Refused: the backend declined the message
                                                   (an anymail ``pre_send`` cancel)
-anymail ``AnymailAPIError``, HTTP 429 or 5xx      retry (also 408, 409)
+anymail ``AnymailAPIError``, HTTP 429 or 5xx      retry (also 408, 409), after the
+                                                  provider's ``Retry-After`` if it gave one
 anymail ``AnymailAPIError``, HTTP 401 or 403      delivery pauses (the API key, the account)
 anymail ``AnymailAPIError``, another HTTP 4xx     Refused, with the provider's answer
 anymail ``AnymailRecipientsRefused``              Refused (every recipient rejected)
@@ -77,11 +78,12 @@ import contextlib
 import email.policy
 import smtplib
 from collections.abc import Iterator
+from datetime import UTC
 from email import encoders
 from email.message import EmailMessage, Message
 from email.mime.base import MIMEBase
 from email.parser import BytesParser
-from email.utils import formataddr, getaddresses, parseaddr
+from email.utils import formataddr, getaddresses, parseaddr, parsedate_to_datetime
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -128,7 +130,8 @@ class _FrozenMessage(EmailMessage):
 
     def as_bytes(self, unixfrom: bool = False, policy: Any = None, **kwargs: Any) -> bytes:
         """The frozen bytes, unless someone edited the message (then it is generated)."""
-        if not unixfrom and (self._headers, self._payload) == self._parsed:  # type: ignore[attr-defined]
+        parsed = getattr(self, "_parsed", None)  # None: a part of the frozen message
+        if not unixfrom and parsed is not None and (self._headers, self._payload) == parsed:  # type: ignore[attr-defined]
             return self._frozen
         return super().as_bytes(unixfrom, policy, **kwargs)
 
@@ -354,7 +357,8 @@ class DjangoBackendTransport:
                 )
                 return Outcome("retry", fix, Phase.REPLY, reply, configuration=fix)
             if status >= 500 or status in _RETRIED_4XX:
-                return Outcome("retry", said, Phase.REPLY, reply)
+                wait = _retry_after(exc, submission)
+                return Outcome("retry", said, Phase.REPLY, reply, retry_after=wait)
             if 400 <= status < 500:
                 return Outcome("refused", said, Phase.REPLY, reply)
         if anymail == "api" and _never_connected(exc):
@@ -420,6 +424,25 @@ def _anymail_kind(exc: Exception) -> str | None:
     if isinstance(exc, anymail.AnymailAPIError):
         return "api"
     return None
+
+
+def _retry_after(exc: Exception, submission: Submission) -> float | None:
+    """The ``Retry-After`` of the HTTP answer an anymail error carries, in seconds from
+    now (RFC 9110 §10.2.3: seconds or an HTTP date); None when it gave none."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    value = headers.get("Retry-After") if headers is not None else None
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - submission.clock.now()).total_seconds(), 0.0)
 
 
 def _never_connected(exc: BaseException) -> bool:
