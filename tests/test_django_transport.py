@@ -557,3 +557,25 @@ def test_the_docs_delivery_backend_settings_deliver_through_anymail(
     with MailFathom(f"sqlite:///{site / 'db.sqlite3'}") as mf:
         (email,) = mf.outbox.list()
         assert email.stage is OutgoingEmailStage.SENT
+
+
+def test_an_html_only_message_with_an_inline_image_keeps_its_content_id(
+    postmark_app: MailFathom, postmark: Postmark
+) -> None:
+    msg = EmailMessage()
+    msg["From"] = "shop@example.net"
+    msg["To"] = "ann@example.com"
+    msg["Subject"] = "Logo"
+    msg["Reply-To"] = "Help <help@example.net>"
+    msg.set_content('<p><img src="cid:logo@shop"></p>\n', subtype="html")
+    msg.add_related(b"\x89PNG\r\n\x1a\nlogo", "image", "png", cid="<logo@shop>")
+    recorded = postmark_app.outbox.record(msg)
+    postmark_app.worker().run(burst=True)
+    assert postmark_app.outbox.get(recorded.id).stage is OutgoingEmailStage.SENT
+    (seen,) = postmark.requests
+    assert seen["HtmlBody"] == '<p><img src="cid:logo@shop"></p>\n'
+    assert "TextBody" not in seen
+    assert seen["ReplyTo"] == "Help <help@example.net>"
+    (image,) = seen["Attachments"]
+    assert image["ContentType"] == "image/png"
+    assert image["ContentID"] == "cid:logo@shop"
