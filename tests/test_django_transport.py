@@ -579,3 +579,15 @@ def test_an_html_only_message_with_an_inline_image_keeps_its_content_id(
     (image,) = seen["Attachments"]
     assert image["ContentType"] == "image/png"
     assert image["ContentID"] == "cid:logo@shop"
+
+
+def test_a_message_that_needs_smtputf8_is_refused_by_djangos_smtp_backend_unsent(
+    smtp_app: MailFathom, smtp: FaultServer
+) -> None:
+    recorded = smtp_app.outbox.record(message("jörg@example.com"))
+    smtp_app.worker().run(burst=True)
+    email = smtp_app.outbox.get(recorded.id)
+    assert email.stage is OutgoingEmailStage.REFUSED
+    assert email.transmission_begun_at is None and email.body_transmissions == 0
+    assert "SMTPUTF8" in (email.reason or "")
+    assert smtp.received() == []

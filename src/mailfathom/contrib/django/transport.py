@@ -12,6 +12,8 @@ outcome** (the record stays TransmissionBegun for an operator), except where the
 exception itself proves that nothing was accepted:
 
 ================================================  =========================================
+the frozen message cannot be read into a Django   Refused (nothing was sent; the same bytes
+message (e.g. an unknown charset)                 would fail every time)
 ``open()`` or building the backend raised         retry (nothing was sent); a refused SMTP
                                                   login or a misconfigured backend
                                                   (``ImproperlyConfigured``) pauses delivery
@@ -280,7 +282,11 @@ class DjangoBackendTransport:
                 "backend does not ask for: nothing was sent; deliver such mail with smtp_url",
                 Phase.MAIL,
             )
-        message = FrozenEmailMessage(submission, attributes=self._attributes)
+        try:
+            message = FrozenEmailMessage(submission, attributes=self._attributes)
+        except Exception as exc:  # the same bytes would fail the same way every time
+            reason = f"the message could not be read for {self.name} ({_describe(exc)})"
+            return Outcome("refused", f"{reason}: nothing was sent", Phase.MAIL)
         try:
             connection = get_connection(self.backend, fail_silently=False, **self.options)
         except Exception as exc:
