@@ -591,3 +591,30 @@ def test_a_message_that_needs_smtputf8_is_refused_by_djangos_smtp_backend_unsent
     assert email.transmission_begun_at is None and email.body_transmissions == 0
     assert "SMTPUTF8" in (email.reason or "")
     assert smtp.received() == []
+
+
+def test_recipients_postmark_rejects_in_a_200_are_kept_refused(
+    postmark_app: MailFathom, postmark: Postmark
+) -> None:
+    inactive = (
+        "Message OK, but will not deliver to these inactive addresses: bob@example.com. "
+        "Inactive recipients are ones that have generated a hard bounce or a spam complaint."
+    )
+    postmark.script = [
+        Reply(
+            200,
+            {
+                "To": "ann@example.com, bob@example.com",
+                "MessageID": "pm-7",
+                "ErrorCode": 0,
+                "Message": inactive,
+            },
+        )
+    ]
+    recorded = postmark_app.outbox.record(message("ann@example.com", "bob@example.com"))
+    postmark_app.worker().run(burst=True)
+    email = postmark_app.outbox.get(recorded.id)
+    assert email.stage is OutgoingEmailStage.SENT
+    ann, bob = email.recipients
+    assert ann.accepted and bob.refused
+    assert "rejected" in (bob.reply_text or "")
