@@ -6,13 +6,16 @@
   ``@task`` functions run as mailfathom jobs;
 - :func:`enqueue` and :func:`job`: jobs written in Django's transaction, handlers
   run with Django's connection handling;
+- ``MailFathom(transport=DjangoBackendTransport("anymail.backends.postmark.EmailBackend"))``:
+  deliver the outbox through any Django email backend (docs/providers.md);
 - ``manage.py mailfathom worker|web|migrate|jobs|outbox …``: the ``mailfathom``
   command on the project's app.
 
 The app is built from the ``MAILFATHOM`` setting on first use (:func:`get_app`).
-``EmailBackend``, ``TaskBackend``, :func:`with_console` (the console behind Django's staff
-login) and :func:`empty_tables` (for tests) are imported on first access, so naming this
-package in ``INSTALLED_APPS`` imports nothing that needs settings.
+``EmailBackend``, ``TaskBackend``, ``DjangoBackendTransport``, :func:`with_console` (the
+console behind Django's staff login) and :func:`empty_tables` (for tests) are imported on
+first access, so naming this package in ``INSTALLED_APPS`` imports nothing that needs
+settings.
 """
 
 from __future__ import annotations
@@ -34,8 +37,10 @@ if TYPE_CHECKING:
     from mailfathom.contrib.django.mail import EmailBackend
     from mailfathom.contrib.django.tasks import TaskBackend
     from mailfathom.contrib.django.testing import empty_tables
+    from mailfathom.contrib.django.transport import DjangoBackendTransport
 
 __all__ = [
+    "DjangoBackendTransport",
     "EmailBackend",
     "TaskBackend",
     "close_app",
@@ -52,7 +57,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """``EmailBackend`` and ``TaskBackend``, imported when Django first asks for them;
-    ``with_console`` and ``empty_tables``, imported on first use (both need settings)."""
+    ``with_console`` and ``empty_tables``, imported on first use (both need settings);
+    ``DjangoBackendTransport``, imported on first use."""
     # here, not at the top: see the module docstring (INSTALLED_APPS imports this package)
     if name == "EmailBackend":
         from mailfathom.contrib.django.mail import EmailBackend
@@ -62,6 +68,10 @@ def __getattr__(name: str) -> Any:
         from mailfathom.contrib.django.tasks import TaskBackend
 
         return TaskBackend
+    if name == "DjangoBackendTransport":
+        from mailfathom.contrib.django.transport import DjangoBackendTransport
+
+        return DjangoBackendTransport
     if name == "with_console":
         from mailfathom.contrib.django.console import with_console
 

@@ -23,6 +23,7 @@ from django.db import close_old_connections, connections
 
 from mailfathom.app import MailFathom
 from mailfathom.contrib.django.conf import DjangoConfig, database_url, load_config
+from mailfathom.delivery.transport import Transport
 from mailfathom.jobs.model import EnqueuedJob
 from mailfathom.jobs.registry import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Isolation
 from mailfathom.jobs.retry import Backoff
@@ -63,7 +64,7 @@ def _build() -> tuple[DjangoConfig, MailFathom]:
                 return _built
             app.close()
         conf = load_config()
-        app = MailFathom(settings=conf.settings)
+        app = MailFathom(settings=conf.settings, transport=_transport(conf))
         for registration in _on_build:
             registration(app)
         for kind, handler, policy in _handlers:
@@ -71,6 +72,18 @@ def _build() -> tuple[DjangoConfig, MailFathom]:
         _built = (conf, app)
         _close_before_test_database_teardown(conf.alias)
         return _built
+
+
+def _transport(conf: DjangoConfig) -> Transport | None:
+    """The Django email backend that delivers, when ``DELIVERY_BACKEND`` names one
+    (imported only then: the package is imported by ``INSTALLED_APPS``)."""
+    if conf.delivery_backend is None:
+        return None
+    from mailfathom.contrib.django.transport import DjangoBackendTransport
+
+    return DjangoBackendTransport(
+        conf.delivery_backend, **dict(conf.delivery_backend_options or {})
+    )
 
 
 def on_build(registration: Callable[[MailFathom], None]) -> None:

@@ -3,7 +3,10 @@
 Internal. ``MAILFATHOM = {"DATABASE": "default", "SMTP_URL": "smtp://…", …}``: the
 keys are mailfathom's settings in capitals (``docs/django.md``), plus ``DATABASE``
 (the alias whose database holds jobs and email, default ``"default"``) and
-``CONSOLE_URL`` (where the admin's link points). The database URL is built from that
+``CONSOLE_URL`` (where the admin's link points), ``DELIVERY_BACKEND`` (the dotted path
+of a Django email backend that delivers the outbox instead of ``SMTP_URL``, e.g.
+anymail's; :mod:`mailfathom.contrib.django.transport`) and ``DELIVERY_BACKEND_OPTIONS``
+(its keyword arguments). The database URL is built from that
 alias's own ``DATABASES`` entry, never given separately, so mailfathom's tables live
 in the same SQLite file, or the same PostgreSQL database and schema, as the
 application's data — which is what lets a write join the application's transaction.
@@ -30,16 +33,19 @@ _DJANGO_ONLY_OPTIONS = frozenset(
     {"isolation_level", "server_side_binding", "pool", "assume_role", "cursor_factory"}
     | {"context", "prepare_threshold"}
 )
-_OWN_KEYS = ("DATABASE", "CONSOLE_URL")
+_OWN_KEYS = ("DATABASE", "CONSOLE_URL", "DELIVERY_BACKEND", "DELIVERY_BACKEND_OPTIONS")
 
 
 @dataclass(frozen=True, slots=True)
 class DjangoConfig:
-    """What ``MAILFATHOM`` says: the alias, mailfathom's settings, and the console's URL."""
+    """What ``MAILFATHOM`` says: the alias, mailfathom's settings, the console's URL, and
+    the Django email backend that delivers (None: ``SMTP_URL`` does) with its options."""
 
     alias: str
     settings: Settings
     console_url: str
+    delivery_backend: str | None = None
+    delivery_backend_options: Mapping[str, Any] | None = None
 
 
 def load_config() -> DjangoConfig:
@@ -53,6 +59,8 @@ def load_config() -> DjangoConfig:
     values = dict(raw)
     alias = values.pop("DATABASE", "default")
     console_url = values.pop("CONSOLE_URL", None)
+    backend = values.pop("DELIVERY_BACKEND", None)
+    options = values.pop("DELIVERY_BACKEND_OPTIONS", None)
     if "DATABASE_URL" in values:
         raise ConfigurationError(
             "MAILFATHOM['DATABASE_URL'] is not used with Django: the database is a DATABASES "
@@ -76,7 +84,39 @@ def load_config() -> DjangoConfig:
         raise ConfigurationError(
             f"MAILFATHOM['CONSOLE_URL'] must be the console's address, not {console_url!r}"
         )
-    return DjangoConfig(alias=alias, settings=settings, console_url=console_url)
+    _check_backend(backend, options, settings)
+    return DjangoConfig(
+        alias=alias,
+        settings=settings,
+        console_url=console_url,
+        delivery_backend=backend,
+        delivery_backend_options=options,
+    )
+
+
+def _check_backend(backend: object, options: object, settings: Settings) -> None:
+    """``DELIVERY_BACKEND`` is a dotted path and ``DELIVERY_BACKEND_OPTIONS`` a dict, only
+    with it; and only one of it and ``SMTP_URL`` says where email goes."""
+    if backend is not None and (not isinstance(backend, str) or "." not in backend):
+        raise ConfigurationError(
+            "MAILFATHOM['DELIVERY_BACKEND'] must be the dotted path of a Django email "
+            f"backend, e.g. 'anymail.backends.postmark.EmailBackend', not {backend!r}"
+        )
+    if options is not None and not isinstance(options, Mapping):
+        raise ConfigurationError(
+            "MAILFATHOM['DELIVERY_BACKEND_OPTIONS'] must be a dict of the backend's keyword "
+            f"arguments, not {type(options).__name__}"
+        )
+    if options is not None and backend is None:
+        raise ConfigurationError(
+            "MAILFATHOM['DELIVERY_BACKEND_OPTIONS'] is given without DELIVERY_BACKEND: name "
+            "the backend they are for"
+        )
+    if backend is not None and settings.smtp_url is not None:
+        raise ConfigurationError(
+            "both MAILFATHOM['DELIVERY_BACKEND'] and SMTP_URL (or MAILFATHOM_SMTP_URL) say "
+            "where email goes: keep one"
+        )
 
 
 def database_url(alias: str) -> str:
