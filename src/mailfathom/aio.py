@@ -222,6 +222,7 @@ class AsyncSuppressions(_Wrapper):
     counts = _Awaited(Suppressions.counts)
     ingest_dsn = _Awaited(Suppressions.ingest_dsn)
     ingest_events = _Awaited(Suppressions.ingest_events)
+    ingest_ses = _Awaited(Suppressions.ingest_ses)
     events = _Awaited(Suppressions.events)
     soft_bounces = _Awaited(Suppressions.soft_bounces)
     event_counts = _Awaited(Suppressions.event_counts)

@@ -139,7 +139,7 @@ class SesTransport:
             raise ConfigurationError(
                 "timeout and connect_timeout must be above 0 and connections at least 1"
             )
-        try:
+        try:  # here, not at the top: boto3 is optional (the ses extra)
             import boto3
             from botocore.config import Config
         except ImportError as exc:
@@ -185,6 +185,7 @@ class SesTransport:
     def submit(self, submission: Submission) -> Outcome:
         """One ``SendEmail`` for one record; see the module docstring for what each
         answer means."""
+        # here, not at the top: botocore comes with boto3, optional (the ses extra)
         from botocore.exceptions import (
             BotoCoreError,
             ClientError,

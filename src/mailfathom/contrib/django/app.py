@@ -79,6 +79,7 @@ def _transport(conf: DjangoConfig) -> Transport | None:
     (imported only then: the package is imported by ``INSTALLED_APPS``)."""
     if conf.delivery_backend is None:
         return None
+    # here, not at the top: the transport is built only when the setting names a backend
     from mailfathom.contrib.django.transport import DjangoBackendTransport
 
     return DjangoBackendTransport(

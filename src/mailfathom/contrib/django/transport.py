@@ -91,6 +91,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.mail import EmailMultiAlternatives, get_connection
 from django.core.mail.backends.base import BaseEmailBackend
+from django.core.mail.backends.smtp import EmailBackend as SmtpEmailBackend
 from django.utils.module_loading import import_string
 
 from mailfathom.delivery.smtp import Outcome, Phase, Reply
@@ -268,7 +269,7 @@ class DjangoBackendTransport:
         self.options = options
         self.name = name or f"django:{backend.rsplit('.', 1)[0]}"
         self._attributes = _reads_attributes(found)
-        self._smtp = issubclass(found, _smtp_backend())
+        self._smtp = issubclass(found, SmtpEmailBackend)
 
     def close(self) -> None:
         """Nothing is kept open between messages."""
@@ -416,7 +417,7 @@ def _anymail_kind(exc: Exception) -> str | None:
     """``api`` for an anymail API error, ``refused`` for the anymail errors that prove
     the provider will not take the message; None when anymail is not installed or the
     exception is none of those."""
-    try:
+    try:  # here, not at the top: anymail is optional
         from anymail import exceptions as anymail
     except ImportError:
         return None
@@ -454,7 +455,7 @@ def _retry_after(exc: Exception, submission: Submission) -> float | None:
 def _never_connected(exc: BaseException) -> bool:
     """Whether the cause of ``exc`` is a TCP connection that could not be made (urllib3's
     ``NewConnectionError`` or ``ConnectTimeoutError``): then no request left."""
-    try:
+    try:  # here, not at the top: urllib3 comes only with backends that use requests
         from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
     except ImportError:
         return False
@@ -473,17 +474,11 @@ def _never_connected(exc: BaseException) -> bool:
 
 def _reads_attributes(backend: type) -> bool:
     """Whether the backend builds its own message from the attributes (anymail's do)."""
-    try:
+    try:  # here, not at the top: anymail is optional
         from anymail.backends.base import AnymailBaseBackend
     except ImportError:
         return False
     return issubclass(backend, AnymailBaseBackend)
-
-
-def _smtp_backend() -> type:
-    from django.core.mail.backends.smtp import EmailBackend
-
-    return EmailBackend
 
 
 def _describe(exc: BaseException) -> str:
