@@ -10,12 +10,13 @@ the ``mailfathom.deliver`` job kind) and the worker.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, cast, overload
 
+from mailfathom.batch_ids import BatchIds
 from mailfathom.clock import Clock, SystemClock, check_clock, check_clock_skew
 from mailfathom.config import Settings
 from mailfathom.delivery.deliver import DELIVER_KIND, DELIVERY_BACKOFF, Deliverer
@@ -371,7 +372,7 @@ class MailFathom:
         Higher ``priority`` runs first. ``hold=True`` waits for an operator's release.
         With ``connection=`` the job is written in the caller's open transaction.
         """
-        (job,) = self.queue.enqueue_many(
+        jobs = self.queue.enqueue_many(
             kind,
             [payload],
             idempotency_keys=[idempotency_key],
@@ -383,14 +384,16 @@ class MailFathom:
             max_attempts=max_attempts,
             connection=connection,
         )
+        (job,) = cast(list[EnqueuedJob], jobs)
         return job
 
+    @overload
     def enqueue_many(
         self,
         kind: str,
-        payloads: Sequence[Mapping[str, Any] | None],
+        payloads: Iterable[Mapping[str, Any] | None],
         *,
-        idempotency_keys: Sequence[str | None] | None = None,
+        idempotency_keys: Iterable[str | None] | None = None,
         queue: str | None = None,
         priority: int = 0,
         delay: timedelta | float | None = None,
@@ -398,8 +401,49 @@ class MailFathom:
         hold: bool = False,
         max_attempts: int | None = None,
         connection: object | None = None,
-    ) -> list[EnqueuedJob]:
-        """Enqueue a batch in one transaction; results are in the order of ``payloads``."""
+        returning: Literal["jobs"] = "jobs",
+    ) -> list[EnqueuedJob]: ...
+
+    @overload
+    def enqueue_many(
+        self,
+        kind: str,
+        payloads: Iterable[Mapping[str, Any] | None],
+        *,
+        idempotency_keys: Iterable[str | None] | None = None,
+        queue: str | None = None,
+        priority: int = 0,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        hold: bool = False,
+        max_attempts: int | None = None,
+        connection: object | None = None,
+        returning: Literal["ids"],
+    ) -> BatchIds: ...
+
+    def enqueue_many(
+        self,
+        kind: str,
+        payloads: Iterable[Mapping[str, Any] | None],
+        *,
+        idempotency_keys: Iterable[str | None] | None = None,
+        queue: str | None = None,
+        priority: int = 0,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        hold: bool = False,
+        max_attempts: int | None = None,
+        connection: object | None = None,
+        returning: Literal["jobs", "ids"] = "jobs",
+    ) -> list[EnqueuedJob] | BatchIds:
+        """Enqueue a batch in one transaction; results are in the order of ``payloads``.
+
+        ``payloads`` (and ``idempotency_keys``) may be any iterable, a generator
+        included: it is read 10,000 jobs at a time. ``returning="jobs"`` (the default)
+        returns a list of :class:`EnqueuedJob`; ``returning="ids"`` a :class:`BatchIds`
+        (each job's id, 8 bytes a job), so that a batch of any size holds a chunk's
+        worth of memory.
+        """
         return self.queue.enqueue_many(
             kind,
             payloads,
@@ -411,6 +455,7 @@ class MailFathom:
             hold=hold,
             max_attempts=max_attempts,
             connection=connection,
+            returning=returning,
         )
 
     def schedule(
