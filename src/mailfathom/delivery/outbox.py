@@ -51,9 +51,10 @@ from mailfathom.validate import (
 
 __all__ = ["RECORD_CHUNK", "Outbox"]
 
-#: The default of :attr:`Outbox.record_chunk`: a commit's worth of messages that a
-#: newsletter's batch shares, few enough that their frozen bytes stay a few MB.
-RECORD_CHUNK = 1_000
+#: The default of :attr:`Outbox.record_chunk`: few enough that a chunk of the caller's
+#: ``EmailMessage`` objects (50-90 KB each in memory, for a short text message) and their
+#: frozen bytes stay a few MB; the chunks of a batch share its one commit all the same.
+RECORD_CHUNK = 100
 
 
 class Outbox:
