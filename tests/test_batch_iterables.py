@@ -14,7 +14,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from mailfathom import AsyncMailFathom, BatchIds, InvalidInput, MailFathom, PayloadError
+from mailfathom import (
+    AsyncMailFathom,
+    BatchIds,
+    InvalidInput,
+    JobState,
+    MailFathom,
+    PayloadError,
+)
 
 CHUNK = 10
 
@@ -113,7 +120,7 @@ def test_the_input_is_read_as_the_chunks_are_written(small: MailFathom, database
     # written; the rest of the second only once the first is written, in the transaction
     # that is still open while the third is read
     assert seen == {CHUNK - 1: False, CHUNK: False, CHUNK + 1: True, 2 * CHUNK + 1: True}
-    assert small.jobs.counts()["Pending"] == 3 * CHUNK
+    assert small.jobs.counts()[JobState.PENDING] == 3 * CHUNK
     assert not _writing(database_url, "mf_jobs")
 
 
@@ -184,7 +191,7 @@ def test_record_many_records_a_generator_and_returns_ids(small: MailFathom) -> N
     assert isinstance(ids, BatchIds) and len(ids) == 25 and ids.created_count == 24
     assert ids[7] == first.id and not ids.created(7)
     assert [small.outbox.get(i).subject for i in ids] == [f"Order {n}" for n in range(25)]
-    assert small.jobs.counts()["Pending"] == 25
+    assert small.jobs.counts()[JobState.PENDING] == 25
     records = small.outbox.record_many(
         (bytes(_message(n)) for n in range(100, 123)),
         envelopes=(("bulk@example.com", [f"r{n}@example.org"]) for n in range(23)),

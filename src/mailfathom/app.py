@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Literal, TypeVar, cast, overload
+from typing import Any, Literal, TypeVar, overload
 
 from mailfathom.batch_ids import BatchIds
 from mailfathom.clock import Clock, SystemClock, check_clock, check_clock_skew
@@ -372,7 +372,7 @@ class MailFathom:
         Higher ``priority`` runs first. ``hold=True`` waits for an operator's release.
         With ``connection=`` the job is written in the caller's open transaction.
         """
-        jobs = self.queue.enqueue_many(
+        (job,) = self.queue.enqueue_many(
             kind,
             [payload],
             idempotency_keys=[idempotency_key],
@@ -384,7 +384,6 @@ class MailFathom:
             max_attempts=max_attempts,
             connection=connection,
         )
-        (job,) = cast(list[EnqueuedJob], jobs)
         return job
 
     @overload
@@ -444,19 +443,19 @@ class MailFathom:
         (each job's id, 8 bytes a job), so that a batch of any size holds a chunk's
         worth of memory.
         """
-        return self.queue.enqueue_many(
-            kind,
-            payloads,
-            idempotency_keys=idempotency_keys,
-            queue=queue,
-            priority=priority,
-            delay=delay,
-            run_at=run_at,
-            hold=hold,
-            max_attempts=max_attempts,
-            connection=connection,
-            returning=returning,
-        )
+        options: dict[str, Any] = {
+            "idempotency_keys": idempotency_keys,
+            "queue": queue,
+            "priority": priority,
+            "delay": delay,
+            "run_at": run_at,
+            "hold": hold,
+            "max_attempts": max_attempts,
+            "connection": connection,
+        }
+        if returning == "ids":
+            return self.queue.enqueue_many(kind, payloads, returning="ids", **options)
+        return self.queue.enqueue_many(kind, payloads, returning=returning, **options)
 
     def schedule(
         self,

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Siz
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from itertools import chain
-from typing import Any
+from typing import Any, Literal, overload
 
 from mailfathom.batch_ids import BatchIds
 from mailfathom.chunking import Column, split_first
@@ -107,6 +107,7 @@ class JobQueue:
 
     # -- enqueue -----------------------------------------------------------------------
 
+    @overload
     def enqueue_many(
         self,
         kind: str,
@@ -121,7 +122,42 @@ class JobQueue:
         max_attempts: int | None = None,
         connection: object | None = None,
         limit_keys: Iterable[str | None] | None = None,
-        returning: str = "jobs",
+        returning: Literal["jobs"] = "jobs",
+    ) -> list[EnqueuedJob]: ...
+
+    @overload
+    def enqueue_many(
+        self,
+        kind: str,
+        payloads: Iterable[Mapping[str, Any] | None],
+        *,
+        idempotency_keys: Iterable[str | None] | None = None,
+        queue: str | None = None,
+        priority: int = 0,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        hold: bool = False,
+        max_attempts: int | None = None,
+        connection: object | None = None,
+        limit_keys: Iterable[str | None] | None = None,
+        returning: Literal["ids"],
+    ) -> BatchIds: ...
+
+    def enqueue_many(
+        self,
+        kind: str,
+        payloads: Iterable[Mapping[str, Any] | None],
+        *,
+        idempotency_keys: Iterable[str | None] | None = None,
+        queue: str | None = None,
+        priority: int = 0,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        hold: bool = False,
+        max_attempts: int | None = None,
+        connection: object | None = None,
+        limit_keys: Iterable[str | None] | None = None,
+        returning: Literal["jobs", "ids"] = "jobs",
     ) -> list[EnqueuedJob] | BatchIds:
         """Validate and insert every job in one transaction, all or nothing.
 
