@@ -270,3 +270,32 @@ def test_the_async_api_takes_generators_and_returns_ids(small: MailFathom) -> No
     assert jobs.created_count == 25 and emails.created_count == 15
     assert small.jobs.get(jobs[24]).payload == {"n": 24}
     assert small.outbox.get(emails[14]).subject == "Order 14"
+
+
+# -- in the caller's transaction ----------------------------------------------------------
+
+
+def test_chunked_batches_join_the_callers_transaction(small: MailFathom, database_url: str) -> None:
+    conn: Any = (
+        sqlite3.connect(database_url.removeprefix("sqlite:///"))
+        if database_url.startswith("sqlite:///")
+        else psycopg.connect(database_url)
+    )
+    try:
+        jobs = small.enqueue_many(
+            "batch.job", ({"n": n} for n in range(25)), connection=conn, returning="ids"
+        )
+        emails = small.outbox.record_many(
+            (_message(n) for n in range(25)), connection=conn, returning="ids"
+        )
+        assert len(jobs) == len(emails) == 25
+        conn.rollback()
+        assert _written(small) == 0  # rolled back with the caller's work: every chunk
+        small.enqueue_many("batch.job", ({"n": n} for n in range(25)), connection=conn)
+        small.outbox.record_many((_message(n) for n in range(25)), connection=conn)
+        assert _written(small) == 0  # nothing committed on the caller's behalf
+        conn.commit()
+        assert small.jobs.counts()[JobState.PENDING] == 50
+        assert sum(small.outbox.counts().values()) == 25
+    finally:
+        conn.close()
