@@ -16,9 +16,11 @@ def test_it_reports_the_peak_of_one_call_on_both_stores(
     assert enqueue_memory.main(["--jobs", "2000", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert list(report) == list(enqueue_memory.STORES)
-    for figures in report.values():
-        assert figures["jobs"] == 2000
-        assert figures["peak"] >= figures["start"] > 0
+    for modes in report.values():
+        assert list(modes) == list(enqueue_memory.MODES)
+        for figures in modes.values():
+            assert figures["jobs"] == 2000
+            assert figures["peak"] >= figures["start"] > 0
 
 
 def test_a_batch_of_no_jobs_is_refused() -> None:

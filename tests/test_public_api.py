@@ -19,6 +19,7 @@ EXPECTED = {
     "Attempt",
     "AttemptOutcome",
     "Backoff",
+    "BatchIds",
     "CancelledEmail",
     "Clock",
     "DsnRecipient",

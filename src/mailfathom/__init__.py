@@ -28,6 +28,7 @@ from mailfathom.aio import (
     AsyncWorkers,
 )
 from mailfathom.app import MailFathom
+from mailfathom.batch_ids import BatchIds
 from mailfathom.clock import Clock, FakeClock, SystemClock
 from mailfathom.config import Settings
 from mailfathom.delivery.dsn import DsnRecipient
@@ -92,6 +93,7 @@ __all__ = [
     "Attempt",
     "AttemptOutcome",
     "Backoff",
+    "BatchIds",
     "CancelledEmail",
     "Clock",
     "ConfigurationError",

@@ -23,16 +23,21 @@ both, and ``mf.outbox``, ``mf.jobs`` and the rest keep a single set of names eac
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextvars
 import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from datetime import datetime, timedelta
+from email.message import EmailMessage
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 
 from mailfathom.app import MailFathom
+from mailfathom.batch_ids import BatchIds
+from mailfathom.delivery.model import RecordedEmail
 from mailfathom.delivery.outbox import Outbox
 from mailfathom.delivery.suppressions import Suppressions
 from mailfathom.errors import InvalidInput
@@ -40,6 +45,7 @@ from mailfathom.jobs.admin.admin import Jobs
 from mailfathom.jobs.admin.limits import Limits
 from mailfathom.jobs.admin.queues import Queues
 from mailfathom.jobs.admin.workers import Workers
+from mailfathom.jobs.model import EnqueuedJob
 from mailfathom.jobs.schedules.schedule_admin import Schedules
 from mailfathom.store.async_callers import joined
 from mailfathom.store.bridge import run_bridged
@@ -158,7 +164,45 @@ class AsyncOutbox(_Wrapper):
     with ``connection=``), read, and the operator moves on outgoing emails."""
 
     record = _Awaited(Outbox.record)
-    record_many = _Awaited(Outbox.record_many)
+    if TYPE_CHECKING:  # the sync method's overloads (a ParamSpec keeps only the first)
+
+        @overload
+        async def record_many(
+            self,
+            messages: Iterable[EmailMessage | bytes],
+            *,
+            idempotency_keys: Iterable[str | None] | None = None,
+            sender: str | None = None,
+            recipients: Sequence[str] | None = None,
+            run_at: datetime | None = None,
+            priority: int = 0,
+            expires_at: datetime | None = None,
+            connection: object | None = None,
+            envelopes: Iterable[tuple[str, Sequence[str]]] | None = None,
+            returning: Literal["records"] = "records",
+        ) -> builtins.list[RecordedEmail]: ...
+
+        @overload
+        async def record_many(
+            self,
+            messages: Iterable[EmailMessage | bytes],
+            *,
+            idempotency_keys: Iterable[str | None] | None = None,
+            sender: str | None = None,
+            recipients: Sequence[str] | None = None,
+            run_at: datetime | None = None,
+            priority: int = 0,
+            expires_at: datetime | None = None,
+            connection: object | None = None,
+            envelopes: Iterable[tuple[str, Sequence[str]]] | None = None,
+            returning: Literal["ids"],
+        ) -> BatchIds: ...
+
+        async def record_many(self, *args: Any, **kwargs: Any) -> Any:
+            """:meth:`Outbox.record_many`, awaited."""
+
+    else:
+        record_many = _Awaited(Outbox.record_many)
     get = _Awaited(Outbox.get)
     parts = _Awaited(Outbox.parts)
     message_bytes = _Awaited(Outbox.message_bytes)
@@ -276,6 +320,46 @@ class AsyncMailFathom(_Wrapper):
         self.suppressions = AsyncSuppressions(mf.suppressions, self._runner)
 
     enqueue = _Awaited(MailFathom.enqueue)
-    enqueue_many = _Awaited(MailFathom.enqueue_many)
+    if TYPE_CHECKING:  # the sync method's overloads (a ParamSpec keeps only the first)
+
+        @overload
+        async def enqueue_many(
+            self,
+            kind: str,
+            payloads: Iterable[Mapping[str, Any] | None],
+            *,
+            idempotency_keys: Iterable[str | None] | None = None,
+            queue: str | None = None,
+            priority: int = 0,
+            delay: timedelta | float | None = None,
+            run_at: datetime | None = None,
+            hold: bool = False,
+            max_attempts: int | None = None,
+            connection: object | None = None,
+            returning: Literal["jobs"] = "jobs",
+        ) -> list[EnqueuedJob]: ...
+
+        @overload
+        async def enqueue_many(
+            self,
+            kind: str,
+            payloads: Iterable[Mapping[str, Any] | None],
+            *,
+            idempotency_keys: Iterable[str | None] | None = None,
+            queue: str | None = None,
+            priority: int = 0,
+            delay: timedelta | float | None = None,
+            run_at: datetime | None = None,
+            hold: bool = False,
+            max_attempts: int | None = None,
+            connection: object | None = None,
+            returning: Literal["ids"],
+        ) -> BatchIds: ...
+
+        async def enqueue_many(self, *args: Any, **kwargs: Any) -> Any:
+            """:meth:`MailFathom.enqueue_many`, awaited."""
+
+    else:
+        enqueue_many = _Awaited(MailFathom.enqueue_many)
     migrate = _Awaited(MailFathom.migrate)
     prune = _Awaited(MailFathom.prune)

@@ -10,12 +10,13 @@ the ``mailfathom.deliver`` job kind) and the worker.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
+from mailfathom.batch_ids import BatchIds
 from mailfathom.clock import Clock, SystemClock, check_clock, check_clock_skew
 from mailfathom.config import Settings
 from mailfathom.delivery.deliver import DELIVER_KIND, DELIVERY_BACKOFF, Deliverer
@@ -386,12 +387,13 @@ class MailFathom:
         )
         return job
 
+    @overload
     def enqueue_many(
         self,
         kind: str,
-        payloads: Sequence[Mapping[str, Any] | None],
+        payloads: Iterable[Mapping[str, Any] | None],
         *,
-        idempotency_keys: Sequence[str | None] | None = None,
+        idempotency_keys: Iterable[str | None] | None = None,
         queue: str | None = None,
         priority: int = 0,
         delay: timedelta | float | None = None,
@@ -399,20 +401,62 @@ class MailFathom:
         hold: bool = False,
         max_attempts: int | None = None,
         connection: object | None = None,
-    ) -> list[EnqueuedJob]:
-        """Enqueue a batch in one transaction; results are in the order of ``payloads``."""
-        return self.queue.enqueue_many(
-            kind,
-            payloads,
-            idempotency_keys=idempotency_keys,
-            queue=queue,
-            priority=priority,
-            delay=delay,
-            run_at=run_at,
-            hold=hold,
-            max_attempts=max_attempts,
-            connection=connection,
-        )
+        returning: Literal["jobs"] = "jobs",
+    ) -> list[EnqueuedJob]: ...
+
+    @overload
+    def enqueue_many(
+        self,
+        kind: str,
+        payloads: Iterable[Mapping[str, Any] | None],
+        *,
+        idempotency_keys: Iterable[str | None] | None = None,
+        queue: str | None = None,
+        priority: int = 0,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        hold: bool = False,
+        max_attempts: int | None = None,
+        connection: object | None = None,
+        returning: Literal["ids"],
+    ) -> BatchIds: ...
+
+    def enqueue_many(
+        self,
+        kind: str,
+        payloads: Iterable[Mapping[str, Any] | None],
+        *,
+        idempotency_keys: Iterable[str | None] | None = None,
+        queue: str | None = None,
+        priority: int = 0,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        hold: bool = False,
+        max_attempts: int | None = None,
+        connection: object | None = None,
+        returning: Literal["jobs", "ids"] = "jobs",
+    ) -> list[EnqueuedJob] | BatchIds:
+        """Enqueue a batch in one transaction; results are in the order of ``payloads``.
+
+        ``payloads`` (and ``idempotency_keys``) may be any iterable, a generator
+        included: it is read 10,000 jobs at a time. ``returning="jobs"`` (the default)
+        returns a list of :class:`EnqueuedJob`; ``returning="ids"`` a :class:`BatchIds`
+        (each job's id, 8 bytes a job), so that a batch of any size holds a chunk's
+        worth of memory.
+        """
+        options: dict[str, Any] = {
+            "idempotency_keys": idempotency_keys,
+            "queue": queue,
+            "priority": priority,
+            "delay": delay,
+            "run_at": run_at,
+            "hold": hold,
+            "max_attempts": max_attempts,
+            "connection": connection,
+        }
+        if returning == "ids":
+            return self.queue.enqueue_many(kind, payloads, returning="ids", **options)
+        return self.queue.enqueue_many(kind, payloads, returning=returning, **options)
 
     def schedule(
         self,

@@ -13,11 +13,15 @@ changes.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Sequence, Sized
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from email.message import EmailMessage
+from itertools import chain
+from typing import Literal, overload
 
+from mailfathom.batch_ids import BatchIds
+from mailfathom.chunking import Column, split_first
 from mailfathom.clock import Clock
 from mailfathom.delivery.dkim import DkimSigner
 from mailfathom.delivery.domains import delivery_key, domain_parts
@@ -34,6 +38,7 @@ from mailfathom.store.outbox.rows import (
     DomainPart,
     EmailRow,
     NewEmail,
+    RecordedRows,
 )
 from mailfathom.validate import (
     available_at,
@@ -44,7 +49,12 @@ from mailfathom.validate import (
     check_priority,
 )
 
-__all__ = ["Outbox"]
+__all__ = ["RECORD_CHUNK", "Outbox"]
+
+#: The default of :attr:`Outbox.record_chunk`: few enough that a chunk of the caller's
+#: ``EmailMessage`` objects (50-90 KB each in memory, for a short text message) and their
+#: frozen bytes stay a few MB; the chunks of a batch share its one commit all the same.
+RECORD_CHUNK = 100
 
 
 class Outbox:
@@ -68,6 +78,10 @@ class Outbox:
         self._job = job
         self._signer = signer
         self._max_bytes = max_message_bytes
+        #: Messages ``record_many`` validates, freezes and writes at a time: a larger
+        #: batch is written chunk after chunk in its one transaction, so that what it
+        #: holds besides what it returns stays bounded.
+        self.record_chunk = RECORD_CHUNK
 
     # -- recording ---------------------------------------------------------------------
 
@@ -126,22 +140,55 @@ class Outbox:
             )
         return recorded_views([recorded])[0]
 
+    @overload
     def record_many(
         self,
-        messages: Sequence[EmailMessage | bytes],
+        messages: Iterable[EmailMessage | bytes],
         *,
-        idempotency_keys: Sequence[str | None] | None = None,
+        idempotency_keys: Iterable[str | None] | None = None,
         sender: str | None = None,
         recipients: Sequence[str] | None = None,
         run_at: datetime | None = None,
         priority: int = 0,
         expires_at: datetime | None = None,
         connection: object | None = None,
-        envelopes: Sequence[tuple[str, Sequence[str]]] | None = None,
-    ) -> builtins.list[RecordedEmail]:
-        """:meth:`record` for a batch, in **one** transaction: every message is validated
-        and frozen first (any bad one raises, naming its index, and nothing is recorded),
-        then all records and their delivery jobs are written and committed together.
+        envelopes: Iterable[tuple[str, Sequence[str]]] | None = None,
+        returning: Literal["records"] = "records",
+    ) -> builtins.list[RecordedEmail]: ...
+
+    @overload
+    def record_many(
+        self,
+        messages: Iterable[EmailMessage | bytes],
+        *,
+        idempotency_keys: Iterable[str | None] | None = None,
+        sender: str | None = None,
+        recipients: Sequence[str] | None = None,
+        run_at: datetime | None = None,
+        priority: int = 0,
+        expires_at: datetime | None = None,
+        connection: object | None = None,
+        envelopes: Iterable[tuple[str, Sequence[str]]] | None = None,
+        returning: Literal["ids"],
+    ) -> BatchIds: ...
+
+    def record_many(
+        self,
+        messages: Iterable[EmailMessage | bytes],
+        *,
+        idempotency_keys: Iterable[str | None] | None = None,
+        sender: str | None = None,
+        recipients: Sequence[str] | None = None,
+        run_at: datetime | None = None,
+        priority: int = 0,
+        expires_at: datetime | None = None,
+        connection: object | None = None,
+        envelopes: Iterable[tuple[str, Sequence[str]]] | None = None,
+        returning: Literal["records", "ids"] = "records",
+    ) -> builtins.list[RecordedEmail] | BatchIds:
+        """:meth:`record` for a batch, in **one** transaction: any bad message raises,
+        naming its index, and nothing is recorded; otherwise all records and their
+        delivery jobs are written and committed together.
 
         Results are in the order of ``messages``. ``idempotency_keys`` gives one key (or
         None) per message; a key that already exists returns that record with
@@ -152,68 +199,55 @@ class Outbox:
         by :meth:`record` (its result stands for the whole message, with its parts).
         ``envelopes`` gives each message its own ``(sender, recipients)`` instead (bytes
         of several senders, Bcc recipients that are not in the headers), one per message.
+
+        ``messages`` (and ``idempotency_keys``, ``envelopes``) may be any iterable, read
+        :attr:`record_chunk` messages at a time: up to that many are validated and frozen
+        before anything is written; a larger batch is frozen and written chunk by chunk
+        inside its one transaction, which a bad message in any chunk rolls back.
+        ``returning="records"`` (the default) returns a list of :class:`RecordedEmail`;
+        ``returning="ids"`` a :class:`BatchIds` of each message's record id, so that a
+        batch of any size holds a chunk's worth of memory.
         """
-        if isinstance(messages, (bytes, bytearray, str, EmailMessage)):
+        if isinstance(messages, (bytes, bytearray, str, EmailMessage)) or not isinstance(
+            messages, Iterable
+        ):
             raise InvalidInput(
                 "messages must be a list of messages (EmailMessage or bytes), one per email; "
                 "for one message use mf.outbox.record; nothing was recorded"
             )
-        given = list(messages)
-        if idempotency_keys is not None and (
-            isinstance(idempotency_keys, (str, bytes)) or len(idempotency_keys) != len(given)
-        ):
-            count = (
-                "a string"
-                if isinstance(idempotency_keys, (str, bytes))
-                else (f"{len(idempotency_keys)} entries")
-            )
-            raise InvalidInput(
-                f"idempotency_keys is {count} for {len(given)} messages: give a list with one "
-                "key (or None) per message; nothing was recorded"
-            )
-        keys = [None] * len(given) if idempotency_keys is None else list(idempotency_keys)
-        each = _envelopes(envelopes, len(given), sender, recipients)
+        if returning not in ("records", "ids"):
+            raise InvalidInput(f'returning must be "records" or "ids", not {returning!r}')
+        total = len(messages) if isinstance(messages, Sized) else None
+        _check_keys(idempotency_keys, total)
         now = self._clock.now()
         due, expiry = _schedule(now, run_at, expires_at)
-        priority = check_priority(priority)
-        seen: set[str] = set()
-        emails: builtins.list[NewEmail] = []
-        for index, (message, given_key, envelope) in enumerate(zip(given, keys, each, strict=True)):
-            try:
-                key = check_key(given_key)
-                if key is not None and key in seen:
-                    raise InvalidInput(f"idempotency key {key!r} appears twice in one batch")
-                emails.append(
-                    self._freeze(
-                        message,
-                        key=key,
-                        sender=envelope[0],
-                        recipients=envelope[1],
-                        now=now,
-                        due=due,
-                        expiry=expiry,
-                        priority=priority,
+        batch = _Recording(
+            outbox=self,
+            keys=Column("idempotency_keys", idempotency_keys, "messages", note=_NOTHING),
+            envelopes=_Envelopes(envelopes, total, sender, recipients),
+            now=now,
+            due=due,
+            expiry=expiry,
+            priority=check_priority(priority),
+            as_ids=returning == "ids",
+        )
+        first, more = split_first(messages, max(self.record_chunk, 1))
+        with tracing.enqueue_span(self._job.kind, self._job.queue, total):
+            job = batch.job = self._traced_job()
+            if more is None:  # the common case: one chunk, written in one go
+                emails, parts = batch.chunk(first, 0)
+                batch.finish(len(first))
+                if emails:
+                    batch.done(
+                        self._store.insert_emails(
+                            emails, job, now=now, connection=connection, parts=parts
+                        )
                     )
+            else:
+                self._store.insert_email_chunks(
+                    batch.chunks(first, more), job, now=now, connection=connection, done=batch.done
                 )
-            except InvalidInput as exc:
-                raise type(exc)(
-                    f"message {index} of the batch: {exc}; nothing was recorded"
-                ) from exc
-            if key is not None:
-                seen.add(key)
-        if not emails:
-            return []
-        split = [self._split(email) for email in emails]
-        with tracing.enqueue_span(self._job.kind, self._job.queue, len(emails)):
-            job = self._traced_job()
-            rows = self._store.insert_emails(
-                [email for email, _ in split],
-                job,
-                now=now,
-                connection=connection,
-                parts=[self._parts(job, others) for _, others in split],
-            )
-        return recorded_views(rows)
+        return batch.ids if batch.as_ids else batch.recorded
 
     def _freeze(
         self,
@@ -556,33 +590,155 @@ def _schedule(
     return due, expiry
 
 
-def _envelopes(
-    envelopes: Sequence[tuple[str, Sequence[str]]] | None,
-    count: int,
-    sender: str | None,
-    recipients: Sequence[str] | None,
-) -> builtins.list[tuple[str | None, Sequence[str] | None]]:
+#: How every refusal of a ``record_many`` batch ends.
+_NOTHING = "; nothing was recorded"
+
+#: One chunk of a ``record_many`` batch: its frozen records and each one's further parts.
+_Chunk = tuple[builtins.list[NewEmail], builtins.list[builtins.list[DomainPart]]]
+
+
+def _check_keys(idempotency_keys: Iterable[str | None] | None, total: int | None) -> None:
+    """Refuse ``idempotency_keys`` given as a string, or (both lists) of another length."""
+    if idempotency_keys is None:
+        return
+    if isinstance(idempotency_keys, (str, bytes)):
+        count = "a string"
+    elif total is not None and isinstance(idempotency_keys, Sized):
+        if len(idempotency_keys) == total:
+            return
+        count = f"{len(idempotency_keys)} entries"
+    else:
+        return  # an iterator: its length is checked as it is read
+    raise InvalidInput(
+        f"idempotency_keys is {count} for {total} messages: give a list with one "
+        "key (or None) per message; nothing was recorded"
+    )
+
+
+class _Envelopes(Column[tuple[str, Sequence[str]]]):
     """Each message's ``(sender, recipients)`` for :meth:`Outbox.record_many`: its own from
     ``envelopes``, else the batch's ``sender`` and ``recipients``; bad shapes refused."""
-    if envelopes is None:
-        return [(sender, recipients)] * count
-    if sender is not None or recipients is not None:
-        raise InvalidInput(
-            "give envelopes= (one sender and recipients per message) or sender= and "
-            "recipients= (the same for every message), not both; nothing was recorded"
-        )
-    if isinstance(envelopes, (str, bytes)) or len(envelopes) != count:
-        size = "a string" if isinstance(envelopes, (str, bytes)) else f"{len(envelopes)} entries"
-        raise InvalidInput(
-            f"envelopes is {size} for {count} messages: give a list with one (sender, "
-            "recipients) pair per message; nothing was recorded"
-        )
-    pairs: builtins.list[tuple[str | None, Sequence[str] | None]] = []
-    for index, envelope in enumerate(envelopes):
-        if not isinstance(envelope, (tuple, list)) or len(envelope) != 2:
+
+    def __init__(
+        self,
+        envelopes: Iterable[tuple[str, Sequence[str]]] | None,
+        total: int | None,
+        sender: str | None,
+        recipients: Sequence[str] | None,
+    ) -> None:
+        super().__init__("envelopes", envelopes, "messages", note=_NOTHING)
+        self.shared = (sender, recipients)
+        if envelopes is None:
+            return
+        if sender is not None or recipients is not None:
             raise InvalidInput(
-                f"envelope {index} is not a (sender, recipients) pair, e.g. "
-                "('shop@example.com', ['ann@example.com']); nothing was recorded"
+                "give envelopes= (one sender and recipients per message) or sender= and "
+                "recipients= (the same for every message), not both; nothing was recorded"
             )
-        pairs.append((envelope[0], envelope[1]))
-    return pairs
+        if isinstance(envelopes, (str, bytes)) or (
+            total is not None and isinstance(envelopes, Sized) and len(envelopes) != total
+        ):
+            size = (
+                "a string" if isinstance(envelopes, (str, bytes)) else f"{len(envelopes)} entries"
+            )
+            raise InvalidInput(
+                f"envelopes is {size} for {total} messages: give a list with one (sender, "
+                "recipients) pair per message; nothing was recorded"
+            )
+
+    def pairs(
+        self, count: int, start: int
+    ) -> builtins.list[tuple[str | None, Sequence[str] | None]]:
+        """The next ``count`` messages' envelopes (``start``: the first one's index)."""
+        if self.items is None:
+            return [self.shared] * count
+        pairs: builtins.list[tuple[str | None, Sequence[str] | None]] = []
+        for index, envelope in enumerate(self.take(count), start):
+            if not isinstance(envelope, (tuple, list)) or len(envelope) != 2:
+                raise InvalidInput(
+                    f"envelope {index} is not a (sender, recipients) pair, e.g. "
+                    "('shop@example.com', ['ann@example.com']); nothing was recorded"
+                )
+            pairs.append((envelope[0], envelope[1]))
+        return pairs
+
+
+@dataclass(slots=True)
+class _Recording:
+    """One ``record_many`` call's chunks: each validated and frozen when the store asks
+    for it, and its results added to what the call returns once it is written."""
+
+    outbox: Outbox
+    keys: Column[str]
+    envelopes: _Envelopes
+    now: datetime
+    due: datetime | None
+    expiry: datetime | None
+    priority: int
+    as_ids: bool
+    job: DeliveryJobSpec | None = None
+    seen: set[str] = field(default_factory=set)
+    recorded: builtins.list[RecordedEmail] = field(default_factory=builtins.list)
+    ids: BatchIds = field(default_factory=BatchIds)
+
+    def chunk(self, part: builtins.list[EmailMessage | bytes], start: int) -> _Chunk:
+        """``part`` (the messages from index ``start``) validated, frozen and split per
+        domain when configured; a bad one raises naming its index."""
+        outbox, keys = self.outbox, self.keys.take(len(part))
+        emails: builtins.list[NewEmail] = []
+        for index, (message, given_key, envelope) in enumerate(
+            zip(part, keys, self.envelopes.pairs(len(part), start), strict=True), start
+        ):
+            try:
+                key = check_key(given_key)
+                if key is not None and key in self.seen:
+                    raise InvalidInput(f"idempotency key {key!r} appears twice in one batch")
+                emails.append(
+                    outbox._freeze(
+                        message,
+                        key=key,
+                        sender=envelope[0],
+                        recipients=envelope[1],
+                        now=self.now,
+                        due=self.due,
+                        expiry=self.expiry,
+                        priority=self.priority,
+                    )
+                )
+            except InvalidInput as exc:
+                raise type(exc)(
+                    f"message {index} of the batch: {exc}; nothing was recorded"
+                ) from exc
+            if key is not None:
+                self.seen.add(key)
+        split = [outbox._split(email) for email in emails]
+        job = self.job or outbox._job
+        return [email for email, _ in split], [Outbox._parts(job, others) for _, others in split]
+
+    def chunks(
+        self,
+        first: builtins.list[EmailMessage | bytes],
+        more: Iterator[builtins.list[EmailMessage | bytes]],
+    ) -> Iterator[_Chunk]:
+        """Every chunk in turn, each read from the input only when the store asks."""
+        start = 0
+        for part in chain((first,), more):
+            yield self.chunk(part, start)
+            start += len(part)
+        self.finish(start)
+
+    def finish(self, total: int) -> None:
+        """Refuse keys or envelopes left over once the ``total`` messages are read."""
+        self.keys.finish(total)
+        self.envelopes.finish(total)
+
+    def done(self, rows: Sequence[RecordedRows]) -> None:
+        """Add a written chunk's results to what the call returns (then drop the chunk)."""
+        if not self.as_ids:
+            self.recorded.extend(recorded_views(rows))
+            return
+        for row in rows:
+            if row.created:
+                self.ids.add_created((row.email["id"],))
+            else:
+                self.ids.add_existing(row.email["id"])

@@ -7,12 +7,14 @@ Internal; the public face is :class:`mailfathom.MailFathom`. Every operation rea
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from itertools import islice
-from typing import Any
+from itertools import chain
+from typing import Any, Literal, overload
 
+from mailfathom.batch_ids import BatchIds
+from mailfathom.chunking import Column, split_first
 from mailfathom.clock import Clock
 from mailfathom.errors import InvalidInput
 from mailfathom.jobs.failures import JobAborted, PermanentFailure, Snooze, TransientFailure
@@ -105,12 +107,13 @@ class JobQueue:
 
     # -- enqueue -----------------------------------------------------------------------
 
+    @overload
     def enqueue_many(
         self,
         kind: str,
-        payloads: Sequence[Mapping[str, Any] | None],
+        payloads: Iterable[Mapping[str, Any] | None],
         *,
-        idempotency_keys: Sequence[str | None] | None = None,
+        idempotency_keys: Iterable[str | None] | None = None,
         queue: str | None = None,
         priority: int = 0,
         delay: timedelta | float | None = None,
@@ -118,26 +121,65 @@ class JobQueue:
         hold: bool = False,
         max_attempts: int | None = None,
         connection: object | None = None,
-        limit_keys: Sequence[str | None] | None = None,
-    ) -> list[EnqueuedJob]:
+        limit_keys: Iterable[str | None] | None = None,
+        returning: Literal["jobs"] = "jobs",
+    ) -> list[EnqueuedJob]: ...
+
+    @overload
+    def enqueue_many(
+        self,
+        kind: str,
+        payloads: Iterable[Mapping[str, Any] | None],
+        *,
+        idempotency_keys: Iterable[str | None] | None = None,
+        queue: str | None = None,
+        priority: int = 0,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        hold: bool = False,
+        max_attempts: int | None = None,
+        connection: object | None = None,
+        limit_keys: Iterable[str | None] | None = None,
+        returning: Literal["ids"],
+    ) -> BatchIds: ...
+
+    def enqueue_many(
+        self,
+        kind: str,
+        payloads: Iterable[Mapping[str, Any] | None],
+        *,
+        idempotency_keys: Iterable[str | None] | None = None,
+        queue: str | None = None,
+        priority: int = 0,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        hold: bool = False,
+        max_attempts: int | None = None,
+        connection: object | None = None,
+        limit_keys: Iterable[str | None] | None = None,
+        returning: Literal["jobs", "ids"] = "jobs",
+    ) -> list[EnqueuedJob] | BatchIds:
         """Validate and insert every job in one transaction, all or nothing.
 
-        A batch of up to :attr:`enqueue_chunk` jobs is validated whole before anything is
-        written; a larger one chunk by chunk inside its transaction, which a bad item in
-        any chunk rolls back, so that a bad item anywhere still writes nothing.
+        ``payloads`` (and ``idempotency_keys``, ``limit_keys``) may be any iterable: it
+        is read :attr:`enqueue_chunk` jobs at a time. A batch of up to that many jobs is
+        validated whole before anything is written; a larger one chunk by chunk inside
+        its transaction, which a bad item in any chunk (or an error raised by the
+        iterable itself) rolls back, so that a bad item anywhere still writes nothing.
+
+        ``returning="jobs"``: a list of :class:`EnqueuedJob`; ``"ids"``: a
+        :class:`BatchIds`, 8 bytes a job, so that the call's memory is a chunk's.
 
         Each job's flow-control limit key is ``limit_keys[i]`` when given (internal
         callers), else the registered kind's ``limit_key(payload)``; a key function that
         raises or returns something unusable is a clear error and nothing is enqueued."""
         check_name("job kind", kind, longest=200)
         self.registry.check_enqueue(kind)
-        if isinstance(payloads, (str, bytes, Mapping)):
+        if returning not in ("jobs", "ids"):
+            raise InvalidInput(f'returning must be "jobs" or "ids", not {returning!r}')
+        if isinstance(payloads, (str, bytes, Mapping)) or not isinstance(payloads, Iterable):
             raise InvalidInput("payloads must be a list of payload dicts, one per job")
-        if idempotency_keys is not None and len(idempotency_keys) != len(payloads):
-            raise InvalidInput(
-                f"idempotency_keys has {len(idempotency_keys)} entries for {len(payloads)} "
-                "payloads: give one key (or None) per payload"
-            )
+        total = _checked_total(payloads, idempotency_keys, limit_keys)
         now = self.clock.now()
         registered = self.registry.get(kind)
         if queue is None:
@@ -148,72 +190,37 @@ class JobQueue:
         attempts = check_max_attempts(max_attempts)
         due = available_at(now, delay=delay, run_at=run_at, hold=hold)
         priority = check_priority(priority)
-        keys = self._idempotency_keys(idempotency_keys)
-        if limit_keys is not None and len(limit_keys) != len(payloads):
-            raise InvalidInput("limit_keys must have one entry (or None) per payload")
-        total, size = len(payloads), max(self.enqueue_chunk, 1)
-        limit = self.max_payload_bytes
         with tracing.enqueue_span(kind, queue, total):
-            trace = tracing.current_traceparent()  # None unless tracing is on
-            items, given = iter(payloads), None if limit_keys is None else iter(limit_keys)
-            copies: list[dict[str, Any] | None] = []
-
-            def chunk(start: int) -> NewJobs:
-                """The next ``size`` jobs validated and encoded (their copies in ``copies``)."""
-                part = list(islice(items, size))
-                encoded = [encode_and_copy(payload, max_bytes=limit) for payload in part]
-                copies[:] = [copy for _, copy in encoded]
-                return NewJobs(
+            batch = _Batch(
+                shared=NewJobs(
                     kind=kind,
                     queue=queue,
-                    payloads=[text for text, _ in encoded],
+                    payloads=(),
                     priority=priority,
                     available_at=due,
                     max_attempts=attempts,
-                    idempotency_keys=None if keys is None else keys[start : start + size],
-                    trace_context=trace,
-                    limit_keys=self._limit_keys(
-                        kind,
-                        registered,
-                        part,
-                        None if given is None else list(islice(given, size)),
-                        start,
-                    ),
-                )
-
-            if total <= size:  # the common case: one chunk, the store's one-statement path
-                batch = chunk(0)
-                results = self.store.jobs.enqueue(batch, now=now, connection=connection)
-                return enqueued_jobs(batch, results, now, copies)
-            jobs: list[EnqueuedJob] = []
-
-            def done(batch: NewJobs, results: list[int | JobRow]) -> None:
-                jobs.extend(enqueued_jobs(batch, results, now, copies))
-
-            self.store.jobs.enqueue_chunks(
-                (chunk(start) for start in range(0, total, size)),
+                    trace_context=tracing.current_traceparent(),  # None unless tracing is on
+                ),
+                registered=registered,
+                max_bytes=self.max_payload_bytes,
+                as_jobs=returning == "jobs",
+                keys=Column("idempotency_keys", idempotency_keys, "payloads"),
+                limits=Column("limit_keys", limit_keys, "payloads"),
                 now=now,
-                connection=connection,
-                done=done,
             )
-            return jobs
+            first, more = split_first(payloads, max(self.enqueue_chunk, 1))
+            if more is None:  # the common case: one chunk, the store's one-statement path
+                chunk = batch.chunk(first, 0)
+                batch.finish(len(first))
+                batch.done(chunk, self.store.jobs.enqueue(chunk, now=now, connection=connection))
+            else:
+                self.store.jobs.enqueue_chunks(
+                    batch.chunks(first, more), now=now, connection=connection, done=batch.done
+                )
+            return batch.jobs if batch.as_jobs else batch.ids
 
     @staticmethod
-    def _idempotency_keys(given: Sequence[str | None] | None) -> list[str | None] | None:
-        """Each job's checked key, or None when no job has one."""
-        if given is None:
-            return None
-        keys = [check_key(key) for key in given]
-        seen: set[str] = set()
-        for key in keys:
-            if key is not None:
-                if key in seen:
-                    raise InvalidInput(f"idempotency key {key!r} appears twice in one batch")
-                seen.add(key)
-        return keys if seen else None
-
-    @staticmethod
-    def _limit_keys(
+    def limit_keys(
         kind: str,
         registered: JobKind | None,
         payloads: Sequence[Mapping[str, Any] | None],
@@ -380,6 +387,112 @@ class JobQueue:
             retry_at=now + timedelta(seconds=snooze.seconds),
             snoozed=True,
         )
+
+
+def _checked_total(
+    payloads: Iterable[Any],
+    idempotency_keys: Iterable[str | None] | None,
+    limit_keys: Iterable[str | None] | None,
+) -> int | None:
+    """The batch's size when its payloads know it (None for an iterator), once the
+    per-job inputs that know theirs are checked to match it."""
+    if isinstance(idempotency_keys, (str, bytes)):
+        raise InvalidInput("idempotency_keys must be a list: one key (or None) per payload")
+    total = len(payloads) if isinstance(payloads, Sized) else None
+    if (
+        idempotency_keys is not None
+        and total is not None
+        and isinstance(idempotency_keys, Sized)
+        and len(idempotency_keys) != total
+    ):
+        raise InvalidInput(
+            f"idempotency_keys has {len(idempotency_keys)} entries for {total} "
+            "payloads: give one key (or None) per payload"
+        )
+    if (
+        limit_keys is not None
+        and total is not None
+        and isinstance(limit_keys, Sized)
+        and len(limit_keys) != total
+    ):
+        raise InvalidInput("limit_keys must have one entry (or None) per payload")
+    return total
+
+
+@dataclass(slots=True)
+class _Batch:
+    """One ``enqueue_many`` call's chunks: each validated and encoded when the store asks
+    for it, and its results added to what the call returns once it is written."""
+
+    shared: NewJobs  # what every job of the batch shares (its payloads: none)
+    registered: JobKind | None
+    max_bytes: int
+    as_jobs: bool
+    keys: Column[str]
+    limits: Column[str]
+    now: datetime
+    seen: set[str] = field(default_factory=set)
+    copies: list[dict[str, Any] | None] = field(default_factory=list)
+    jobs: list[EnqueuedJob] = field(default_factory=list)
+    ids: BatchIds = field(default_factory=BatchIds)
+
+    def chunk(self, part: list[Mapping[str, Any] | None], start: int) -> NewJobs:
+        """``part`` (the batch's jobs from index ``start``) validated and encoded, with
+        the copies of its payloads kept in ``copies`` when jobs are returned."""
+        if self.as_jobs:
+            encoded = [encode_and_copy(payload, max_bytes=self.max_bytes) for payload in part]
+            self.copies[:] = [copy for _, copy in encoded]
+            texts = [text for text, _ in encoded]
+        else:
+            texts = [payload_text(payload, max_bytes=self.max_bytes) for payload in part]
+        given = self.limits.take(len(part)) if self.limits.items is not None else None
+        return replace(
+            self.shared,
+            payloads=texts,
+            idempotency_keys=self._idempotency_keys(self.keys.take(len(part))),
+            limit_keys=JobQueue.limit_keys(self.shared.kind, self.registered, part, given, start),
+        )
+
+    def chunks(
+        self, first: list[Mapping[str, Any] | None], more: Iterator[list[Mapping[str, Any] | None]]
+    ) -> Iterator[NewJobs]:
+        """Every chunk in turn, each read from the input only when the store asks."""
+        start = 0
+        for part in chain((first,), more):
+            yield self.chunk(part, start)
+            start += len(part)
+        self.finish(start)
+
+    def finish(self, total: int) -> None:
+        """Refuse keys left over once the ``total`` payloads are read."""
+        self.keys.finish(total)
+        self.limits.finish(total)
+
+    def done(self, chunk: NewJobs, results: list[int | JobRow]) -> None:
+        """Add a written chunk's results to what the call returns (then drop the chunk)."""
+        if self.as_jobs:
+            self.jobs.extend(enqueued_jobs(chunk, results, self.now, self.copies))
+        elif all(type(result) is int for result in results):
+            self.ids.add_created(results)  # type: ignore[arg-type]
+        else:
+            for result in results:
+                if type(result) is int:
+                    self.ids.add_created((result,))
+                else:
+                    self.ids.add_existing(result["id"])  # type: ignore[index]
+
+    def _idempotency_keys(self, given: list[str | None]) -> list[str | None] | None:
+        """A chunk's checked keys, or None when none of its jobs has one; ``seen`` holds
+        the batch's keys so far (a key twice in one batch is refused)."""
+        keys = [check_key(key) for key in given]
+        found = False
+        for key in keys:
+            if key is not None:
+                if key in self.seen:
+                    raise InvalidInput(f"idempotency key {key!r} appears twice in one batch")
+                self.seen.add(key)
+                found = True
+        return keys if found else None
 
 
 def _is_permanent(error: BaseException, kind: JobKind | None) -> bool:

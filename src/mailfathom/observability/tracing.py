@@ -86,13 +86,16 @@ def current_traceparent() -> str | None:
 
 
 @contextmanager
-def enqueue_span(kind: str, queue: str | None, count: int = 1) -> Iterator[None]:
-    """A PRODUCER span around an enqueue (nothing when tracing is off)."""
+def enqueue_span(kind: str, queue: str | None, count: int | None = 1) -> Iterator[None]:
+    """A PRODUCER span around an enqueue (nothing when tracing is off); ``count`` None:
+    a batch read from an iterable, its size not known beforehand (no count attribute)."""
     if not enabled():
         yield
         return
     trace = _api()
-    attributes = {"mailfathom.job.kind": kind, "messaging.batch.message_count": count}
+    attributes: dict[str, Any] = {"mailfathom.job.kind": kind}
+    if count is not None:
+        attributes["messaging.batch.message_count"] = count
     if queue is not None:
         attributes["mailfathom.job.queue"] = queue
     tracer = _tracer()

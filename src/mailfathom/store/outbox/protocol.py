@@ -6,7 +6,7 @@ update on the stage it starts from: two racing writers can never both win.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -68,6 +68,21 @@ class OutboxRecordsStore(Protocol):
         record and False, and writes nothing for it. ``parts``, when given, holds each
         email's further domains (as for :meth:`insert_email`).
         """
+        ...
+
+    def insert_email_chunks(
+        self,
+        chunks: Iterable[tuple[Sequence[NewEmail], Sequence[Sequence[DomainPart]]]],
+        job: DeliveryJobSpec,
+        *,
+        now: datetime,
+        connection: object | None = None,
+        done: Callable[[list[RecordedRows]], None],
+    ) -> None:
+        """:meth:`insert_emails` for a batch given chunk by chunk (each: its emails and
+        their further parts), all in ONE transaction, handing each chunk's results to
+        ``done`` in turn; an error raised by ``chunks`` itself (a bad message found late)
+        rolls back every chunk before it."""
         ...
 
     def get_email(self, email_id: int) -> EmailRow | None:

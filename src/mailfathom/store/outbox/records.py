@@ -12,7 +12,7 @@ the row conversion and record copies the operator moves
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -111,22 +111,51 @@ class OutboxRecords:
         """Every record of the batch, with its recipients and delivery job, in one
         transaction (the caller's, when given): all of them are written, or none.
         ``parts``: for each email, its recipients at other domains (see insert_email)."""
-        params = [self._record_params(email, job, now) for email in emails]
         split = [()] * len(emails) if parts is None else parts
         one_statement = self._caps.record_email_in_one_statement and not any(split)
         with self.db.transaction(connection, pipelined=one_statement) as cur:
-            each = getattr(cur, "execute_each", None)
-            if each is not None and one_statement:
-                # one record_email per message, pipelined: no round trip each
-                rows: list[list[Any]] = each(self._q["record_email"], params)
-                return [
-                    self._recorded(cur, found[0] if found else None, one)
-                    for one, found in zip(params, rows, strict=True)
-                ]
+            return self._insert_emails_in(cur, emails, job, now, split)
+
+    def insert_email_chunks(
+        self,
+        chunks: Iterable[tuple[Sequence[NewEmail], Sequence[Sequence[DomainPart]]]],
+        job: DeliveryJobSpec,
+        *,
+        now: datetime,
+        connection: object | None = None,
+        done: Callable[[list[RecordedRows]], None],
+    ) -> None:
+        """Write a batch too large to hold at once, chunk after chunk (each: its emails
+        and their further parts), all in ONE transaction: whatever ``chunks`` raises (a
+        bad message in the last chunk) rolls back every chunk written before. ``done``
+        receives each chunk's results in turn, so that no chunk is kept after its turn."""
+        with self.db.transaction(connection) as cur:
+            for emails, parts in chunks:
+                if emails:
+                    done(self._insert_emails_in(cur, emails, job, now, parts))
+
+    def _insert_emails_in(
+        self,
+        cur: Cursor,
+        emails: Sequence[NewEmail],
+        job: DeliveryJobSpec,
+        now: datetime,
+        parts: Sequence[Sequence[DomainPart]],
+    ) -> list[RecordedRows]:
+        """The records of one batch (or chunk) on ``cur``, in an open transaction."""
+        params = [self._record_params(email, job, now) for email in emails]
+        each = getattr(cur, "execute_each", None)
+        if each is not None and self._caps.record_email_in_one_statement and not any(parts):
+            # one record_email per message, pipelined: no round trip each
+            rows: list[list[Any]] = each(self._q["record_email"], params)
             return [
-                self._insert_one(cur, one, job, its_parts)
-                for one, its_parts in zip(params, split, strict=True)
+                self._recorded(cur, found[0] if found else None, one)
+                for one, found in zip(params, rows, strict=True)
             ]
+        return [
+            self._insert_one(cur, one, job, its_parts)
+            for one, its_parts in zip(params, parts, strict=True)
+        ]
 
     def _record_params(
         self, email: NewEmail, job: DeliveryJobSpec, now: datetime
