@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager, suppress
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager, suppress
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,6 +45,7 @@ from mailfathom.store.queries import load_queries
 
 __all__ = [
     "WHERE",
+    "AsyncEnding",
     "PostgresDatabase",
     "async_pipelined_write",
     "callers_loaders",
@@ -229,11 +230,12 @@ class PostgresDatabase:
                 # A savepoint inside the caller's open transaction (nothing is committed on
                 # its behalf); BEGIN … COMMIT on an autocommit connection, so the write is
                 # atomic either way.
-                with (
-                    _pipelined_write(caller) if pipelined else caller.transaction(),
-                    _callers_cursor(caller) as cur,
-                ):
-                    yield _WrappedCursor(cur)
+                if pipelined:
+                    with _pipelined_write(caller) as ending, _callers_cursor(caller) as cur:
+                        yield _WrappedCursor(cur, ending)
+                else:
+                    with caller.transaction(), _callers_cursor(caller) as cur:
+                        yield _WrappedCursor(cur)
             except psycopg.Error as exc:
                 raise store_error(exc) from exc
             return
@@ -461,18 +463,44 @@ def callers_loaders(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> N
                 cursor.adapters.register_loader(info.oid, loader)
 
 
+class _Ending:
+    """How a pipelined write on a caller's connection ends: its release (or commit) is
+    sent and the pipeline closed (one sync, every result read), once — by the write's
+    last statements (:meth:`_WrappedCursor.execute_each` with ``last=True``, in the same
+    round trip as them) or when the block ends."""
+
+    def __init__(self, connection: psycopg.Connection[Any], end: str) -> None:
+        self._connection = connection
+        self._end = end
+        self.pipeline = ExitStack()
+        self._sent = False
+
+    def send(self) -> None:
+        """Send the end of the write, close the pipeline and read every result (raises
+        the first statement's error, if one failed)."""
+        if self._sent:
+            return
+        self._sent = True
+        self._connection.execute(self._end)
+        self.pipeline.close()
+
+
 @contextmanager
-def _pipelined_write(connection: psycopg.Connection[Any]) -> Iterator[None]:
+def _pipelined_write(connection: psycopg.Connection[Any]) -> Iterator[_Ending]:
     """A savepoint in the caller's open transaction (on an autocommit connection outside
     one: BEGIN … COMMIT), its statements sent in pipeline mode: the savepoint goes with
     the first statement, the release with the final sync. A one-statement write is two
-    round trips (psycopg's ``transaction()`` waits for each of them instead)."""
+    round trips (psycopg's ``transaction()`` waits for each of them instead), or one when
+    its statements are sent as the last of the write (``execute_each(..., last=True)``):
+    then the release goes with them and their rows are read after it."""
     start, end, undo = _write_bounds(connection)
     try:
-        with connection.pipeline():
+        ending = _Ending(connection, end)
+        with ending.pipeline:
+            ending.pipeline.enter_context(connection.pipeline())
             connection.execute(start)
-            yield
-            connection.execute(end)
+            yield ending
+            ending.send()
     except BaseException:
         if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             with suppress(psycopg.Error):
@@ -481,16 +509,38 @@ def _pipelined_write(connection: psycopg.Connection[Any]) -> Iterator[None]:
         raise
 
 
+class AsyncEnding:
+    """:class:`_Ending` on a caller's async connection: the same statements, awaited."""
+
+    def __init__(self, connection: psycopg.AsyncConnection[Any], end: str) -> None:
+        self._connection = connection
+        self._end = end
+        self.pipeline = AsyncExitStack()
+        self._sent = False
+
+    async def send(self) -> None:
+        """Send the end of the write, close the pipeline and read every result."""
+        if self._sent:
+            return
+        self._sent = True
+        await self._connection.execute(self._end)
+        await self.pipeline.aclose()
+
+
 @asynccontextmanager
-async def async_pipelined_write(connection: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+async def async_pipelined_write(
+    connection: psycopg.AsyncConnection[Any],
+) -> AsyncIterator[AsyncEnding]:
     """:func:`_pipelined_write` on a caller's async connection (the async API's): the
-    same statements, awaited, in the same two round trips."""
+    same statements, awaited, in the same round trips."""
     start, end, undo = _write_bounds(connection)
     try:
-        async with connection.pipeline():
+        ending = AsyncEnding(connection, end)
+        async with ending.pipeline:
+            await ending.pipeline.enter_async_context(connection.pipeline())
             await connection.execute(start)
-            yield
-            await connection.execute(end)
+            yield ending
+            await ending.send()
     except BaseException:
         if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             with suppress(psycopg.Error):
@@ -531,8 +581,9 @@ def _where(connection: psycopg.Connection[Any]) -> tuple[str, str]:
 class _WrappedCursor:
     """A psycopg cursor whose driver errors become StoreError."""
 
-    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+    def __init__(self, cursor: psycopg.Cursor[Any], ending: _Ending | None = None) -> None:
         self._cursor = cursor
+        self._ending = ending
 
     @property
     def rowcount(self) -> int:
@@ -548,12 +599,21 @@ class _WrappedCursor:
         except psycopg.Error as exc:
             raise store_error(exc) from exc
 
-    def execute_each(self, query: Any, params_seq: Sequence[Any]) -> list[list[Any]]:
+    def execute_each(
+        self, query: Any, params_seq: Sequence[Any], *, last: bool = False
+    ) -> list[list[Any]]:
         """Run ``query`` once per parameter set, pipelined (psycopg's ``executemany``: the
         statements go out without waiting for each other's results); the rows of each, in
-        order."""
+        order.
+
+        ``last``: nothing more is written in this transaction. In a pipelined write on a
+        caller's connection its end (release or commit) then goes out with these
+        statements, and their rows are read after it: the whole write is one round trip.
+        """
         if not params_seq:
             return []
+        if last and self._ending is not None:
+            return self._each_then_end(query, params_seq, self._ending)
         try:
             self._cursor.executemany(query, params_seq, returning=True)
             results = [self._cursor.fetchall()]
@@ -562,6 +622,24 @@ class _WrappedCursor:
         except psycopg.Error as exc:
             raise store_error(exc) from exc
         return results
+
+    def _each_then_end(
+        self, query: Any, params_seq: Sequence[Any], ending: _Ending
+    ) -> list[list[Any]]:
+        """One cursor per statement (psycopg keeps a pipelined ``execute``'s rows on its
+        cursor until they are read), then the end of the write and one sync for all."""
+        connection = self._cursor.connection
+        cursors = [_callers_cursor(connection) for _ in params_seq]
+        try:
+            for cursor, params in zip(cursors, params_seq, strict=True):
+                cursor.execute(query, params, prepare=True)  # as executemany does
+            ending.send()
+            return [cursor.fetchall() for cursor in cursors]
+        except psycopg.Error as exc:
+            raise store_error(exc) from exc
+        finally:
+            for cursor in cursors:
+                cursor.close()
 
     def fetchone(self) -> Any:
         return self._cursor.fetchone()

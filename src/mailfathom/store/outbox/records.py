@@ -97,6 +97,11 @@ class OutboxRecords:
                 return self._insert_one(cur, params, job)
         one_statement = self._caps.record_email_in_one_statement and not parts
         with self.db.transaction(connection, pipelined=one_statement) as cur:
+            each = getattr(cur, "execute_each", None)
+            if each is not None and one_statement:
+                # the end of the write goes with the statement: one round trip
+                (found,) = each(self._q["record_email"], [params], last=True)
+                return self._recorded(cur, found[0] if found else None, params)
             return self._insert_one(cur, params, job, parts)
 
     def insert_emails(
@@ -117,8 +122,9 @@ class OutboxRecords:
         with self.db.transaction(connection, pipelined=one_statement) as cur:
             each = getattr(cur, "execute_each", None)
             if each is not None and one_statement:
-                # one record_email per message, pipelined: no round trip each
-                rows: list[list[Any]] = each(self._q["record_email"], params)
+                # one record_email per message, pipelined: no round trip each, and the
+                # end of the write goes with them (nothing more is written here)
+                rows: list[list[Any]] = each(self._q["record_email"], params, last=True)
                 return [
                     self._recorded(cur, found[0] if found else None, one)
                     for one, found in zip(params, rows, strict=True)
