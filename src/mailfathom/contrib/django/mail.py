@@ -10,8 +10,8 @@ that a crash never sends it twice unnoticed. Nothing is sent over SMTP here.
 
 On PostgreSQL a call costs one round trip: the write, in a savepoint of the
 caller's transaction (so a failed call leaves that transaction usable), sent with
-the savepoint and its release in one pipelined flight. Which database and schema the connection is on is checked once
-per connection, not on every call.
+the savepoint and its release in one pipelined flight. Which database and schema
+the connection is on is checked once per connection, not on every call.
 """
 
 from __future__ import annotations
