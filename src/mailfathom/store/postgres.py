@@ -626,10 +626,12 @@ class _WrappedCursor:
     def _each_then_end(
         self, query: Any, params_seq: Sequence[Any], ending: _Ending
     ) -> list[list[Any]]:
-        """One cursor per statement (psycopg keeps a pipelined ``execute``'s rows on its
-        cursor until they are read), then the end of the write and one sync for all."""
+        """One cursor per statement, this one first (psycopg keeps a pipelined
+        ``execute``'s rows on its cursor until they are read), then the end of the write
+        and one sync for all."""
         connection = self._cursor.connection
-        cursors = [_callers_cursor(connection) for _ in params_seq]
+        more = [_callers_cursor(connection) for _ in params_seq[1:]]
+        cursors = [self._cursor, *more]
         try:
             for cursor, params in zip(cursors, params_seq, strict=True):
                 cursor.execute(query, params, prepare=True)  # as executemany does
@@ -638,7 +640,7 @@ class _WrappedCursor:
         except psycopg.Error as exc:
             raise store_error(exc) from exc
         finally:
-            for cursor in cursors:
+            for cursor in more:
                 cursor.close()
 
     def fetchone(self) -> Any:
