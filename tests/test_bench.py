@@ -121,3 +121,27 @@ def test_django_send_path_runs_for_mailfathom(database: str) -> None:
     rates = figures["results"]["mailfathom"]
     assert set(rates) == {"send_mail", "send_mass_mail"}
     assert all(rate > 0 for rate in rates.values())
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_django_send_and_delivery_runs_for_mailfathom(database: str) -> None:
+    """``bench/django_send.py --deliver`` records through Django's backend, delivers
+    every message with the worker (the script fails unless all reach Sent) and reports
+    the recording, delivery and end-to-end rates."""
+    if database == "postgresql":
+        require_postgres()
+    script = Path(__file__).resolve().parent.parent / "bench" / "django_send.py"
+    done = subprocess.run(
+        [
+            *(sys.executable, str(script), "--database", database, "--systems", "mailfathom"),
+            *("--deliver", "--aiosmtpd", "--messages", "20", "--batch", "5", "--json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rates = json.loads(done.stdout.strip().splitlines()[-1])["results"]["mailfathom"]
+    assert set(rates) == {"record", "deliver", "end_to_end"}
+    assert all(rate > 0 for rate in rates.values())

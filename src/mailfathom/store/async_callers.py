@@ -90,11 +90,27 @@ class AwaitedCursor:
 class _PipelinedCursor(AwaitedCursor):
     """psycopg's async cursor: also runs one statement per parameter set, pipelined."""
 
-    def execute_each(self, query: Any, params_seq: Sequence[Any]) -> list[list[Any]]:
-        """As the sync cursor's ``execute_each``: the rows of each run, in order."""
+    def __init__(
+        self,
+        cursor: Any,
+        error: type[Exception],
+        convert: Callable[[Any], StoreError],
+        ending: Any = None,
+    ) -> None:
+        super().__init__(cursor, error, convert)
+        self._ending = ending
+
+    def execute_each(
+        self, query: Any, params_seq: Sequence[Any], *, last: bool = False
+    ) -> list[list[Any]]:
+        """As the sync cursor's ``execute_each``: the rows of each run, in order; with
+        ``last``, in a pipelined write, its end goes out with them (one round trip)."""
         if not params_seq:
             return []
         cursor = self._cursor
+        ending = self._ending
+        if last and ending is not None:
+            return self._each_then_end(query, params_seq, ending)
 
         async def run() -> list[list[Any]]:
             await cursor.executemany(query, params_seq, returning=True)
@@ -102,6 +118,36 @@ class _PipelinedCursor(AwaitedCursor):
             while cursor.nextset():
                 results.append(await cursor.fetchall())
             return results
+
+        try:
+            return await_on_loop(run())
+        except self._error as exc:
+            raise self._convert(exc) from exc
+
+    def _each_then_end(self, query: Any, params_seq: Sequence[Any], ending: Any) -> list[list[Any]]:
+        """One cursor per statement, then the end of the write and one sync for all (as
+        the sync cursor does)."""
+        # here, not at the top: psycopg loads for PostgreSQL callers only
+        import psycopg
+        from psycopg.rows import dict_row
+
+        from mailfathom.store.postgres_callers import callers_loaders
+
+        connection = self._cursor.connection
+
+        async def run() -> list[list[Any]]:
+            cursors = []
+            try:
+                for params in params_seq:
+                    cursor = psycopg.AsyncCursor(connection, row_factory=dict_row)
+                    callers_loaders(cursor)
+                    cursors.append(cursor)
+                    await cursor.execute(query, params, prepare=True)
+                await ending.send()
+                return [await cursor.fetchall() for cursor in cursors]
+            finally:
+                for cursor in cursors:
+                    await cursor.close()
 
         try:
             return await_on_loop(run())
@@ -142,12 +188,13 @@ async def _psycopg(database: Any, connection: Any) -> AsyncIterator[JoinedTransa
     def write(pipelined: bool) -> Iterator[Cursor]:
         """One write, run in the bridge's greenlet: the sync path's statements (the
         savepoint goes with the first statement when ``pipelined``), each awaited."""
-        opening = async_pipelined_write(connection) if pipelined else connection.transaction()
+        opening: Any = async_pipelined_write(connection) if pipelined else connection.transaction()
         cursor = psycopg.AsyncCursor(connection, row_factory=dict_row)
         callers_loaders(cursor)
         try:
-            with entered_on_loop(opening), entered_on_loop(cursor):
-                yield _PipelinedCursor(cursor, psycopg.Error, store_error)
+            with entered_on_loop(opening) as opened, entered_on_loop(cursor):
+                ending = opened if pipelined else None
+                yield _PipelinedCursor(cursor, psycopg.Error, store_error, ending)
         except psycopg.Error as exc:
             raise store_error(exc) from exc
 

@@ -40,7 +40,12 @@ from mailfathom.store.callers import JoinedTransaction, driver_connection
 from mailfathom.store.database import Cursor
 from mailfathom.store.dialect import CAPABILITIES
 from mailfathom.store.pg_network import PROBE_TIMEOUT, StallWatch, tcp_defaults
-from mailfathom.store.postgres_callers import CallersConnections, callers_cursor, pipelined_write
+from mailfathom.store.postgres_callers import (
+    CallersConnections,
+    Ending,
+    callers_cursor,
+    pipelined_write,
+)
 from mailfathom.store.queries import load_queries
 
 __all__ = ["PostgresDatabase", "store_error"]
@@ -220,11 +225,12 @@ class PostgresDatabase:
                 # A savepoint inside the caller's open transaction (nothing is committed on
                 # its behalf); BEGIN … COMMIT on an autocommit connection, so the write is
                 # atomic either way.
-                with (
-                    pipelined_write(caller) if pipelined else caller.transaction(),
-                    callers_cursor(caller) as cur,
-                ):
-                    yield _WrappedCursor(cur)
+                if pipelined:
+                    with pipelined_write(caller) as ending, callers_cursor(caller) as cur:
+                        yield _WrappedCursor(cur, ending)
+                else:
+                    with caller.transaction(), callers_cursor(caller) as cur:
+                        yield _WrappedCursor(cur)
             except psycopg.Error as exc:
                 raise store_error(exc) from exc
             return
@@ -372,8 +378,9 @@ class PostgresDatabase:
 class _WrappedCursor:
     """A psycopg cursor whose driver errors become StoreError."""
 
-    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+    def __init__(self, cursor: psycopg.Cursor[Any], ending: Ending | None = None) -> None:
         self._cursor = cursor
+        self._ending = ending
 
     @property
     def rowcount(self) -> int:
@@ -389,12 +396,21 @@ class _WrappedCursor:
         except psycopg.Error as exc:
             raise store_error(exc) from exc
 
-    def execute_each(self, query: Any, params_seq: Sequence[Any]) -> list[list[Any]]:
+    def execute_each(
+        self, query: Any, params_seq: Sequence[Any], *, last: bool = False
+    ) -> list[list[Any]]:
         """Run ``query`` once per parameter set, pipelined (psycopg's ``executemany``: the
         statements go out without waiting for each other's results); the rows of each, in
-        order."""
+        order.
+
+        ``last``: nothing more is written in this transaction. In a pipelined write on a
+        caller's connection its end (release or commit) then goes out with these
+        statements, and their rows are read after it: the whole write is one round trip.
+        """
         if not params_seq:
             return []
+        if last and self._ending is not None:
+            return self._each_then_end(query, params_seq, self._ending)
         try:
             self._cursor.executemany(query, params_seq, returning=True)
             results = [self._cursor.fetchall()]
@@ -403,6 +419,26 @@ class _WrappedCursor:
         except psycopg.Error as exc:
             raise store_error(exc) from exc
         return results
+
+    def _each_then_end(
+        self, query: Any, params_seq: Sequence[Any], ending: Ending
+    ) -> list[list[Any]]:
+        """One cursor per statement, this one first (psycopg keeps a pipelined
+        ``execute``'s rows on its cursor until they are read), then the end of the write
+        and one sync for all."""
+        connection = self._cursor.connection
+        more = [callers_cursor(connection) for _ in params_seq[1:]]
+        cursors = [self._cursor, *more]
+        try:
+            for cursor, params in zip(cursors, params_seq, strict=True):
+                cursor.execute(query, params, prepare=True)  # as executemany does
+            ending.send()
+            return [cursor.fetchall() for cursor in cursors]
+        except psycopg.Error as exc:
+            raise store_error(exc) from exc
+        finally:
+            for cursor in more:
+                cursor.close()
 
     def fetchone(self) -> Any:
         return self._cursor.fetchone()

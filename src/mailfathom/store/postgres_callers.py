@@ -17,7 +17,14 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, suppress
+from contextlib import (
+    AbstractContextManager,
+    AsyncExitStack,
+    ExitStack,
+    asynccontextmanager,
+    contextmanager,
+    suppress,
+)
 from typing import Any
 
 import psycopg
@@ -30,7 +37,9 @@ from mailfathom.store.database import Cursor
 
 __all__ = [
     "WHERE",
+    "AsyncEnding",
     "CallersConnections",
+    "Ending",
     "async_pipelined_write",
     "callers_cursor",
     "callers_loaders",
@@ -151,18 +160,45 @@ def callers_loaders(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> N
                 cursor.adapters.register_loader(info.oid, loader)
 
 
+class Ending:
+    """How a pipelined write on a caller's connection ends: its release (or commit) is
+    sent and the pipeline closed (one sync, every result read), once — by the write's
+    last statements (the cursor's ``execute_each`` with ``last=True``, in the same round
+    trip as them) or when the block ends."""
+
+    def __init__(self, connection: psycopg.Connection[Any], end: str) -> None:
+        self._connection = connection
+        self._end = end
+        #: The pipeline the write runs in, closed by :meth:`send`.
+        self.pipeline = ExitStack()
+        self._sent = False
+
+    def send(self) -> None:
+        """Send the end of the write, close the pipeline and read every result (raises
+        the first statement's error, if one failed)."""
+        if self._sent:
+            return
+        self._sent = True
+        self._connection.execute(self._end)
+        self.pipeline.close()
+
+
 @contextmanager
-def pipelined_write(connection: psycopg.Connection[Any]) -> Iterator[None]:
+def pipelined_write(connection: psycopg.Connection[Any]) -> Iterator[Ending]:
     """A savepoint in the caller's open transaction (on an autocommit connection outside
     one: BEGIN … COMMIT), its statements sent in pipeline mode: the savepoint goes with
     the first statement, the release with the final sync. A one-statement write is two
-    round trips (psycopg's ``transaction()`` waits for each of them instead)."""
+    round trips (psycopg's ``transaction()`` waits for each of them instead), or one when
+    its statements are sent as the last of the write (``execute_each(..., last=True)``):
+    then the release goes with them and their rows are read after it."""
     start, end, undo = _write_bounds(connection)
     try:
-        with connection.pipeline():
+        ending = Ending(connection, end)
+        with ending.pipeline:
+            ending.pipeline.enter_context(connection.pipeline())
             connection.execute(start)
-            yield
-            connection.execute(end)
+            yield ending
+            ending.send()
     except BaseException:
         if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             with suppress(psycopg.Error):
@@ -171,16 +207,39 @@ def pipelined_write(connection: psycopg.Connection[Any]) -> Iterator[None]:
         raise
 
 
+class AsyncEnding:
+    """:class:`Ending` on a caller's async connection: the same statements, awaited."""
+
+    def __init__(self, connection: psycopg.AsyncConnection[Any], end: str) -> None:
+        self._connection = connection
+        self._end = end
+        #: The pipeline the write runs in, closed by :meth:`send`.
+        self.pipeline = AsyncExitStack()
+        self._sent = False
+
+    async def send(self) -> None:
+        """Send the end of the write, close the pipeline and read every result."""
+        if self._sent:
+            return
+        self._sent = True
+        await self._connection.execute(self._end)
+        await self.pipeline.aclose()
+
+
 @asynccontextmanager
-async def async_pipelined_write(connection: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+async def async_pipelined_write(
+    connection: psycopg.AsyncConnection[Any],
+) -> AsyncIterator[AsyncEnding]:
     """:func:`pipelined_write` on a caller's async connection (the async API's): the
-    same statements, awaited, in the same two round trips."""
+    same statements, awaited, in the same round trips."""
     start, end, undo = _write_bounds(connection)
     try:
-        async with connection.pipeline():
+        ending = AsyncEnding(connection, end)
+        async with ending.pipeline:
+            await ending.pipeline.enter_async_context(connection.pipeline())
             await connection.execute(start)
-            yield
-            await connection.execute(end)
+            yield ending
+            await ending.send()
     except BaseException:
         if connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             with suppress(psycopg.Error):

@@ -8,10 +8,10 @@ on Django's own database connection, so a message sent inside ``transaction.atom
 exists only if the block commits — and is then delivered by a worker, staged so
 that a crash never sends it twice unnoticed. Nothing is sent over SMTP here.
 
-On PostgreSQL a call costs two round trips: the write (in a savepoint of the
-caller's transaction, so a failed call leaves that transaction usable) and its
-release, pipelined. Which database and schema the connection is on is checked once
-per connection, not on every call.
+On PostgreSQL a call costs one round trip: the write, in a savepoint of the
+caller's transaction (so a failed call leaves that transaction usable), sent with
+the savepoint and its release in one pipelined flight. Which database and schema
+the connection is on is checked once per connection, not on every call.
 """
 
 from __future__ import annotations

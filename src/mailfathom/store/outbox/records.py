@@ -97,6 +97,11 @@ class OutboxRecords:
                 return self._insert_one(cur, params, job)
         one_statement = self._caps.record_email_in_one_statement and not parts
         with self.db.transaction(connection, pipelined=one_statement) as cur:
+            each = getattr(cur, "execute_each", None)
+            if each is not None and one_statement:
+                # the end of the write goes with the statement: one round trip
+                (found,) = each(self._q["record_email"], [params], last=True)
+                return self._recorded(cur, found[0] if found else None, params)
             return self._insert_one(cur, params, job, parts)
 
     def insert_emails(
@@ -114,7 +119,7 @@ class OutboxRecords:
         split = [()] * len(emails) if parts is None else parts
         one_statement = self._caps.record_email_in_one_statement and not any(split)
         with self.db.transaction(connection, pipelined=one_statement) as cur:
-            return self._insert_emails_in(cur, emails, job, now, split)
+            return self._insert_emails_in(cur, emails, job, now, split, last=True)
 
     def insert_email_chunks(
         self,
@@ -141,13 +146,17 @@ class OutboxRecords:
         job: DeliveryJobSpec,
         now: datetime,
         parts: Sequence[Sequence[DomainPart]],
+        *,
+        last: bool = False,
     ) -> list[RecordedRows]:
-        """The records of one batch (or chunk) on ``cur``, in an open transaction."""
+        """The records of one batch (or chunk) on ``cur``, in an open transaction;
+        ``last``: nothing more is written in it (its end may go with these statements)."""
         params = [self._record_params(email, job, now) for email in emails]
         each = getattr(cur, "execute_each", None)
         if each is not None and self._caps.record_email_in_one_statement and not any(parts):
-            # one record_email per message, pipelined: no round trip each
-            rows: list[list[Any]] = each(self._q["record_email"], params)
+            # one record_email per message, pipelined: no round trip each (and, when it is
+            # the last of the write, the end of the write goes with them)
+            rows: list[list[Any]] = each(self._q["record_email"], params, last=last)
             return [
                 self._recorded(cur, found[0] if found else None, one)
                 for one, found in zip(params, rows, strict=True)
