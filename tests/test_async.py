@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from email.message import EmailMessage
 from typing import Any
 
 import aiosqlite
 import psycopg
 import pytest
-from psycopg import pq
 
 from mailfathom import (
     AsyncJobs,
@@ -47,6 +45,7 @@ from mailfathom import (
 )
 from mailfathom.aio import SYNC_ONLY
 from mailfathom.store.bridge import await_on_loop
+from pg_trace import round_trips, traced
 from raw_database import raw_reading, raw_transaction
 
 
@@ -546,28 +545,6 @@ def test_calls_without_a_connection_do_not_wait_for_the_loops_default_threads(
 
     asyncio.run(main())
     assert amf._runner.executor()._max_workers == mf.store.db.max_connections
-
-
-def round_trips(pgconn: Any, lines: list[str]) -> int:
-    """Round trips in libpq's trace of a connection: the runs of messages the client
-    sent before reading an answer (a run of "F" lines is one flight)."""
-    sides = [line[0] for line in lines if line[:2] in ("F\t", "B\t")]
-    return sum(1 for i, side in enumerate(sides) if side == "F" and sides[i - 1 : i] != ["F"])
-
-
-@contextmanager
-def traced(pgconn: Any) -> Iterator[list[str]]:
-    """libpq's trace of ``pgconn`` while the block runs (its lines, filled at the end)."""
-    lines: list[str] = []
-    with tempfile.TemporaryFile() as trace:
-        pgconn.trace(trace.fileno())
-        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
-        try:
-            yield lines
-        finally:
-            pgconn.untrace()
-        trace.seek(0)
-        lines.extend(trace.read().decode().splitlines())
 
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)

@@ -330,8 +330,8 @@ def test_postgresql_claims_walk_the_claim_index_even_when_statistics_are_stale(
         transaction = store.db.transaction
 
         @contextmanager
-        def explaining(connection: object | None = None) -> Iterator[Any]:
-            with transaction(connection) as cur:
+        def explaining(connection: object | None = None, **options: Any) -> Iterator[Any]:
+            with transaction(connection, **options) as cur:
                 yield _Explaining(cur, plans)
 
         monkeypatch.setattr(store.db, "transaction", explaining)

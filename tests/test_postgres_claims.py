@@ -12,13 +12,18 @@ import multiprocessing
 import queue
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from mailfathom import FakeClock, JobState, MailFathom
+from mailfathom.store.flow import repository as flow_repository
+from mailfathom.store.postgres import PostgresDatabase
 from mailfathom.testing import claim
+from pg_trace import round_trips, traced
 
 LEASE = timedelta(seconds=30)
 
@@ -100,3 +105,33 @@ def test_racing_queue_claimers_never_share_a_job(database_url: str) -> None:
     with MailFathom(database_url) as app:
         counts = app.jobs.counts()
         assert (counts[JobState.SUCCEEDED], counts[JobState.PENDING]) == (400, 200)
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_postgresql_claim_is_two_round_trips(
+    mf: MailFathom, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted in libpq's trace of the pooled connection: BEGIN, the plan setting and the
+    claim go out together, COMMIT with the end — what an idle worker's wake-up waits
+    for — whether the claim leases jobs or finds none (limits already read, no reaping)."""
+    monkeypatch.setattr(flow_repository, "REFRESH_SECONDS", 3600.0)
+    store = mf.store
+    assert isinstance(store.db, PostgresDatabase)
+    taken = store.db._connection
+    trips: list[int] = []
+
+    @contextmanager
+    def traced_connection() -> Iterator[Any]:
+        with taken() as conn:
+            with traced(conn.pgconn) as lines:
+                yield conn
+            trips.append(round_trips(conn.pgconn, lines))
+
+    now = clock.now()
+    store.claims.claim(owner="w", limit=10, now=now, lease_until=now + LEASE)  # reads limits
+    mf.enqueue_many("k", [{}, {}])
+    monkeypatch.setattr(store.db, "_connection", traced_connection)
+    claimed = store.claims.claim(owner="w", limit=10, now=now, lease_until=now + LEASE, reap=False)
+    empty = store.claims.claim(owner="w", limit=10, now=now, lease_until=now + LEASE, reap=False)
+    assert (len(claimed), len(empty)) == (2, 0)
+    assert trips == [2, 2]

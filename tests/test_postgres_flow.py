@@ -102,8 +102,8 @@ def test_a_claim_with_limits_walks_the_claim_index_in_one_order(
         transaction = store.db.transaction
 
         @contextmanager
-        def explaining(connection: object | None = None) -> Iterator[Any]:
-            with transaction(connection) as cur:
+        def explaining(connection: object | None = None, **options: Any) -> Iterator[Any]:
+            with transaction(connection, **options) as cur:
                 yield _Explaining(cur, plans)
 
         monkeypatch.setattr(store.db, "transaction", explaining)

@@ -95,6 +95,7 @@ DIALECT_ONLY = {
         "end_attempt_whole",
         "flow_lock",
         "insert_jobs",
+        "insert_keyless_job",
         "insert_keyless_jobs",
         "notify_jobs",
         "plan_claims",

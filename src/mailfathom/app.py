@@ -373,10 +373,10 @@ class MailFathom:
         Higher ``priority`` runs first. ``hold=True`` waits for an operator's release.
         With ``connection=`` the job is written in the caller's open transaction.
         """
-        (job,) = self.queue.enqueue_many(
+        return self.queue.enqueue_one(
             kind,
-            [payload],
-            idempotency_keys=[idempotency_key],
+            payload,
+            idempotency_key=idempotency_key,
             queue=queue,
             priority=priority,
             delay=delay,
@@ -385,7 +385,6 @@ class MailFathom:
             max_attempts=max_attempts,
             connection=connection,
         )
-        return job
 
     @overload
     def enqueue_many(

@@ -219,6 +219,51 @@ class JobQueue:
                 )
             return batch.jobs if batch.as_jobs else batch.ids
 
+    def enqueue_one(
+        self,
+        kind: str,
+        payload: Mapping[str, Any] | None,
+        *,
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        priority: int = 0,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        hold: bool = False,
+        max_attempts: int | None = None,
+        connection: object | None = None,
+    ) -> EnqueuedJob:
+        """One job: the checks and the write of :meth:`enqueue_many` for a batch of one,
+        in the same order, without its chunking (the most common call, paid per job)."""
+        check_name("job kind", kind, longest=200)
+        self.registry.check_enqueue(kind)
+        now = self.clock.now()
+        registered = self.registry.get(kind)
+        if queue is None:
+            queue = registered.queue if registered else DEFAULT_QUEUE
+        check_name("queue", queue, longest=100)
+        if max_attempts is None:
+            max_attempts = registered.max_attempts if registered else DEFAULT_MAX_ATTEMPTS
+        attempts = check_max_attempts(max_attempts)
+        due = available_at(now, delay=delay, run_at=run_at, hold=hold)
+        priority = check_priority(priority)
+        key = check_key(idempotency_key)
+        with tracing.enqueue_span(kind, queue, 1):
+            text, copy = encode_and_copy(payload, max_bytes=self.max_payload_bytes)
+            batch = NewJobs(
+                kind=kind,
+                queue=queue,
+                payloads=[text],
+                priority=priority,
+                available_at=due,
+                max_attempts=attempts,
+                idempotency_keys=None if key is None else [key],
+                trace_context=tracing.current_traceparent(),
+                limit_keys=self.limit_keys(kind, registered, [payload], None),
+            )
+            results = self.store.jobs.enqueue(batch, now=now, connection=connection)
+            return enqueued_jobs(batch, results, now, [copy])[0]
+
     @staticmethod
     def limit_keys(
         kind: str,

@@ -21,7 +21,8 @@ class Capabilities:
 
     #: ``insert_jobs``: a keyed batch in one statement, returning only the new ids.
     batch_insert_returning_ids: bool
-    #: ``insert_keyless_jobs``: a batch without keys in one statement that commits itself.
+    #: ``insert_keyless_jobs``: a batch without keys in one statement that commits itself;
+    #: ``insert_keyless_job``: one job without a key as a plain insert (no ON CONFLICT).
     keyless_batch_insert: bool
     #: ``record_email``: the record, its recipients and its delivery job in one statement.
     record_email_in_one_statement: bool
@@ -49,7 +50,10 @@ class Capabilities:
 #: For each flag: the statements that exist exactly when it is on, and exactly when off.
 STATEMENTS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
     "batch_insert_returning_ids": (frozenset({"insert_jobs"}), frozenset()),
-    "keyless_batch_insert": (frozenset({"insert_keyless_jobs"}), frozenset()),
+    "keyless_batch_insert": (
+        frozenset({"insert_keyless_jobs", "insert_keyless_job"}),
+        frozenset(),
+    ),
     "record_email_in_one_statement": (frozenset({"record_email"}), frozenset()),
     "attempts_start_in_one_statement": (
         frozenset(),

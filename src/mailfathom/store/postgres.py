@@ -211,10 +211,12 @@ class PostgresDatabase:
 
         ``timeout``: its ``lock_timeout`` and ``statement_timeout`` (``SET LOCAL``, one
         round trip), so no statement in it waits longer; not applied to a caller's
-        transaction, whose settings are its own. ``pipelined`` (a caller's transaction
-        only, for writes that read no ``rowcount``): the savepoint goes out with the
-        first statement and its release with the end, in pipeline mode, so a one-statement
-        write costs two round trips instead of four."""
+        transaction, whose settings are its own. ``pipelined`` (for writes that read no
+        ``rowcount`` before they fetch): the statements go out in pipeline mode, ``BEGIN``
+        (or the savepoint) with the first statement and ``COMMIT`` (or its release) with
+        the end, so a write costs a round trip per fetch plus one instead of two more: a
+        claim (``BEGIN``, its plan setting, the claim, ``COMMIT``) is two instead of four,
+        which is what an idle worker's wake-up waits for."""
         if isinstance(connection, JoinedTransaction):  # the async API's: the same writes
             with connection.write_for(self.dialect, pipelined=pipelined) as cursor:
                 yield cursor
@@ -235,7 +237,11 @@ class PostgresDatabase:
                 raise store_error(exc) from exc
             return
         try:
-            with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            with (
+                self._connection() as conn,
+                pipelined_write(conn) if pipelined else conn.transaction(),
+                conn.cursor() as cur,
+            ):
                 if timeout is not None:
                     limit = f"{max(1, round(timeout * 1000))}ms"
                     cur.execute(

@@ -114,7 +114,9 @@ class ClaimsRepository:
         ``kinds``: the kinds ``owner`` has handlers for; a due job of any other kind is
         not claimed (it stays Pending, no attempt spent). None claims every kind."""
         wanted = None if kinds is None else sorted(set(kinds))
-        with self.db.transaction() as cur:
+        # Pipelined: the plan setting and the claim go out with BEGIN, COMMIT with the
+        # end, so an idle worker's claim after a wake-up waits for two round trips.
+        with self.db.transaction(pipelined=True) as cur:
             lost = self._record(cur, owner, now, succeeded, failed, results=results)
             reaping = (owner, live) if reap else None
             if self._plan_claims is not None:

@@ -147,8 +147,26 @@ class JobsRepository:
 
     def _enqueue_one(self, job: NewJob, now: Any) -> int | JobRow:
         """One job on its own: a single INSERT that commits itself (the common case, and
-        the one whose cost is round trips). Only a taken key costs a second statement."""
+        the one whose cost is round trips). Only a taken key costs a second statement.
+        Without a key, where the dialect has it, a plain ``insert_keyless_job``: nothing
+        can conflict, so the server skips what ON CONFLICT costs."""
         with self.db.single_write() as cur:
+            if job.idempotency_key is None and self._caps.keyless_batch_insert:
+                cur.execute(
+                    self._q["insert_keyless_job"],
+                    {
+                        "kind": job.kind,
+                        "queue": job.queue,
+                        "payload": job.payload,
+                        "priority": job.priority,
+                        "available_at": self.db.time_param(job.available_at),
+                        "max_attempts": job.max_attempts,
+                        "now": now,
+                        "trace_context": job.trace_context,
+                    },
+                )
+                new_id: int = cur.fetchone()["id"]
+                return new_id
             (job_id,) = self._insert_each(cur, [job], now)
             if job_id is not None:
                 return job_id

@@ -236,6 +236,17 @@ WITH inserted AS (
 )
 SELECT array_agg(id ORDER BY id) AS ids FROM inserted;
 
+-- name: insert_keyless_job
+-- dialect-only
+-- One job without an idempotency key (the common single enqueue), as a plain insert:
+-- nothing can conflict, so no speculative insertion and no arbiter-index check (what
+-- ON CONFLICT costs every row); returns the new id.
+INSERT INTO mf_jobs (kind, queue, payload, priority, state, available_at, max_attempts,
+                     created_at, trace_context)
+VALUES (:kind, :queue, :payload::json, :priority, 'Pending', :available_at, :max_attempts,
+        :now, :trace_context)
+RETURNING id;
+
 -- name: insert_jobs
 -- dialect-only
 -- A batch with idempotency keys in one statement: the payloads as one newline-joined
