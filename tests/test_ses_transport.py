@@ -5,12 +5,15 @@ request leaves; 200 is Sent with SES's message id, counted once at moto; an unve
 sender is Refused with SES's reason; throttling and 5xx are retried (after
 ``Retry-After``); refused credentials and a suspended or paused account pause
 delivery without spending attempts; a request that went out unanswered (connection
-dropped, read timeout) is an unknown outcome left TransmissionBegun, sent once."""
+dropped, read timeout) is an unknown outcome left TransmissionBegun, sent once; a
+message to more recipients than SES takes a request (50) is sent to the first 50 and
+the rest are split off into new parts, sent later, each recipient once."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
 from email.message import EmailMessage
@@ -271,6 +274,64 @@ def test_a_suppressed_recipient_is_left_out_of_the_request(
 def test_unusable_settings_are_refused_clearly(settings: dict[str, float]) -> None:
     with pytest.raises(ConfigurationError, match="must be above 0"):
         SesTransport(REGION, **settings)  # type: ignore[arg-type]
+
+
+def test_max_recipients_below_one_is_refused_clearly() -> None:
+    with pytest.raises(ConfigurationError, match="max_recipients must be at least 1"):
+        SesTransport(REGION, max_recipients=0)
+
+
+def undisclosed(count: int) -> tuple[EmailMessage, list[str]]:
+    """A message whose ``count`` recipients are in the envelope only (moto would count
+    addresses in To as recipients too, which SES does not when given the envelope)."""
+    msg = message()
+    msg.replace_header("To", "undisclosed-recipients:;")
+    return msg, [f"user{n:03d}@example.org" for n in range(count)]
+
+
+def test_a_message_to_120_recipients_goes_out_in_three_requests_each_recipient_once(
+    ses_app: MailFathom, ses_proxy: SesProxy, moto_ses: MotoSes, clock: FakeClock
+) -> None:
+    msg, to = undisclosed(120)
+    recorded = ses_app.outbox.record(msg, recipients=to)
+    assert ses_app.worker().run(burst=True) == 1
+    first, rest = ses_app.outbox.parts(recorded.id)
+    assert first.stage is SENT
+    assert [r.address for r in first.recipients if r.accepted] == to[:50]
+    assert (rest.stage, rest.parent_id) == (RECORDED, recorded.id)
+    assert [r.address for r in rest.recipients] == to[50:]
+    for _ in range(2):  # each new part is due after the delivery backoff
+        clock.advance(timedelta(hours=1))
+        assert ses_app.worker().run(burst=True) == 1
+    parts = ses_app.outbox.parts(recorded.id)
+    assert [p.stage for p in parts] == [SENT, SENT, SENT]
+    assert [sum(r.accepted for r in p.recipients) for p in parts] == [50, 50, 20]
+    assert {p.message_id for p in parts} == {recorded.message_id}
+    sent = [request["Destination"]["ToAddresses"] for request in ses_proxy.requests]
+    assert [len(addresses) for addresses in sent] == [50, 50, 20]
+    assert Counter(a for addresses in sent for a in addresses) == Counter(to)
+    accepted = moto_ses.accepted()
+    assert len(accepted) == 3
+    assert Counter(a for taken in accepted for a in taken["destinations"]) == Counter(to)
+    frozen = ses_app.outbox.message_bytes(recorded.id).decode()
+    assert [taken["raw_data"] for taken in accepted] == [frozen] * 3
+    assert moto_ses.delivered() == [recorded.message_id] * 3
+    everyone = ses_app.outbox.get(recorded.id).recipients
+    assert sorted(r.address for r in everyone) == to and all(r.accepted for r in everyone)
+
+
+def test_a_message_to_50_recipients_is_one_request(
+    ses_app: MailFathom, ses_proxy: SesProxy, moto_ses: MotoSes
+) -> None:
+    msg, to = undisclosed(50)
+    recorded = ses_app.outbox.record(msg, recipients=to)
+    assert ses_app.worker().run(burst=True) == 1
+    (only,) = ses_app.outbox.parts(recorded.id)
+    assert only.stage is SENT and all(r.accepted for r in only.recipients)
+    (request,) = ses_proxy.requests
+    assert request["Destination"]["ToAddresses"] == to
+    (taken,) = moto_ses.accepted()
+    assert sorted(taken["destinations"]) == to
 
 
 def test_without_boto3_the_transport_says_which_extra_to_install() -> None:

@@ -23,6 +23,14 @@ the HTTP connection), and only then does the request go out. SES's answer decide
   (``ReadTimeoutError``, ``ConnectionClosedError`` …) → unknown outcome: the record
   stays TransmissionBegun for an operator, exactly as after SMTP's final dot.
 
+SES takes at most 50 recipients a request (``max_recipients``). A record owing more is
+handled as an SMTP server's "452 too many recipients" is: the request goes to the first
+``max_recipients`` owed recipients, the others get a 452 reply ("not offered") and, once
+SES accepted, are split off into a new Recorded part of the same message (same bytes,
+same Message-ID) that is delivered later, as recipients an HTTP provider deferred are
+(:mod:`mailfathom.delivery.http_recipients`). When SES does not accept the request,
+its answer decides for the whole record, as listed above.
+
 boto3 opens its connection lazily, inside the send, after ``before-send``: so a host
 that cannot be reached (``EndpointConnectionError``, ``ConnectTimeoutError``: no byte of
 the request left) is known only after TransmissionBegun was committed. It is retried
@@ -61,6 +69,10 @@ if TYPE_CHECKING:
     from mypy_boto3_sesv2 import SESV2Client
 
 __all__ = ["SesTransport"]
+
+#: The reply a recipient past ``max_recipients`` gets (SMTP's "452 too many
+#: recipients", RFC 5321 §4.5.3.1.10): owed still, split off and sent later.
+_TOO_MANY_RECIPIENTS = 452
 
 #: SES error codes that say the account, its credentials or this transport's settings
 #: stop every message, not this one: delivery pauses until they are fixed.
@@ -114,7 +126,9 @@ class SesTransport:
     ``endpoint_url`` replaces SES's own (a VPC endpoint, a local stand-in);
     ``configuration_set`` names the SES configuration set that tracks the messages.
     ``timeout`` bounds the wait for SES's answer and ``connect_timeout`` the connect,
-    in seconds; at most ``connections`` connections are kept.
+    in seconds; at most ``connections`` connections are kept. One request names at most
+    ``max_recipients`` recipients (SES's limit: 50); a record owing more sends to the
+    first ones and the rest are delivered later by a new part of the message.
 
     Requires the ``ses`` extra (``pip install 'mailfathom[ses]'``: boto3).
     """
@@ -133,12 +147,15 @@ class SesTransport:
         timeout: float = 30.0,
         connect_timeout: float = 10.0,
         connections: int = 16,
+        max_recipients: int = 50,
         name: str = "ses",
     ) -> None:
         if timeout <= 0 or connect_timeout <= 0 or connections < 1:
             raise ConfigurationError(
                 "timeout and connect_timeout must be above 0 and connections at least 1"
             )
+        if max_recipients < 1:
+            raise ConfigurationError("max_recipients must be at least 1")
         try:  # here, not at the top: boto3 is optional (the ses extra)
             import boto3
             from botocore.config import Config
@@ -172,6 +189,8 @@ class SesTransport:
         #: The AWS region messages are sent in.
         self.region = region
         self.configuration_set = configuration_set
+        #: The most recipients one request names (SES takes at most 50).
+        self.max_recipients = max_recipients
         self._client: SESV2Client = session.client(
             "sesv2", region_name=region, endpoint_url=endpoint_url, config=config
         )
@@ -197,8 +216,10 @@ class SesTransport:
 
         attempt = _Attempt(submission)
         self._current.attempt = attempt
+        offered = list(submission.recipients[: self.max_recipients])
+        left = list(submission.recipients[self.max_recipients :])
         try:
-            response = self._client.send_email(**self._request(submission))
+            response = self._client.send_email(**self._request(submission, offered))
         except _Withdrawn:
             return Outcome(
                 "withdrawn",
@@ -236,14 +257,26 @@ class SesTransport:
         found = response.get("MessageId")
         text = f"accepted by {self.name}" + (f", message id {found}" if found else "")
         now = submission.clock.now()
-        accepted = [RecipientReply(p, 250, None, text, now) for p, _ in submission.recipients]
+        replies = [RecipientReply(p, 250, None, text, now) for p, _ in offered]
+        over = (
+            f"not offered: {self.name} takes at most {self.max_recipients} recipients a "
+            "request (sent later)"
+        )
+        replies += [RecipientReply(p, _TOO_MANY_RECIPIENTS, None, over, now) for p, _ in left]
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 200)
-        return Outcome("sent", text, Phase.REPLY, Reply(status, None, text), recipients=accepted)
+        return Outcome(
+            "sent",
+            text,
+            Phase.REPLY,
+            Reply(status, None, text),
+            recipients=replies,
+            deferred=[p for p, _ in left],
+        )
 
-    def _request(self, submission: Submission) -> dict[str, Any]:
+    def _request(self, submission: Submission, offered: list[tuple[int, str]]) -> dict[str, Any]:
         request: dict[str, Any] = {
             "FromEmailAddress": submission.sender,
-            "Destination": {"ToAddresses": [address for _, address in submission.recipients]},
+            "Destination": {"ToAddresses": [address for _, address in offered]},
             "Content": {"Raw": {"Data": submission.data}},
         }
         if self.configuration_set is not None:
