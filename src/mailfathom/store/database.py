@@ -54,6 +54,11 @@ class Database(Protocol):
     #: How many calls are worth running at once (the async API's thread count).
     max_connections: int
 
+    def reserve_connections(self, count: int) -> None:
+        """Let at least ``count`` calls hold a connection at once (a pool grows to it;
+        a store without a pool changes nothing)."""
+        ...
+
     def transaction(
         self,
         connection: object | None = None,

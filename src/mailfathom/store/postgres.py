@@ -142,6 +142,20 @@ class PostgresDatabase:
         finally:
             pool.putconn(conn)
 
+    def reserve_connections(self, count: int) -> None:
+        """Let at least ``count`` calls hold a pooled connection at once: the pool grows
+        to ``count`` when smaller (an open pool is resized in place) and never shrinks,
+        so a larger size chosen when the database was made stays. A worker reserves one
+        per job thread and one per thread of its own, so none of them waits for another
+        to give a connection back."""
+        with self._lock:
+            if count <= self._max:
+                return
+            self._max = count
+            self.max_connections = count
+            if self._pool is not None and self._pid == os.getpid():
+                self._pool.resize(min_size=self._pool.min_size, max_size=count)
+
     def _refuse_wrong_settings(self) -> None:
         """Connect once before the pool opens: a database, role or password the server
         refuses fails at once with what to fix (:class:`ConfigurationError`), instead of

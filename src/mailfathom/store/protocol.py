@@ -60,6 +60,11 @@ class Store(Protocol):
         """Release every connection."""
         ...
 
+    def reserve_connections(self, count: int) -> None:
+        """Let at least ``count`` calls hold a connection at once without waiting for
+        one another (a worker reserves one per thread that touches the database)."""
+        ...
+
     def wait_for_jobs(self, timeout: float) -> bool:
         """Block until jobs may have arrived or ``timeout`` seconds pass; True when woken early.
 

@@ -93,6 +93,11 @@ class SqlStore:
         points at ``pg_dump``)."""
         self.db.backup(target)
 
+    def reserve_connections(self, count: int) -> None:
+        """Let at least ``count`` calls hold a connection at once (PostgreSQL's pool
+        grows to it; SQLite opens a connection per thread and changes nothing)."""
+        self.db.reserve_connections(count)
+
     def wait_for_jobs(self, timeout: float) -> bool:
         """Block until jobs may have arrived, or ``timeout`` seconds pass."""
         return self.db.wait_for_jobs(timeout)

@@ -153,6 +153,10 @@ class SQLiteDatabase:
                     conn.close()
         return store_error(exc, self.path)
 
+    def reserve_connections(self, count: int) -> None:
+        """Nothing to do: each thread opens a connection of its own when it first needs
+        one, so no thread waits for another's."""
+
     def close(self) -> None:
         """Close every connection this process opened."""
         with self._all_lock:

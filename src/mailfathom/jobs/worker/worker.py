@@ -82,6 +82,9 @@ __all__ = ["Worker"]
 
 logger = logging.getLogger(__name__)
 
+#: Threads of the worker's own that use the database beside its job threads: the
+#: producer (claims), the completer (outcomes), the heartbeat and the pruner.
+OWN_THREADS = 4
 _PRUNE_AFTER = timedelta(days=1)  # registry rows of workers silent this long are deleted
 
 
@@ -295,6 +298,9 @@ class Worker:
         if executor.stopping:  # stopped while registering: leave before the first claim
             return False
         self._outage.ok()
+        # A connection for every job thread and every thread of the worker's own, so a
+        # job never waits for the pool while the others hold their connections.
+        self._store.reserve_connections(self.concurrency + OWN_THREADS)
         self._producer.kinds = registration.kinds  # it claims only the kinds it runs
         self._heartbeat.start()
         if self.pruner is not None and not burst:
