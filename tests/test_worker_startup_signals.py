@@ -116,11 +116,20 @@ def test_a_supervised_worker_signalled_at_any_moment_of_its_start_exits_cleanly(
 
 
 def _blocks_sigterm(pid: int) -> bool:
-    """Whether process ``pid`` has SIGTERM blocked (``SigBlk`` in /proc/<pid>/status)."""
+    """Whether process ``pid`` has SIGTERM blocked while no handler of its own catches it
+    yet (``SigBlk`` and ``SigCgt`` in /proc/<pid>/status): the command's entry, before the
+    worker's handler. A block seen later (CPython blocks every signal for an instant
+    while it starts a subprocess) says nothing about the entry."""
+    bit = 1 << (signal.SIGTERM - 1)
     with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("SigBlk:"):
-                return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+        fields = dict(
+            line.split(":", 1)
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if line.startswith(("SigBlk:", "SigCgt:"))
+        )
+        blocked = int(fields["SigBlk"], 16) & bit
+        caught = int(fields["SigCgt"], 16) & bit
+        return bool(blocked and not caught)
     return False
 
 
