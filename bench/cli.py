@@ -17,7 +17,12 @@ from pathlib import Path
 from bench import email_rows as email
 from bench.charts import bars_from_rows, write_charts
 from bench.databases import postgres_problem
-from bench.environment import PEERS, describe_machine, ensure_peers_venv
+from bench.environment import (
+    PEERS,
+    describe_machine,
+    ensure_django_peers_venv,
+    ensure_peers_venv,
+)
 from bench.profiles import summarise_profile
 from bench.report import render, summarise
 from bench.sizes import DEFAULT, FULL, TINY, Sizes
@@ -27,14 +32,15 @@ from bench.workloads import Bench, Sample
 
 __all__ = ["main"]
 
-ALL_WORKLOADS = (*WORKLOADS, "email")
+ALL_WORKLOADS = (*WORKLOADS, "email", "email_django")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
-        description="mailfathom side by side with PgQueuer, procrastinate and huey, and with "
-        "plain-SQL ceilings, on this machine.",
+        description="mailfathom side by side with PgQueuer, procrastinate and huey, with "
+        "django-mailer and django-post_office for email through Django (email_django), and "
+        "with plain-SQL and smtplib ceilings, on this machine.",
     )
     size = parser.add_mutually_exclusive_group()
     size.add_argument(
@@ -59,7 +65,9 @@ def _parser() -> argparse.ArgumentParser:
         "--workloads", help=f"comma-separated, from {', '.join(ALL_WORKLOADS)} (default: all)"
     )
     parser.add_argument(
-        "--no-peers", action="store_true", help="mailfathom and the ceilings only (no installs)"
+        "--no-peers",
+        action="store_true",
+        help="mailfathom and the ceilings only: no job or Django email peers (no installs)",
     )
     parser.add_argument(
         "--pg-url",
@@ -165,6 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     peers_python = ""
     if any(system.venv == "peers" for system in systems) or args.profile:
         peers_python = ensure_peers_venv()
+    django_python = ""
+    if any(system.venv == "django" for system in systems):
+        django_python = ensure_django_peers_venv()
     machine = describe_machine(args.pg_url if problem is None else None)
     print("machine: " + "; ".join(f"{k} {v}" for k, v in machine.items()), flush=True)
     print(f"sizes: {sizes}", flush=True)
@@ -175,12 +186,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         peers_python=peers_python,
         profile_dir=args.profile,
         db_prefix=args.db_prefix,
+        django_python=django_python,
     )
     log = _Log(args.out.with_suffix(".partial.json") if args.out else None)
     began = time.monotonic()
     _job_rounds(bench, [s for s in systems if s.database != "none"], workloads, log)
-    if "email" in workloads:
-        email.run_rounds(bench, systems, log.measure)
+    if {"email", "email_django"}.intersection(workloads):
+        email.run_rounds(bench, systems, workloads, log.measure)
     rows = summarise(log.samples, systems)
     table, verdicts = render(rows, sizes), check_targets(rows)
     text = f"{table}\n\n{render_targets(verdicts)}\n"

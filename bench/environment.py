@@ -2,6 +2,9 @@
 
 - ``bench/.peers/venv``: the peers at pinned versions (``bench/peers-requirements.txt``),
   rebuilt when that file changes. Never the project's venv.
+- ``bench/.peers/django-venv``: the Django email peers (django-mailer,
+  django-post_office) on the project's Django and psycopg
+  (``bench/django-peers-requirements.txt``), rebuilt when that file changes.
 - ``bench/.peers/postfix``: Debian's ``postfix`` package unpacked with ``dpkg -x`` for
   its ``smtp-sink``, run as a plain process (no postfix install, no daemon). Libraries
   it needs that the machine lacks are unpacked beside it from their own packages.
@@ -24,10 +27,18 @@ import psycopg
 
 from bench.runner import ROOT
 
-__all__ = ["PEERS", "SmtpSink", "describe_machine", "ensure_peers_venv", "ensure_smtp_sink"]
+__all__ = [
+    "PEERS",
+    "SmtpSink",
+    "describe_machine",
+    "ensure_django_peers_venv",
+    "ensure_peers_venv",
+    "ensure_smtp_sink",
+]
 
 PEERS = ROOT / "bench" / ".peers"
 REQUIREMENTS = ROOT / "bench" / "peers-requirements.txt"
+DJANGO_REQUIREMENTS = ROOT / "bench" / "django-peers-requirements.txt"
 POSTFIX_VERSION = "3.7.11-0+deb12u1"
 """The Debian package pinned for smtp-sink; the archive's current one is used if it is gone."""
 _POSTFIX_LIBRARIES = (
@@ -54,21 +65,29 @@ def _run(command: list[str], *, cwd: Path | None = None) -> str:
     return done.stdout
 
 
-def ensure_peers_venv() -> str:
-    """Create (or reuse) the peers' virtual environment; returns its python."""
-    venv = PEERS / "venv"
+def _ensure_venv(venv: Path, requirements: Path, what: str) -> str:
     python = venv / "bin" / "python"
     marker = venv / ".requirements-sha256"
-    wanted = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
+    wanted = hashlib.sha256(requirements.read_bytes()).hexdigest()
     if python.exists() and marker.exists() and marker.read_text() == wanted:
         return str(python)
-    print(f"installing the peers' pinned environment into {venv} ...", flush=True)
+    print(f"installing {what} pinned environment into {venv} ...", flush=True)
     shutil.rmtree(venv, ignore_errors=True)
     _run([sys.executable, "-m", "venv", str(venv)])
     _run([str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"])
-    _run([str(python), "-m", "pip", "install", "--quiet", "-r", str(REQUIREMENTS)])
+    _run([str(python), "-m", "pip", "install", "--quiet", "-r", str(requirements)])
     marker.write_text(wanted)
     return str(python)
+
+
+def ensure_peers_venv() -> str:
+    """Create (or reuse) the peers' virtual environment; returns its python."""
+    return _ensure_venv(PEERS / "venv", REQUIREMENTS, "the peers'")
+
+
+def ensure_django_peers_venv() -> str:
+    """Create (or reuse) the Django email peers' virtual environment; returns its python."""
+    return _ensure_venv(PEERS / "django-venv", DJANGO_REQUIREMENTS, "the Django peers'")
 
 
 class SmtpSink:

@@ -43,13 +43,14 @@ METRICS = (
     ),
     Metric(
         "email_record",
-        "email: record in batches of 100 (record_many: frozen bytes + delivery jobs)",
+        "email: record in batches of 100 (record_many: frozen bytes + delivery jobs; "
+        "through Django: send_mass_mail)",
         "msg/s",
         True,
     ),
     Metric(
         "email_record_single",
-        "email: record one per call (record, its own transaction)",
+        "email: record one per call (record, or Django's send_mail: its own transaction)",
         "msg/s",
         True,
     ),

@@ -5,13 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["SYSTEMS", "WORKLOADS", "System", "select"]
+__all__ = ["DJANGO_EMAIL", "EMAIL_DJANGO", "SYSTEMS", "WORKLOADS", "System", "select"]
 
 Role = Literal["ours", "peer", "ceiling"]
 Dialect = Literal["sqlite", "postgresql", "none"]
-Venv = Literal["project", "peers"]
+Venv = Literal["project", "peers", "django"]
 
 WORKLOADS = ("enqueue_single", "enqueue_batch", "process", "latency", "rss")
+EMAIL_DJANGO = frozenset({"email_django"})
+"""Email through Django's ``send_mail`` / ``send_mass_mail`` (``bench.email_rows``)."""
 _ALL = frozenset(WORKLOADS)
 _SQL = frozenset({"enqueue_single", "enqueue_batch", "process"})
 _MF_UNFINISHED = "SELECT 1 FROM mf_jobs WHERE state IN ('Pending', 'Claimed') LIMIT 1"
@@ -30,6 +32,8 @@ class System:
     driver: str
     """The module under ``bench.drivers`` that drives it."""
     venv: Venv
+    """``project``: this checkout's venv; ``peers``: ``bench/.peers/venv``; ``django``:
+    ``bench/.peers/django-venv`` (the Django email peers)."""
     workloads: frozenset[str]
     processes: int = 1
     """Worker processes in the processing run."""
@@ -274,18 +278,63 @@ SYSTEMS: tuple[System, ...] = (
 )
 
 
+def _django(key: str, label: str, system: str, database: Dialect, **options: Any) -> System:
+    """A row of the ``email_django`` workload: ``system`` behind Django's email API."""
+    ours = system == "mailfathom"
+    return System(
+        key,
+        label,
+        "ours" if ours else "peer",
+        database,
+        "django_email_driver",
+        "project" if ours else "django",
+        EMAIL_DJANGO,
+        options={"system": system, **options},
+        note=(
+            "Django send_mail / send_mass_mail, then manage.py mailfathom worker --burst"
+            if ours
+            else f"Django send_mail / send_mass_mail, then {options.get('sender', '')}"
+        ),
+    )
+
+
+_DATABASES: tuple[tuple[Dialect, str, str], ...] = (
+    ("sqlite", "SQLite", "sqlite"),
+    ("postgresql", "PostgreSQL", "pg"),
+)
+DJANGO_EMAIL: tuple[System, ...] = tuple(
+    row
+    for database, name, suffix in _DATABASES
+    for row in (
+        _django(f"mailfathom-django-{suffix}", f"mailfathom · {name} · Django backend",
+                "mailfathom", database),
+        _django(f"django-mailer-{suffix}", f"django-mailer · {name}", "django-mailer", database,
+                sender="send_all()"),
+        _django(f"post-office-{suffix}", f"django-post_office · {name}", "django-post_office",
+                database, processes=1, sender="send_queued_mail_until_done(processes=1)"),
+        _django(f"post-office-p2-{suffix}", f"django-post_office · {name} · 2 processes",
+                "django-post_office", database, processes=2,
+                sender="send_queued_mail_until_done(processes=2)"),
+    )
+)  # fmt: skip
+"""The ``email_django`` rows: mailfathom's Django backend and the durable Django email
+queues a Django team would pick, each on both databases. django-post_office runs in
+its default mode (``manage.py send_queued_mail``: one process) and in its fastest
+documented one (``--processes 2``: one per core here)."""
+
+
 def select(keys: str | None, *, peers: bool) -> list[System]:
     """The systems named in ``keys`` (comma-separated), or all; without peers if asked."""
-    chosen = list(SYSTEMS)
+    chosen = [*SYSTEMS, *DJANGO_EMAIL]
     if keys:
         wanted = [key.strip() for key in keys.split(",") if key.strip()]
-        known = {system.key for system in SYSTEMS}
+        known = {system.key for system in chosen}
         unknown = [key for key in wanted if key not in known]
         if unknown:
             raise SystemExit(
                 f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(sorted(known))}"
             )
-        chosen = [system for system in SYSTEMS if system.key in wanted]
+        chosen = [system for system in chosen if system.key in wanted]
     if not peers:
         chosen = [system for system in chosen if system.venv == "project"]
     return chosen

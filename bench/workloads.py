@@ -51,9 +51,13 @@ class Bench:
     peers_python: str
     profile_dir: Path | None = None
     db_prefix: str = "bench_"
+    django_python: str = ""
+    """The Django email peers' interpreter (``bench/.peers/django-venv``), when they run."""
 
     def python(self, system: System) -> str:
         """The interpreter of the system's own virtual environment."""
+        if system.venv == "django":
+            return self.django_python
         return sys.executable if system.venv == "project" else self.peers_python
 
     def spec(self, system: System, target: Target, task: str, **fields: Any) -> dict[str, Any]:

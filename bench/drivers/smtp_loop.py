@@ -12,10 +12,15 @@ SENDER = "bench@example.com"
 RECIPIENT = "sink@example.com"
 
 
+def subject(index: int) -> str:
+    """The Subject of message ``index``: how the sink tells the messages apart."""
+    return f"bench {index}"
+
+
 def message(index: int, size: int = 4096) -> bytes:
     """A ``size``-byte RFC 5322 message with CRLF line endings."""
     head = (
-        f"From: {SENDER}\r\nTo: {RECIPIENT}\r\nSubject: bench {index}\r\n"
+        f"From: {SENDER}\r\nTo: {RECIPIENT}\r\nSubject: {subject(index)}\r\n"
         f"Message-ID: <bench-{index}@example.com>\r\n\r\n"
     ).encode()
     line = b"x" * 76 + b"\r\n"
