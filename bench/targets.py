@@ -18,6 +18,10 @@ _LITE = ("mailfathom-sqlite",)
 _LITE_ALL = ("mailfathom-sqlite", "mailfathom-sqlite-4")
 _PG_CEILING = ("ceiling-pg", "ceiling-pg-4")
 _LITE_CEILING = ("ceiling-sqlite",)
+_DJANGO_LITE = ("mailfathom-django-sqlite",)
+_DJANGO_PG = ("mailfathom-django-pg",)
+_DJANGO_PEERS_LITE = ("django-mailer-sqlite", "post-office-sqlite", "post-office-p2-sqlite")
+_DJANGO_PEERS_PG = ("django-mailer-pg", "post-office-pg", "post-office-p2-pg")
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,10 @@ TARGETS = (
            ("smtplib-loop",), at_least=0.4),
     Target("email pipeline on PostgreSQL >= 40 % of the plain smtplib loop", "email", _PG,
            ("smtplib-loop",), at_least=0.4),
+    Target("email through Django on SQLite, end to end >= the best durable Django email peer",
+           "email", _DJANGO_LITE, _DJANGO_PEERS_LITE, at_least=1.0),
+    Target("email through Django on PostgreSQL, end to end >= the best durable Django email "
+           "peer", "email", _DJANGO_PG, _DJANGO_PEERS_PG, at_least=1.0),
     Target(f"SQLite worker RSS flat: growth < {RSS_NOISE_PERCENT:g} % (%)", "rss_growth", _LITE,
            at_most=RSS_NOISE_PERCENT),
     Target(f"PostgreSQL worker RSS flat: growth < {RSS_NOISE_PERCENT:g} % (%)", "rss_growth",
