@@ -3,7 +3,7 @@
 A system's own table says what it believes it sent; the sink says what the server
 got. Postfix's ``smtp-sink`` (C, one process, PIPELINING) appends every message it
 receives to a dump file (``-D``), each preceded by a marker line (``-S``); a
-measurement notes where the dump ended before it ran (:meth:`CountingSink.mark`) and
+measurement empties the dump before it runs (:meth:`CountingSink.mark`) and
 afterwards checks that each message it sent arrived exactly once
 (:meth:`CountingSink.check`): none missing, none twice, nothing unexpected. Messages
 are told apart by their ``Subject`` header, unique within a measurement.
@@ -16,6 +16,7 @@ only reads the Subject: aiosmtpd would be the bottleneck of the ceiling row.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -56,8 +57,12 @@ class CountingSink:
         self.dump = dump
 
     def mark(self) -> int:
-        """Where the dump ends now: :meth:`check` counts only what arrives after it."""
-        return self.dump.stat().st_size
+        """Start counting afresh: empties the dump (between measurements no message is
+        in transit, and ``smtp-sink`` opens the dump for each message it appends) and
+        returns where :meth:`check` starts counting. A ``--full`` run would otherwise
+        keep gigabytes of messages in ``/dev/shm``."""
+        os.truncate(self.dump, 0)
+        return 0
 
     def subjects(self, since: int = 0) -> Counter[str]:
         """How many times each Subject arrived after ``since`` (a :meth:`mark`)."""
