@@ -58,7 +58,8 @@ run: venv
 screenshots: venv
 	MAILFATHOM_SCREENSHOTS=$(CURDIR)/docs/screenshots $(VENV)/bin/pytest -q tests/test_browser.py tests/test_browser_dev.py tests/test_browser_limits.py -p no:cacheprovider
 
-## The benchmark side by side with the peers (installs them into bench/.peers/venv).
+## The benchmark side by side with the peers (installs them into bench/.peers/venv, the
+## Django email peers into bench/.peers/django-venv).
 ## BENCH_ARGS="--full --rounds 3" for the sizes of the published table; see docs/benchmarks.md.
 bench: venv
 	$(PY) -m bench $(BENCH_ARGS)
