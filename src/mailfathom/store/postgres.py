@@ -298,7 +298,7 @@ class PostgresDatabase:
             checked = self.callers.checked(caller)
             try:
                 with statements_prepared(checked), callers_cursor(checked) as cur:
-                    yield _WrappedCursor(cur, prepared=self.callers.prepared(checked))
+                    yield _WrappedCursor(cur, callers=True)
             except psycopg.Error as exc:
                 raise store_error(exc) from exc
             return
@@ -434,13 +434,14 @@ class _WrappedCursor:
         self,
         cursor: psycopg.Cursor[Any],
         ending: Ending | None = None,
-        prepared: set[str] | None = None,
+        *,
+        callers: bool = False,
     ) -> None:
         self._cursor = cursor
         self._ending = ending
-        #: On a caller's connection: the statements already prepared on it by a write of
-        #: ours (a statement not yet prepared goes out with its preparation in one flight).
-        self._prepared = prepared
+        #: On a caller's connection, whose prepared statements psycopg drops whenever the
+        #: caller rolls back: a statement may have to be prepared again at any time.
+        self._callers = callers
 
     @property
     def rowcount(self) -> int:
@@ -483,17 +484,17 @@ class _WrappedCursor:
         return results
 
     def _execute_prepared(self, query: Any, params: Any) -> list[Any]:
-        """One statement, run prepared: one round trip. Its first run on a caller's
-        connection goes in pipeline mode, so its preparation travels with it instead of
-        costing a round trip of its own; then it runs as it is (no pipeline to set up)."""
+        """One statement, run prepared: one round trip. On a caller's connection it goes in
+        pipeline mode, so that when it has to be prepared (first, or again after the
+        caller rolled back) the preparation travels with it instead of costing a round
+        trip of its own."""
         cursor = self._cursor
         try:
-            if self._prepared is None or query in self._prepared:
-                cursor.execute(query, params, prepare=True)
-            else:
+            if self._callers:
                 with cursor.connection.pipeline():
                     cursor.execute(query, params, prepare=True)
-                self._prepared.add(query)
+            else:
+                cursor.execute(query, params, prepare=True)
             return cursor.fetchall()
         except psycopg.Error as exc:
             raise store_error(exc) from exc

@@ -72,9 +72,6 @@ class CallersConnections:
         self._checked: weakref.WeakKeyDictionary[object, tuple[str, str]] = (
             weakref.WeakKeyDictionary()
         )
-        self._prepared: weakref.WeakKeyDictionary[object, set[str]] = (
-            weakref.WeakKeyDictionary()
-        )
 
     def checked(self, connection: object) -> psycopg.Connection[Any]:
         """The caller's connection, once it is known to be on this store's database."""
@@ -96,14 +93,6 @@ class CallersConnections:
         self.check_place(theirs)
         self._checked[connection] = theirs
         return connection
-
-    def prepared(self, connection: object) -> set[str]:
-        """The statements a write of ours has prepared on the caller's ``connection`` (to
-        add to), forgotten with it."""
-        found = self._prepared.get(connection)
-        if found is None:
-            found = self._prepared[connection] = set()
-        return found
 
     def known_place(self, connection: object) -> tuple[str, str] | None:
         """Where a caller's connection (sync or async) was found open, if it was checked
