@@ -400,10 +400,11 @@ def test_a_send_is_one_round_trip_to_postgresql_and_a_list_one_record_many(
     project: Project, mf: MailFathom
 ) -> None:
     """Counted in libpq's trace of Django's connection: ``send_mail`` is one round trip
-    (the savepoint, the write and the release in one pipelined flight), inside the
-    caller's transaction or in autocommit; ``send_mass_mail`` of five is one as well (one
-    ``record_many``). The database check is made once per connection: only the first
-    send on a connection, and a transaction that the send itself begins, pay more."""
+    (inside the caller's transaction the savepoint, the write and the release in one
+    pipelined flight; in autocommit the one statement alone), and ``send_mass_mail`` of
+    five is one as well (one ``record_many``). The database check is made once per
+    connection: only the first send on a connection, and a transaction that the send
+    itself begins, pay more. The record's statement runs prepared, Django's do not."""
     _, trips = project.shop("migrate", "trips")
     assert trips["autocommit_first"] <= 2, trips  # + the database check
     assert trips["autocommit"] <= 1, trips
@@ -411,7 +412,14 @@ def test_a_send_is_one_round_trip_to_postgresql_and_a_list_one_record_many(
     assert trips["atomic_mass"] <= 1, trips
     assert trips["atomic_message"] <= 1, trips
     assert trips["atomic_first_statement"] <= 3, trips  # + BEGIN and the check
-    assert len(mf.outbox.list()) == 10
+    assert trips["after_rollback"] <= 1, trips
+    # the record's statement runs prepared on Django's connection; Django's own do not
+    # (Django leaves psycopg's prepare_threshold at None, and so does mailfathom)
+    prepared = trips["prepared"]
+    assert [sql for sql in prepared if "INSERT INTO mf_outbox_recipients" in sql], prepared
+    assert not [sql for sql in prepared if "shop_order" in sql], prepared
+    assert trips["threshold"] is None
+    assert len(mf.outbox.list()) == 11  # the send rolled back with its block is not there
 
 
 def test_a_list_with_a_bad_message_records_none_of_it_and_the_block_goes_on(

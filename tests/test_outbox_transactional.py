@@ -95,3 +95,33 @@ def test_record_on_an_autocommit_connection_is_all_or_nothing(
         assert mf.outbox.list() == [], "the record was committed without its delivery job"
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_failed_record_in_a_transaction_of_an_autocommit_connection_leaves_it_usable(
+    mf: MailFathom, database_url: str
+) -> None:
+    """An autocommit connection inside ``with conn.transaction()`` is in the caller's
+    transaction, not in autocommit: the record goes in a savepoint there, so its failure
+    leaves the caller's transaction going (only outside one is the statement sent alone)."""
+    conn = psycopg.connect(database_url, autocommit=True)
+    try:
+        conn.execute(
+            "CREATE FUNCTION no_jobs() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "RAISE EXCEPTION 'no'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER no_jobs BEFORE INSERT ON mf_jobs "
+            "FOR EACH ROW EXECUTE FUNCTION no_jobs()"
+        )
+        conn.execute("CREATE TABLE notes (n integer)")
+        with conn.transaction():
+            conn.execute("INSERT INTO notes VALUES (1)")
+            with pytest.raises(StoreError):
+                mf.outbox.record(_welcome(1), connection=conn)
+            conn.execute("INSERT INTO notes VALUES (2)")  # the transaction goes on
+        notes = conn.execute("SELECT n FROM notes ORDER BY n").fetchall()
+        assert [n for (n,) in notes] == [1, 2]
+        assert mf.outbox.list() == []
+    finally:
+        conn.close()

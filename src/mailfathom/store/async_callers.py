@@ -162,7 +162,12 @@ async def _psycopg(database: Any, connection: Any) -> AsyncIterator[JoinedTransa
     from psycopg.rows import dict_row
 
     from mailfathom.store.postgres import PostgresDatabase, store_error
-    from mailfathom.store.postgres_callers import WHERE, async_pipelined_write, callers_loaders
+    from mailfathom.store.postgres_callers import (
+        WHERE,
+        async_pipelined_write,
+        callers_loaders,
+        statements_prepared,
+    )
 
     assert isinstance(database, PostgresDatabase)  # its dialect said so
     callers = database.callers
@@ -192,7 +197,11 @@ async def _psycopg(database: Any, connection: Any) -> AsyncIterator[JoinedTransa
         cursor = psycopg.AsyncCursor(connection, row_factory=dict_row)
         callers_loaders(cursor)
         try:
-            with entered_on_loop(opening) as opened, entered_on_loop(cursor):
+            with (
+                statements_prepared(connection),
+                entered_on_loop(opening) as opened,
+                entered_on_loop(cursor),
+            ):
                 ending = opened if pipelined else None
                 yield _PipelinedCursor(cursor, psycopg.Error, store_error, ending)
         except psycopg.Error as exc:

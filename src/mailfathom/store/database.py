@@ -81,9 +81,13 @@ class Database(Protocol):
         """A cursor for reads."""
         ...
 
-    def single_write(self) -> AbstractContextManager[Cursor]:
+    def single_write(self, connection: object | None = None) -> AbstractContextManager[Cursor]:
         """A cursor for a write that is one statement: it commits on its own, so it costs
-        one round trip instead of three (BEGIN, the statement, COMMIT)."""
+        one round trip instead of three (BEGIN, the statement, COMMIT).
+
+        With the caller's ``connection``: that statement alone on it when it is in
+        autocommit mode outside a transaction (atomic and committed by itself), else
+        inside the caller's transaction as :meth:`transaction` writes there."""
         ...
 
     def apply_migrations(self, migrations: Sequence[tuple[int, str, str]]) -> list[str]:

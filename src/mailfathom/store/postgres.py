@@ -45,6 +45,7 @@ from mailfathom.store.postgres_callers import (
     Ending,
     callers_cursor,
     pipelined_write,
+    statements_prepared,
 )
 from mailfathom.store.queries import load_queries
 
@@ -242,10 +243,18 @@ class PostgresDatabase:
                 # its behalf); BEGIN … COMMIT on an autocommit connection, so the write is
                 # atomic either way.
                 if pipelined:
-                    with pipelined_write(caller) as ending, callers_cursor(caller) as cur:
+                    with (
+                        statements_prepared(caller),
+                        pipelined_write(caller) as ending,
+                        callers_cursor(caller) as cur,
+                    ):
                         yield _WrappedCursor(cur, ending)
                 else:
-                    with caller.transaction(), callers_cursor(caller) as cur:
+                    with (
+                        statements_prepared(caller),
+                        caller.transaction(),
+                        callers_cursor(caller) as cur,
+                    ):
                         yield _WrappedCursor(cur)
             except psycopg.Error as exc:
                 raise store_error(exc) from exc
@@ -268,9 +277,32 @@ class PostgresDatabase:
             raise store_error(exc) from exc
 
     @contextmanager
-    def single_write(self) -> Iterator[Cursor]:
-        """A cursor on a pooled autocommit connection: each statement is a transaction."""
-        with self.reading() as cur:
+    def single_write(self, connection: object | None = None) -> Iterator[Cursor]:
+        """A cursor on a pooled autocommit connection: each statement is a transaction.
+
+        With the caller's ``connection``: on an autocommit connection outside any
+        transaction (Django's, outside ``atomic()``), its own cursor, whose one statement
+        is atomic by itself and committed at once (no BEGIN, COMMIT nor savepoint to
+        send); else the pipelined savepoint of :meth:`transaction`, inside the caller's
+        open transaction."""
+        if connection is None:
+            with self.reading() as cur:
+                yield cur
+            return
+        caller = driver_connection(connection)
+        if (
+            isinstance(caller, psycopg.Connection)
+            and caller.autocommit
+            and caller.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        ):
+            checked = self.callers.checked(caller)
+            try:
+                with statements_prepared(checked), callers_cursor(checked) as cur:
+                    yield _WrappedCursor(cur, callers=True)
+            except psycopg.Error as exc:
+                raise store_error(exc) from exc
+            return
+        with self.transaction(connection, pipelined=True) as cur:
             yield cur
 
     @contextmanager
@@ -398,9 +430,18 @@ class PostgresDatabase:
 class _WrappedCursor:
     """A psycopg cursor whose driver errors become StoreError."""
 
-    def __init__(self, cursor: psycopg.Cursor[Any], ending: Ending | None = None) -> None:
+    def __init__(
+        self,
+        cursor: psycopg.Cursor[Any],
+        ending: Ending | None = None,
+        *,
+        callers: bool = False,
+    ) -> None:
         self._cursor = cursor
         self._ending = ending
+        #: On a caller's connection, whose prepared statements psycopg drops whenever the
+        #: caller rolls back: a statement may have to be prepared again at any time.
+        self._callers = callers
 
     @property
     def rowcount(self) -> int:
@@ -429,6 +470,8 @@ class _WrappedCursor:
         """
         if not params_seq:
             return []
+        if len(params_seq) == 1 and self._ending is None:
+            return [self._execute_prepared(query, params_seq[0])]
         if last and self._ending is not None:
             return self._each_then_end(query, params_seq, self._ending)
         try:
@@ -439,6 +482,22 @@ class _WrappedCursor:
         except psycopg.Error as exc:
             raise store_error(exc) from exc
         return results
+
+    def _execute_prepared(self, query: Any, params: Any) -> list[Any]:
+        """One statement, run prepared: one round trip. On a caller's connection it goes in
+        pipeline mode, so that when it has to be prepared (first, or again after the
+        caller rolled back) the preparation travels with it instead of costing a round
+        trip of its own."""
+        cursor = self._cursor
+        try:
+            if self._callers:
+                with cursor.connection.pipeline():
+                    cursor.execute(query, params, prepare=True)
+            else:
+                cursor.execute(query, params, prepare=True)
+            return cursor.fetchall()
+        except psycopg.Error as exc:
+            raise store_error(exc) from exc
 
     def _each_then_end(
         self, query: Any, params_seq: Sequence[Any], ending: Ending

@@ -11,6 +11,13 @@ that reads and binds as the pooled ones do, whatever the application did to its
 connection (:func:`callers_cursor`, :func:`callers_loaders`). It is apart from
 :mod:`mailfathom.store.postgres`, which owns the pool, because these are rules about a
 connection mailfathom does not own.
+
+Prepared statements. A framework may keep psycopg from preparing anything on its
+connections (Django leaves ``prepare_threshold`` at None): while a write of ours runs
+there, the statements it asks to prepare (``execute(..., prepare=True)``: the record
+of an outgoing email) are prepared all the same, as on mailfathom's own pooled
+connections, and nothing of the caller's is (:func:`statements_prepared`). Planning
+the record's statement afresh costs the server more than running it.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ __all__ = [
     "callers_cursor",
     "callers_loaders",
     "pipelined_write",
+    "statements_prepared",
     "where",
 ]
 
@@ -158,6 +166,29 @@ def callers_loaders(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> N
             loader = psycopg.adapters.get_loader(info.oid, fmt)
             if loader is not None:
                 cursor.adapters.register_loader(info.oid, loader)
+
+
+#: psycopg's ``prepare_threshold`` while a write of ours runs on a connection that has none:
+#: never reached, so only the statements the write asks to prepare are prepared.
+ONLY_ASKED = 2**62
+
+
+@contextmanager
+def statements_prepared(
+    connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+) -> Iterator[None]:
+    """While the block runs, the statements executed with ``prepare=True`` on the caller's
+    connection are prepared (or run prepared) even when the caller turned preparing off
+    (``prepare_threshold=None``, Django's default); the caller's own statements, before
+    and after, stay unprepared. A connection that prepares already is left as it is."""
+    if connection.prepare_threshold is not None:
+        yield
+        return
+    connection.prepare_threshold = ONLY_ASKED
+    try:
+        yield
+    finally:
+        connection.prepare_threshold = None
 
 
 class Ending:

@@ -283,9 +283,14 @@ class SQLiteDatabase:
                 conn.execute("PRAGMA synchronous = FULL")
 
     @contextmanager
-    def single_write(self) -> Iterator[Cursor]:
+    def single_write(self, connection: object | None = None) -> Iterator[Cursor]:
         """A cursor in autocommit mode, holding this process's writer lock. Closing it
-        finishes its last statement, which commits it, before the lock is let go."""
+        finishes its last statement, which commits it, before the lock is let go. With
+        the caller's ``connection``: :meth:`transaction`'s savepoint on it."""
+        if connection is not None:
+            with self.transaction(connection) as cursor:
+                yield cursor
+            return
         with _WRITERS.of(self.path):
             cursor = self._connection().cursor()
             self._file.check()

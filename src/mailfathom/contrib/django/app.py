@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
@@ -43,6 +44,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _lock = threading.Lock()
 _built: tuple[DjangoConfig, MailFathom] | None = None
+#: What the alias's database URL was read from when the app was built: while it is
+#: unchanged, so is the URL (and reading the URL again costs more than comparing).
+_built_from: tuple[str, dict[str, Any]] | None = None
 #: Every ``@job`` registration, replayed on a rebuilt app.
 _handlers: list[tuple[str, Callable[..., Any], dict[str, Any]]] = []
 #: What every app built here gets besides those (see :func:`on_build`).
@@ -56,11 +60,15 @@ def _build() -> tuple[DjangoConfig, MailFathom]:
     (after the ``jobs`` modules were imported): the app follows, with every ``@job``
     handler registered again, so tests write jobs and email into the test database.
     """
-    global _built  # noqa: PLW0603 - one app per process, built lazily
+    global _built, _built_from  # noqa: PLW0603 - one app per process, built lazily
     with _lock:
         if _built is not None:
             conf, app = _built
+            source = _url_source(conf.alias)
+            if source == _built_from:
+                return _built
             if app.settings.database_url == database_url(conf.alias):
+                _built_from = source
                 return _built
             app.close()
         conf = load_config()
@@ -70,8 +78,18 @@ def _build() -> tuple[DjangoConfig, MailFathom]:
         for kind, handler, policy in _handlers:
             app.job(kind, **policy)(handler)
         _built = (conf, app)
+        _built_from = _url_source(conf.alias)
         _close_before_test_database_teardown(conf.alias)
         return _built
+
+
+def _url_source(alias: str) -> tuple[str, dict[str, Any]]:
+    """What :func:`database_url` reads for ``alias``: the working directory (a relative
+    SQLite NAME) and a copy of ``DATABASES[alias]`` as Django holds it now (the test
+    runner changes its NAME in place), its ``OPTIONS`` copied too."""
+    conf = dict(connections.settings[alias])
+    conf["OPTIONS"] = dict(conf.get("OPTIONS") or {})
+    return os.getcwd(), conf
 
 
 def _transport(conf: DjangoConfig) -> Transport | None:

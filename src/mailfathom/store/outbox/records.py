@@ -92,17 +92,24 @@ class OutboxRecords:
         if the first record is new) as a linked record with its own delivery job.
         """
         params = self._record_params(email, job, now)
-        if self._caps.record_email_in_one_statement and connection is None and not parts:
-            with self.db.single_write() as cur:
-                return self._insert_one(cur, params, job)
-        one_statement = self._caps.record_email_in_one_statement and not parts
-        with self.db.transaction(connection, pipelined=one_statement) as cur:
-            each = getattr(cur, "execute_each", None)
-            if each is not None and one_statement:
-                # the end of the write goes with the statement: one round trip
-                (found,) = each(self._q["record_email"], [params], last=True)
-                return self._recorded(cur, found[0] if found else None, params)
+        if self._caps.record_email_in_one_statement and not parts:
+            return self._insert_single(params, job, connection)
+        with self.db.transaction(connection) as cur:
             return self._insert_one(cur, params, job, parts)
+
+    def _insert_single(
+        self, params: dict[str, Any], job: DeliveryJobSpec, connection: object | None
+    ) -> RecordedRows:
+        """One record in the dialect's one ``record_email`` statement, in one round trip:
+        on its own where it commits by itself (a pooled connection, or the caller's in
+        autocommit mode outside a transaction), else in the caller's transaction with
+        the savepoint and its release sent with it."""
+        with self.db.single_write(connection) as cur:
+            each = getattr(cur, "execute_each", None)
+            if each is None:
+                return self._insert_one(cur, params, job)
+            (found,) = each(self._q["record_email"], [params], last=True)
+            return self._recorded(cur, found[0] if found else None, params)
 
     def insert_emails(
         self,
@@ -118,6 +125,8 @@ class OutboxRecords:
         ``parts``: for each email, its recipients at other domains (see insert_email)."""
         split = [()] * len(emails) if parts is None else parts
         one_statement = self._caps.record_email_in_one_statement and not any(split)
+        if one_statement and len(emails) == 1:
+            return [self._insert_single(self._record_params(emails[0], job, now), job, connection)]
         with self.db.transaction(connection, pipelined=one_statement) as cur:
             return self._insert_emails_in(cur, emails, job, now, split, last=True)
 

@@ -224,6 +224,18 @@ def _trips() -> dict[str, Any]:
         )
     with transaction.atomic():
         done["atomic_first_statement"] = counted(one)  # psycopg's BEGIN comes first
+    try:  # a send rolled back with its block: the statement stays prepared, usable
+        with transaction.atomic():
+            one()
+            raise RolledBack
+    except RolledBack:
+        done["after_rollback"] = counted(one)
+    for _ in range(8):  # Django's own statement, run often: Django leaves it unprepared
+        Order.objects.filter(note="trips-order").count()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        done["prepared"] = [row[0] for row in cursor.fetchall()]
+    done["threshold"] = connection.connection.prepare_threshold
     return done
 
 
