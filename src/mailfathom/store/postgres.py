@@ -400,11 +400,11 @@ class PostgresDatabase:
 _decode_json = json.JSONDecoder().decode
 
 
-def _json_loads(data: bytes) -> Any:
+def _json_loads(data: str | bytes) -> Any:
     """A ``json``/``jsonb`` column's text (UTF-8, the session's client encoding) as
     Python: what psycopg's default ``json.loads`` gives, without its per-call checks and
     encoding detection — half the cost, paid for every job a worker claims (its payload)."""
-    return _decode_json(data.decode())
+    return _decode_json(data.decode() if isinstance(data, bytes) else data)
 
 
 class _WrappedCursor:
