@@ -38,7 +38,7 @@ from mailfathom.jobs.worker.interruptions import (
     report_overruns,
     stop_lost,
 )
-from mailfathom.jobs.worker.observed import Observed
+from mailfathom.jobs.worker.observed import Observed, observed
 from mailfathom.jobs.worker.runner import Runner, Running
 from mailfathom.jobs.worker.testsignal import WorkerSignals
 from mailfathom.observability.hooks import attempt_started, attempt_stopped
@@ -267,7 +267,7 @@ class Executor:
             result = aborted(running.job, running.abort.reason, running.started_at, result)
         if result is not None and not running.abandoned:
             # counted, its span ended and its line logged once the outcome is committed
-            result = replace(result, observer=Observed(running, self._worker_id, time.monotonic()))
+            result = observed(result, running, self._worker_id, time.monotonic())
         with self._lock:
             if self._running.get(running.job.id) is running:
                 del self._running[running.job.id]

@@ -32,6 +32,7 @@ from mailfathom.jobs.context import AbortFlag
 from mailfathom.jobs.model import Job
 from mailfathom.jobs.queue import Finished, describe_error
 from mailfathom.jobs.registry import JobKind, Registry
+from mailfathom.jobs.slots import positional_builder
 from mailfathom.jobs.state import AttemptOutcome
 from mailfathom.jobs.worker.execute import failed, run_async, run_sync, unknown_kind
 from mailfathom.jobs.worker.isolation import ChildProcesses
@@ -88,6 +89,9 @@ class Running:
             self.future.cancel()
 
 
+_running = positional_builder(Running, defaults=False)
+
+
 class Runner:
     """Runs handlers with at most ``size`` plain or isolated ones at once."""
 
@@ -130,14 +134,20 @@ class Runner:
             mode = "thread"
         began = time.monotonic()
         timeout = kind.timeout.total_seconds() if kind and kind.timeout is not None else None
-        return Running(
-            job=job,
-            kind=kind,
-            mode=mode,
-            began=began,
-            started_at=self._clock.now(),
-            deadline=began + timeout if timeout is not None else None,
-            cancelled=threading.Event() if mode == "process" else None,
+        return _running(  # Running(job=…, kind=…, …) at half the cost: one per attempt
+            job,
+            kind,
+            mode,
+            began,
+            self._clock.now(),
+            began + timeout if timeout is not None else None,
+            False,  # abandoned
+            False,  # lost
+            False,  # overran
+            threading.Event() if mode == "process" else None,
+            None,  # future
+            AbortFlag(),
+            None,  # span
         )
 
     def start(self, running: Running) -> None:

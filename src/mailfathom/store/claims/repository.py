@@ -481,7 +481,10 @@ class ClaimsRepository:
         ``attempts``: ``unnest`` sizes them, see complete_jobs), SQLite one JSON array
         (``held``)."""
         if self.db.dialect == "postgresql":
-            return {"ids": [pair[0] for pair in pairs], "attempts": [pair[1] for pair in pairs]}
+            return {
+                "ids": _int_array([pair[0] for pair in pairs]),
+                "attempts": _int_array([pair[1] for pair in pairs]),
+            }
         return {"held": self.db.list_param([list(pair) for pair in pairs])}
 
     def _completions(
@@ -495,8 +498,8 @@ class ClaimsRepository:
             # one text, a line per job ('' for none): psycopg spends ~30 µs quoting each
             # string of a text[] (compact JSON holds no newline: it escapes every one)
             return {
-                "ids": [pair[0] for pair in pairs],
-                "attempts": [pair[1] for pair in pairs],
+                "ids": _int_array([pair[0] for pair in pairs]),
+                "attempts": _int_array([pair[1] for pair in pairs]),
                 "results": "\n".join([get(pair[0]) or "" for pair in pairs]),
             }
         return {"held": self.db.list_param([[pair[0], pair[1], get(pair[0])] for pair in pairs])}
@@ -536,6 +539,14 @@ class ClaimsRepository:
             },
         )
         return True
+
+
+def _int_array(values: list[int]) -> str:
+    """Integers as a PostgreSQL array literal (``{1,2,3}``), which the statement casts
+    (``:ids::bigint[]``). psycopg dumps a Python list element by element in Python (about
+    1.5 µs each, after a pass over the list to size its integers): for a batch of 100
+    outcomes the two lists cost more than the rest of the completion's client work."""
+    return "{" + ",".join(map(str, values)) + "}"
 
 
 def _claim_order(job: JobRow) -> tuple[int, datetime | None, int]:
