@@ -195,6 +195,10 @@ class MailFathom:
         )
         attempts = self.store.outbox_attempts
         if attempts.counts_at_claim():  # a delivery's attempt counted by its claim
+            suppressions = self.suppressions
+            attempts.read_suppressions_at_claim(
+                lambda cursor, addresses: suppressions.among(addresses, cursor=cursor)
+            )
             self.store.claims.add_claim_hook(DELIVER_KIND, attempts.start_claimed)
             self.store.claims.add_release_hook(attempts.unstart_released)
         self.registry.add(

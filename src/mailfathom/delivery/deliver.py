@@ -218,10 +218,14 @@ class Deliverer:
         self, start: AttemptStart
     ) -> tuple[AttemptStart, list[RecipientReply]]:
         """``start`` without its suppressed recipients, and a local refusal for each of
-        them (550, "suppressed: …"): they are never offered, now or later."""
+        them (550, "suppressed: …"): they are never offered, now or later. The list is
+        read as the attempt starts: by the claim that counted it, in the claim's
+        transaction, when that claim read it (``start.suppressed``), else here."""
         if self._suppressions is None or not start.recipients:
             return start, []
-        found = self._suppressions.among([r["address"] for r in start.recipients])
+        found = start.suppressed
+        if found is None:
+            found = self._suppressions.among([r["address"] for r in start.recipients])
         if not found:
             return start, []
         now = self._clock.now()

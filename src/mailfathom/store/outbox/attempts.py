@@ -16,7 +16,8 @@ the recipients a server deferred), or the record expires (``expire_email``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -29,11 +30,15 @@ from mailfathom.store.outbox.rows import (
     AttemptStart,
     EmailRow,
     RecipientRow,
+    SuppressedAddress,
 )
 
 __all__ = ["OutboxAttempts"]
 
 T = TypeVar("T")
+#: Reads the suppression list's entries among some addresses on a claim's cursor, keyed by
+#: the list's address key (:meth:`OutboxAttempts.read_suppressions_at_claim`).
+SuppressionLookup = Callable[[Cursor, list[str]], Mapping[str, SuppressedAddress]]
 
 #: Claimed attempts kept for their handlers at most (a job released unstarted never
 #: takes its own; the oldest are forgotten first, and their handlers would count anew).
@@ -64,6 +69,8 @@ class OutboxAttempts:
         # job's handler takes its own.
         self._claimed: dict[tuple[int, int], AttemptStart] = {}
         self._claimed_lock = threading.Lock()
+        # Reads the suppression list on a claim's cursor (read_suppressions_at_claim).
+        self._suppressed: SuppressionLookup | None = None
 
     # -- delivery attempts -------------------------------------------------------------
 
@@ -107,6 +114,13 @@ class OutboxAttempts:
         """Whether this dialect counts delivery attempts in the claim (``start_claimed``)."""
         return self._caps.attempts_counted_at_claim
 
+    def read_suppressions_at_claim(self, lookup: SuppressionLookup) -> None:
+        """Have :meth:`start_claimed` read the suppression list with ``lookup`` (on the
+        claim's cursor, for every recipient of the batch at once) as it counts the
+        attempts: each attempt then starts knowing its suppressed recipients, and its
+        handler makes no read of its own (one statement per claim, not per message)."""
+        self._suppressed = lookup
+
     def start_claimed(
         self, cur: Cursor, jobs: Sequence[JobRow], now: datetime
     ) -> Callable[[], None] | None:
@@ -124,7 +138,8 @@ class OutboxAttempts:
                 jobs_of[email_id] = (job["id"], job["attempts"])
         starts: dict[tuple[int, int], AttemptStart] = {}
         if jobs_of:
-            for start in self._start_attempts(cur, list(jobs_of), now):
+            started = self._with_suppressions(cur, self._start_attempts(cur, list(jobs_of), now))
+            for start in started:
                 starts[jobs_of[start.email["id"]]] = start
         leased = [(job["id"], job["attempts"]) for job in jobs]
 
@@ -189,6 +204,16 @@ class OutboxAttempts:
             )
             for row in rows
         ]
+
+    def _with_suppressions(self, cur: Cursor, starts: list[AttemptStart]) -> list[AttemptStart]:
+        """``starts``, each with the suppression list's entries among the batch's
+        recipients, read on ``cur`` (one statement), when a lookup was given."""
+        lookup = self._suppressed
+        if lookup is None or not starts:
+            return starts
+        addresses = list(dict.fromkeys(r["address"] for s in starts for r in s.recipients))
+        found = lookup(cur, addresses) if addresses else {}
+        return [replace(start, suppressed=found) for start in starts]
 
     def claimed_start(self, job_id: int, job_attempt: int) -> AttemptStart | None:
         """What attempt ``job_attempt`` of delivery job ``job_id`` sends, if its claim
