@@ -201,6 +201,8 @@ class MailFathom:
             )
             self.store.claims.add_claim_hook(DELIVER_KIND, attempts.start_claimed)
             self.store.claims.add_release_hook(attempts.unstart_released)
+        # A delivery's Sent commits with its job's completion (the worker's batch of them).
+        self.store.claims.add_outcome_hook(attempts.write_ends_with_outcomes())
         self.registry.add(
             build_kind(
                 DELIVER_KIND,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -39,6 +39,9 @@ T = TypeVar("T")
 #: Reads the suppression list's entries among some addresses on a claim's cursor, keyed by
 #: the list's address key (:meth:`OutboxAttempts.read_suppressions_at_claim`).
 SuppressionLookup = Callable[[Cursor, list[str]], Mapping[str, SuppressedAddress]]
+#: Writes, in a transaction recording job outcomes, what waits for those (job id, attempt)
+#: pairs; returns what to call once it commits (:meth:`OutboxAttempts.write_ended`).
+OutcomeHook = Callable[[Cursor, list[tuple[int, int]]], Callable[[], None] | None]
 
 #: Claimed attempts kept for their handlers at most (a job released unstarted never
 #: takes its own; the oldest are forgotten first, and their handlers would count anew).
@@ -71,6 +74,10 @@ class OutboxAttempts:
         self._claimed_lock = threading.Lock()
         # Reads the suppression list on a claim's cursor (read_suppressions_at_claim).
         self._suppressed: SuppressionLookup | None = None
+        # Attempts' ends kept to be written with their jobs' outcomes (end_with_outcome), by
+        # (job id, job attempt), until the transaction that recorded them commits.
+        self._ending: dict[tuple[int, int], _Ending] = {}
+        self._ends_with_outcomes = False
 
     # -- delivery attempts -------------------------------------------------------------
 
@@ -285,6 +292,57 @@ class OutboxAttempts:
 
         return self._write(write, single=True)
 
+    def write_ends_with_outcomes(self) -> OutcomeHook:
+        """Have :meth:`end_with_outcome` keep attempts' ends for the returned hook, which
+        the caller runs in every transaction that records job outcomes (the claims'
+        ``add_outcome_hook``): an answer and its job's outcome then commit together."""
+        self._ends_with_outcomes = True
+        return self.write_ended
+
+    def end_with_outcome(
+        self, job: tuple[int, int], end: AttemptEnd, written: Callable[[EmailRow | None], None]
+    ) -> bool:
+        """Keep ``end`` for the transaction that records the outcome of attempt ``job``
+        (job id, job attempt): :meth:`write_ended` writes it there, before that outcome, and
+        tells ``written`` the result once it commits. False (nothing kept) unless
+        :meth:`write_ends_with_outcomes` was called."""
+        if not self._ends_with_outcomes:
+            return False
+        with self._claimed_lock:
+            self._ending[job] = _Ending(end, written)
+            while len(self._ending) > _CLAIMED_KEPT:  # never run: forget the oldest
+                del self._ending[next(iter(self._ending))]
+        return True
+
+    def write_ended(
+        self, cur: Cursor, pairs: Sequence[tuple[int, int]]
+    ) -> Callable[[], None] | None:
+        """The outcome hook: write on ``cur`` the kept end of every attempt among ``pairs``
+        (job id, job attempt) whose outcome this transaction records, conditionally, as
+        :meth:`end_attempt` does; once it commits, forget them and tell their callers.
+        Kept until then: a recording that fails and is tried again writes them again."""
+        with self._claimed_lock:
+            found = [(key, self._ending[key]) for key in pairs if key in self._ending]
+        if not found:
+            return None
+        done = [(key, ending, self._end_on(cur, ending.end)) for key, ending in found]
+
+        def committed() -> None:
+            with self._claimed_lock:
+                for key, ending, _ in done:
+                    if self._ending.get(key) is ending:
+                        del self._ending[key]
+            for _, ending, row in done:
+                ending.written(row)
+
+        return committed
+
+    def _end_on(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
+        """The end of an attempt (and its split) written on ``cur``, in its transaction."""
+        if self._caps.end_attempt_in_one_statement:
+            return self._end_attempt_whole(cur, end)
+        return self._end_attempt(cur, end)
+
     def end_attempt(self, end: AttemptEnd) -> EmailRow | None:
         """Write the end of an attempt (and a split) if the record is still where it was."""
         if self._caps.end_attempt_in_one_statement:
@@ -368,3 +426,11 @@ class OutboxAttempts:
             raise ValueError("a split needs the delivery job spec of the new record")
         due = self.db.time_param(end.split_due or end.now)
         self._copy(cur, end.email_id, list(end.split), end.split_job, due=due, now=stamp)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ending:
+    """An attempt's end waiting for its job's outcome, and whom to tell once written."""
+
+    end: AttemptEnd
+    written: Callable[[EmailRow | None], None]
