@@ -325,7 +325,8 @@ class OutboxAttempts:
             found = [(key, self._ending[key]) for key in pairs if key in self._ending]
         if not found:
             return None
-        done = [(key, ending, self._end_on(cur, ending.end)) for key, ending in found]
+        rows = self._ends_on(cur, [ending.end for _, ending in found])
+        done = [(key, ending, row) for (key, ending), row in zip(found, rows, strict=True)]
 
         def committed() -> None:
             with self._claimed_lock:
@@ -337,11 +338,21 @@ class OutboxAttempts:
 
         return committed
 
-    def _end_on(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
-        """The end of an attempt (and its split) written on ``cur``, in its transaction."""
+    def _ends_on(self, cur: Cursor, ends: list[AttemptEnd]) -> list[EmailRow | None]:
+        """The ends of attempts (and their splits) written on ``cur``, in its transaction:
+        on a dialect that writes an end in one statement and pipelines (PostgreSQL), every
+        end without a split goes out at once (one round trip for the batch)."""
+        each = getattr(cur, "execute_each", None)
+        if (
+            each is not None
+            and self._caps.end_attempt_in_one_statement
+            and not any(end.split for end in ends)
+        ):
+            found = each(self._q["end_attempt_whole"], [self._whole_params(e) for e in ends])
+            return [self._email(rows[0]) if rows else None for rows in found]
         if self._caps.end_attempt_in_one_statement:
-            return self._end_attempt_whole(cur, end)
-        return self._end_attempt(cur, end)
+            return [self._end_attempt_whole(cur, end) for end in ends]
+        return [self._end_attempt(cur, end) for end in ends]
 
     def end_attempt(self, end: AttemptEnd) -> EmailRow | None:
         """Write the end of an attempt (and a split) if the record is still where it was."""
@@ -366,24 +377,25 @@ class OutboxAttempts:
     def _end_attempt_whole(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
         """``end_attempt_whole``: the record's end and every recipient's reply in one
         statement, then the split (if any) in the same transaction."""
-        replies = list(end.recipients)
-        cur.execute(
-            self._q["end_attempt_whole"],
-            {
-                **self._end_params(end),
-                "positions": [r.position for r in replies],
-                "codes": [r.code for r in replies],
-                "statuses": [r.enhanced_status for r in replies],
-                "texts": [r.text for r in replies],
-                "replied": [self.db.time_param(r.at) for r in replies],
-            },
-        )
+        cur.execute(self._q["end_attempt_whole"], self._whole_params(end))
         row = cur.fetchone()
         if row is None:
             return None
         if end.split:
             self._split(cur, end, self.db.time_param(end.now))
         return self._email(row)
+
+    def _whole_params(self, end: AttemptEnd) -> dict[str, Any]:
+        """``end_attempt_whole``'s parameters: the record's end and the replies as arrays."""
+        replies = list(end.recipients)
+        return {
+            **self._end_params(end),
+            "positions": [r.position for r in replies],
+            "codes": [r.code for r in replies],
+            "statuses": [r.enhanced_status for r in replies],
+            "texts": [r.text for r in replies],
+            "replied": [self.db.time_param(r.at) for r in replies],
+        }
 
     def _end_params(self, end: AttemptEnd) -> dict[str, Any]:
         return {
