@@ -195,8 +195,14 @@ class MailFathom:
         )
         attempts = self.store.outbox_attempts
         if attempts.counts_at_claim():  # a delivery's attempt counted by its claim
+            suppressions = self.suppressions
+            attempts.read_suppressions_at_claim(
+                lambda cursor, addresses: suppressions.among(addresses, cursor=cursor)
+            )
             self.store.claims.add_claim_hook(DELIVER_KIND, attempts.start_claimed)
             self.store.claims.add_release_hook(attempts.unstart_released)
+        # A delivery's Sent commits with its job's completion (the worker's batch of them).
+        self.store.claims.add_outcome_hook(attempts.write_ends_with_outcomes())
         self.registry.add(
             build_kind(
                 DELIVER_KIND,

@@ -153,7 +153,10 @@ class Deliverer:
         """The job handler: one attempt at delivering record ``email_id``."""
         start = self._store.claimed_start(ctx.job.id, ctx.job.attempts)
         current = None
-        if start is None or start.email["id"] != email_id:
+        # An attempt counted by a worker's claim runs under that worker, which records the
+        # job's outcome: a Sent can be written with it (see _end).
+        claimed = start is not None and start.email["id"] == email_id
+        if not claimed:
             start, current = self._store.begin_attempt(email_id, now=self._clock.now())
         if start is None:
             if current is None:
@@ -210,7 +213,7 @@ class Deliverer:
             self._resume()  # a provider's 429, 5xx or unreachable host proves no key good
         if suppressed:  # their refusal is written with the attempt's outcome
             outcome = replace(outcome, recipients=[*outcome.recipients, *suppressed])
-        self._conclude(ctx, start, outcome)
+        self._conclude(ctx, start, outcome, claimed=claimed)
 
     # -- the suppression list ----------------------------------------------------------
 
@@ -218,10 +221,14 @@ class Deliverer:
         self, start: AttemptStart
     ) -> tuple[AttemptStart, list[RecipientReply]]:
         """``start`` without its suppressed recipients, and a local refusal for each of
-        them (550, "suppressed: …"): they are never offered, now or later."""
+        them (550, "suppressed: …"): they are never offered, now or later. The list is
+        read as the attempt starts: by the claim that counted it, in the claim's
+        transaction, when that claim read it (``start.suppressed``), else here."""
         if self._suppressions is None or not start.recipients:
             return start, []
-        found = self._suppressions.among([r["address"] for r in start.recipients])
+        found = start.suppressed
+        if found is None:
+            found = self._suppressions.among([r["address"] for r in start.recipients])
         if not found:
             return start, []
         now = self._clock.now()
@@ -349,7 +356,9 @@ class Deliverer:
 
     # -- writing the answer ------------------------------------------------------------
 
-    def _conclude(self, ctx: JobContext, start: AttemptStart, outcome: Outcome) -> None:
+    def _conclude(
+        self, ctx: JobContext, start: AttemptStart, outcome: Outcome, *, claimed: bool
+    ) -> None:
         email = start.email
         after_body = outcome.phase is Phase.REPLY or outcome.kind in ("sent", "unknown")
         from_stage = _BEGUN if after_body else _RECORDED
@@ -364,8 +373,9 @@ class Deliverer:
                 ),
             )
             return
-        if outcome.kind == "sent":
-            self._end(email, from_stage, _SENT, reason=None, outcome=outcome)
+        if outcome.kind == "sent":  # under a worker: written with the job's outcome
+            job = (ctx.job.id, ctx.job.attempts) if claimed else None
+            self._end(email, from_stage, _SENT, reason=None, outcome=outcome, job=job)
             return
         if outcome.kind == "unknown":
             self._end(email, _BEGUN, _BEGUN, reason=outcome.reason, outcome=outcome)
@@ -431,27 +441,52 @@ class Deliverer:
         reason: str | None,
         outcome: Outcome | None,
         reply: Reply | None = None,
+        job: tuple[int, int] | None = None,
     ) -> None:
+        """Write how the attempt ended, conditionally (:meth:`_told` says what came of it).
+
+        With ``job`` (the id and attempt of a delivery job whose worker records its
+        outcome: its claim counted this attempt) and no split, the write is kept for the
+        transaction in which that worker records the job's outcome, where the store can:
+        the answer commits with the job's completion, never after it (one commit for a
+        batch of them), and the delivering thread goes on to the next message at once."""
         now = self._clock.now()
         if outcome is not None and outcome.reply is not None:
             reply = outcome.reply
         split = outcome.deferred if outcome is not None and to_stage == _SENT else []
-        written = self._store.end_attempt(
-            AttemptEnd(
-                email_id=email["id"],
-                attempt=email["attempts"],
-                from_stage=from_stage,
-                to_stage=to_stage,
-                now=now,
-                reason=reason,
-                reply_code=reply.code if reply else None,
-                reply_text=reply.text if reply else None,
-                recipients=outcome.recipients if outcome is not None else (),
-                split=split,
-                split_due=now + self._backoff.delay(1) if split else None,
-                split_job=self._job if split else None,
-            )
+        end = AttemptEnd(
+            email_id=email["id"],
+            attempt=email["attempts"],
+            from_stage=from_stage,
+            to_stage=to_stage,
+            now=now,
+            reason=reason,
+            reply_code=reply.code if reply else None,
+            reply_text=reply.text if reply else None,
+            recipients=outcome.recipients if outcome is not None else (),
+            split=split,
+            split_due=now + self._backoff.delay(1) if split else None,
+            split_job=self._job if split else None,
         )
+
+        def told(written: EmailRow | None) -> None:
+            self._told(email, from_stage, to_stage, reason=reason, reply=reply, written=written)
+
+        if job is not None and not split and self._store.end_with_outcome(job, end, told):
+            return
+        told(self._store.end_attempt(end))
+
+    def _told(
+        self,
+        email: EmailRow,
+        from_stage: str,
+        to_stage: str,
+        *,
+        reason: str | None,
+        reply: Reply | None,
+        written: EmailRow | None,
+    ) -> None:
+        """Log what came of an attempt's end: written, or the record had moved on."""
         if written is None:
             logger.warning(
                 "outgoing email %s moved on during attempt %s (cancelled or resolved): its "

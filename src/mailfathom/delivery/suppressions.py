@@ -25,6 +25,7 @@ from mailfathom.clock import Clock
 from mailfathom.delivery.dsn import DsnRecipient, parse_dsn
 from mailfathom.delivery.ses_notifications import parse_ses_notification
 from mailfathom.errors import InvalidInput, NotFound
+from mailfathom.store.database import Cursor
 from mailfathom.store.suppressions.repository import (
     SuppressionEventRow,
     SuppressionRow,
@@ -375,8 +376,11 @@ class Suppressions:
             normalise(address), source=source, detail=detail, actor=actor, now=self._clock.now()
         )
 
-    def among(self, addresses: builtins.list[str]) -> dict[str, Suppression]:
+    def among(
+        self, addresses: Sequence[str], *, cursor: Cursor | None = None
+    ) -> dict[str, Suppression]:
         """The entries of those of ``addresses`` that are suppressed, by
-        :func:`address_key`."""
-        rows = self._store.among([address_key(a) for a in addresses])
+        :func:`address_key`: read on ``cursor`` when given (a claim that counts delivery
+        attempts reads the list in its own transaction, as the attempts start)."""
+        rows = self._store.among([address_key(a) for a in addresses], cursor=cursor)
         return {key: Suppression.from_row(row) for key, row in rows.items()}

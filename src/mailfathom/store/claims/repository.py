@@ -20,7 +20,7 @@ from mailfathom.store.database import Cursor, Database
 from mailfathom.store.flow.repository import FlowClaims
 from mailfathom.store.jobs.rows import JobRows
 
-__all__ = ["ClaimHook", "ClaimsRepository", "ReleaseHook"]
+__all__ = ["ClaimHook", "ClaimsRepository", "OutcomeHook", "ReleaseHook"]
 
 #: Who reaps in a claim's transaction: the claimer, and the (id, attempt) leases it holds
 #: and renews (never reaped by itself).
@@ -30,6 +30,9 @@ ClaimHook = Callable[[Cursor, list[JobRow], datetime], Callable[[], None] | None
 #: Work done in the transaction that gives claims back unstarted, on their (id, attempt)
 #: pairs (add_release_hook): what a claim hook did for them is undone there.
 ReleaseHook = Callable[[Cursor, list[tuple[int, int]]], Callable[[], None] | None]
+#: Runs in every transaction that records attempts' outcomes, before them, with their
+#: (job id, attempt) pairs (:meth:`ClaimsRepository.add_outcome_hook`).
+OutcomeHook = Callable[[Cursor, list[tuple[int, int]]], Callable[[], None] | None]
 
 
 class ClaimsRepository:
@@ -58,6 +61,7 @@ class ClaimsRepository:
         self._queue_claims: dict[int, str] = {}  # claim_jobs_in_queues by queue count
         self._claim_hooks: dict[str, ClaimHook] = {}
         self._release_hooks: list[ReleaseHook] = []
+        self._outcome_hooks: list[OutcomeHook] = []
 
     # -- claims and leases -------------------------------------------------------------
 
@@ -117,7 +121,7 @@ class ClaimsRepository:
         # Pipelined: the plan setting and the claim go out with BEGIN, COMMIT with the
         # end, so an idle worker's claim after a wake-up waits for two round trips.
         with self.db.transaction(pipelined=True) as cur:
-            lost = self._record(cur, owner, now, succeeded, failed, results=results)
+            lost, recorded = self._record(cur, owner, now, succeeded, failed, results=results)
             reaping = (owner, live) if reap else None
             if self._plan_claims is not None:
                 cur.execute(self._plan_claims)
@@ -143,7 +147,7 @@ class ClaimsRepository:
                     kinds=wanted,
                 )
             after = self._run_claim_hooks(cur, claimed, now) if self._claim_hooks else []
-        for committed in after:
+        for committed in [*recorded, *after]:
             committed()
         return lost, claimed
 
@@ -157,6 +161,18 @@ class ClaimsRepository:
         leased).
         """
         self._claim_hooks[kind] = hook
+
+    def add_outcome_hook(self, hook: OutcomeHook) -> None:
+        """Run ``hook(cursor, pairs)`` inside every transaction that records finished
+        attempts (``pairs``: their (job id, attempt), succeeded and failed), before their
+        outcomes are written; what the hook returns (if not None) is called once that
+        transaction has committed.
+
+        The outbox writes a delivery's Sent there: the answer and the job's completion
+        commit together, one commit for the whole batch. A hook that raises fails the
+        recording (the worker then records the outcomes one by one).
+        """
+        self._outcome_hooks.append(hook)
 
     def _run_claim_hooks(
         self, cur: Cursor, claimed: list[JobRow], now: datetime
@@ -424,7 +440,10 @@ class ClaimsRepository:
         """Record a batch of finished attempts; returns the ids whose lease was lost.
         ``results``: a succeeded job's result (JSON text) by id, written as it succeeds."""
         with self.db.transaction() as cur:
-            return self._record(cur, owner, now, succeeded, failed, results=results)
+            lost, recorded = self._record(cur, owner, now, succeeded, failed, results=results)
+        for committed in recorded:
+            committed()
+        return lost
 
     def _record(
         self,
@@ -435,7 +454,16 @@ class ClaimsRepository:
         failed: Sequence[FailedAttempt],
         *,
         results: Mapping[int, str] | None = None,
-    ) -> set[int]:
+    ) -> tuple[set[int], list[Callable[[], None]]]:
+        """Write the outcomes on ``cur``: the ids whose lease was lost, and what the
+        outcome hooks want called once the transaction commits."""
+        after: list[Callable[[], None]] = []
+        if self._outcome_hooks and (succeeded or failed):
+            pairs = [*succeeded, *((f.job_id, f.attempt) for f in failed)]
+            for hook in self._outcome_hooks:
+                committed = hook(cur, pairs)
+                if committed is not None:
+                    after.append(committed)
         lost: set[int] = set()
         stamp = self.db.time_param(now)
         if succeeded:
@@ -456,7 +484,7 @@ class ClaimsRepository:
         for failure in failed:
             if not self._record_failure(cur, owner, stamp, failure):
                 lost.add(failure.job_id)
-        return lost
+        return lost, after
 
     def _abort_too_late(self, cur: Cursor, owner: str, now: Any, job_id: int, abort: str) -> None:
         """An attempt succeeded after an operator asked to abort it (its handler ended before

@@ -16,7 +16,8 @@ the recipients a server deferred), or the record expires (``expire_email``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -29,11 +30,18 @@ from mailfathom.store.outbox.rows import (
     AttemptStart,
     EmailRow,
     RecipientRow,
+    SuppressedAddress,
 )
 
 __all__ = ["OutboxAttempts"]
 
 T = TypeVar("T")
+#: Reads the suppression list's entries among some addresses on a claim's cursor, keyed by
+#: the list's address key (:meth:`OutboxAttempts.read_suppressions_at_claim`).
+SuppressionLookup = Callable[[Cursor, list[str]], Mapping[str, SuppressedAddress]]
+#: Writes, in a transaction recording job outcomes, what waits for those (job id, attempt)
+#: pairs; returns what to call once it commits (:meth:`OutboxAttempts.write_ended`).
+OutcomeHook = Callable[[Cursor, list[tuple[int, int]]], Callable[[], None] | None]
 
 #: Claimed attempts kept for their handlers at most (a job released unstarted never
 #: takes its own; the oldest are forgotten first, and their handlers would count anew).
@@ -64,6 +72,12 @@ class OutboxAttempts:
         # job's handler takes its own.
         self._claimed: dict[tuple[int, int], AttemptStart] = {}
         self._claimed_lock = threading.Lock()
+        # Reads the suppression list on a claim's cursor (read_suppressions_at_claim).
+        self._suppressed: SuppressionLookup | None = None
+        # Attempts' ends kept to be written with their jobs' outcomes (end_with_outcome), by
+        # (job id, job attempt), until the transaction that recorded them commits.
+        self._ending: dict[tuple[int, int], _Ending] = {}
+        self._ends_with_outcomes = False
 
     # -- delivery attempts -------------------------------------------------------------
 
@@ -107,6 +121,13 @@ class OutboxAttempts:
         """Whether this dialect counts delivery attempts in the claim (``start_claimed``)."""
         return self._caps.attempts_counted_at_claim
 
+    def read_suppressions_at_claim(self, lookup: SuppressionLookup) -> None:
+        """Have :meth:`start_claimed` read the suppression list with ``lookup`` (on the
+        claim's cursor, for every recipient of the batch at once) as it counts the
+        attempts: each attempt then starts knowing its suppressed recipients, and its
+        handler makes no read of its own (one statement per claim, not per message)."""
+        self._suppressed = lookup
+
     def start_claimed(
         self, cur: Cursor, jobs: Sequence[JobRow], now: datetime
     ) -> Callable[[], None] | None:
@@ -124,7 +145,8 @@ class OutboxAttempts:
                 jobs_of[email_id] = (job["id"], job["attempts"])
         starts: dict[tuple[int, int], AttemptStart] = {}
         if jobs_of:
-            for start in self._start_attempts(cur, list(jobs_of), now):
+            started = self._with_suppressions(cur, self._start_attempts(cur, list(jobs_of), now))
+            for start in started:
                 starts[jobs_of[start.email["id"]]] = start
         leased = [(job["id"], job["attempts"]) for job in jobs]
 
@@ -189,6 +211,16 @@ class OutboxAttempts:
             )
             for row in rows
         ]
+
+    def _with_suppressions(self, cur: Cursor, starts: list[AttemptStart]) -> list[AttemptStart]:
+        """``starts``, each with the suppression list's entries among the batch's
+        recipients, read on ``cur`` (one statement), when a lookup was given."""
+        lookup = self._suppressed
+        if lookup is None or not starts:
+            return starts
+        addresses = list(dict.fromkeys(r["address"] for s in starts for r in s.recipients))
+        found = lookup(cur, addresses) if addresses else {}
+        return [replace(start, suppressed=found) for start in starts]
 
     def claimed_start(self, job_id: int, job_attempt: int) -> AttemptStart | None:
         """What attempt ``job_attempt`` of delivery job ``job_id`` sends, if its claim
@@ -260,6 +292,68 @@ class OutboxAttempts:
 
         return self._write(write, single=True)
 
+    def write_ends_with_outcomes(self) -> OutcomeHook:
+        """Have :meth:`end_with_outcome` keep attempts' ends for the returned hook, which
+        the caller runs in every transaction that records job outcomes (the claims'
+        ``add_outcome_hook``): an answer and its job's outcome then commit together."""
+        self._ends_with_outcomes = True
+        return self.write_ended
+
+    def end_with_outcome(
+        self, job: tuple[int, int], end: AttemptEnd, written: Callable[[EmailRow | None], None]
+    ) -> bool:
+        """Keep ``end`` for the transaction that records the outcome of attempt ``job``
+        (job id, job attempt): :meth:`write_ended` writes it there, before that outcome, and
+        tells ``written`` the result once it commits. False (nothing kept) unless
+        :meth:`write_ends_with_outcomes` was called."""
+        if not self._ends_with_outcomes:
+            return False
+        with self._claimed_lock:
+            self._ending[job] = _Ending(end, written)
+            while len(self._ending) > _CLAIMED_KEPT:  # never run: forget the oldest
+                del self._ending[next(iter(self._ending))]
+        return True
+
+    def write_ended(
+        self, cur: Cursor, pairs: Sequence[tuple[int, int]]
+    ) -> Callable[[], None] | None:
+        """The outcome hook: write on ``cur`` the kept end of every attempt among ``pairs``
+        (job id, job attempt) whose outcome this transaction records, conditionally, as
+        :meth:`end_attempt` does; once it commits, forget them and tell their callers.
+        Kept until then: a recording that fails and is tried again writes them again."""
+        with self._claimed_lock:
+            found = [(key, self._ending[key]) for key in pairs if key in self._ending]
+        if not found:
+            return None
+        rows = self._ends_on(cur, [ending.end for _, ending in found])
+        done = [(key, ending, row) for (key, ending), row in zip(found, rows, strict=True)]
+
+        def committed() -> None:
+            with self._claimed_lock:
+                for key, ending, _ in done:
+                    if self._ending.get(key) is ending:
+                        del self._ending[key]
+            for _, ending, row in done:
+                ending.written(row)
+
+        return committed
+
+    def _ends_on(self, cur: Cursor, ends: list[AttemptEnd]) -> list[EmailRow | None]:
+        """The ends of attempts (and their splits) written on ``cur``, in its transaction:
+        on a dialect that writes an end in one statement and pipelines (PostgreSQL), every
+        end without a split goes out at once (one round trip for the batch)."""
+        each = getattr(cur, "execute_each", None)
+        if (
+            each is not None
+            and self._caps.end_attempt_in_one_statement
+            and not any(end.split for end in ends)
+        ):
+            found = each(self._q["end_attempt_whole"], [self._whole_params(e) for e in ends])
+            return [self._email(rows[0]) if rows else None for rows in found]
+        if self._caps.end_attempt_in_one_statement:
+            return [self._end_attempt_whole(cur, end) for end in ends]
+        return [self._end_attempt(cur, end) for end in ends]
+
     def end_attempt(self, end: AttemptEnd) -> EmailRow | None:
         """Write the end of an attempt (and a split) if the record is still where it was."""
         if self._caps.end_attempt_in_one_statement:
@@ -283,24 +377,25 @@ class OutboxAttempts:
     def _end_attempt_whole(self, cur: Cursor, end: AttemptEnd) -> EmailRow | None:
         """``end_attempt_whole``: the record's end and every recipient's reply in one
         statement, then the split (if any) in the same transaction."""
-        replies = list(end.recipients)
-        cur.execute(
-            self._q["end_attempt_whole"],
-            {
-                **self._end_params(end),
-                "positions": [r.position for r in replies],
-                "codes": [r.code for r in replies],
-                "statuses": [r.enhanced_status for r in replies],
-                "texts": [r.text for r in replies],
-                "replied": [self.db.time_param(r.at) for r in replies],
-            },
-        )
+        cur.execute(self._q["end_attempt_whole"], self._whole_params(end))
         row = cur.fetchone()
         if row is None:
             return None
         if end.split:
             self._split(cur, end, self.db.time_param(end.now))
         return self._email(row)
+
+    def _whole_params(self, end: AttemptEnd) -> dict[str, Any]:
+        """``end_attempt_whole``'s parameters: the record's end and the replies as arrays."""
+        replies = list(end.recipients)
+        return {
+            **self._end_params(end),
+            "positions": [r.position for r in replies],
+            "codes": [r.code for r in replies],
+            "statuses": [r.enhanced_status for r in replies],
+            "texts": [r.text for r in replies],
+            "replied": [self.db.time_param(r.at) for r in replies],
+        }
 
     def _end_params(self, end: AttemptEnd) -> dict[str, Any]:
         return {
@@ -343,3 +438,11 @@ class OutboxAttempts:
             raise ValueError("a split needs the delivery job spec of the new record")
         due = self.db.time_param(end.split_due or end.now)
         self._copy(cur, end.email_id, list(end.split), end.split_job, due=due, now=stamp)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ending:
+    """An attempt's end waiting for its job's outcome, and whom to tell once written."""
+
+    end: AttemptEnd
+    written: Callable[[EmailRow | None], None]

@@ -224,3 +224,13 @@ class OutboxAttemptsStore(Protocol):
         operator's decision, or a newer attempt) and nothing was written.
         """
         ...
+
+    def end_with_outcome(
+        self, job: tuple[int, int], end: AttemptEnd, written: Callable[[EmailRow | None], None]
+    ) -> bool:
+        """Keep ``end`` to be written (as :meth:`end_attempt` writes it) in the transaction
+        that records the outcome of attempt ``job`` (job id, attempt) of its delivery job,
+        before that outcome; ``written`` is told the updated row (None: the record moved
+        on) once that transaction has committed. False: this store records outcomes
+        without it (nothing was kept; call :meth:`end_attempt`)."""
+        ...

@@ -9,10 +9,10 @@ both win.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypedDict
+from typing import Protocol, TypedDict
 
 __all__ = [
     "AttemptEnd",
@@ -27,6 +27,7 @@ __all__ = [
     "RecipientReply",
     "RecipientRow",
     "RecordedRows",
+    "SuppressedAddress",
 ]
 
 
@@ -147,13 +148,27 @@ class DeliveryJobSpec:
 DomainPart = tuple[tuple[str, ...], DeliveryJobSpec]
 
 
+class SuppressedAddress(Protocol):
+    """An entry of the suppression list, as a delivery attempt needs it."""
+
+    def describe(self) -> str:
+        """Why the address is left out, as the recipient's refusal says it."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class AttemptStart:
-    """What a delivery attempt sends: the record, its bytes, and the recipients still owed."""
+    """What a delivery attempt sends: the record, its bytes, and the recipients still owed.
+
+    ``suppressed``: the suppression list's entries among the recipients (keyed by the
+    list's address key), when the claim that counted the attempt read them in its own
+    transaction; None when the list is still to be read (the handler reads it then).
+    """
 
     email: EmailRow
     message: bytes
     recipients: list[RecipientRow]
+    suppressed: Mapping[str, SuppressedAddress] | None = None
 
 
 @dataclass(frozen=True, slots=True)

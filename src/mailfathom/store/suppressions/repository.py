@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
-from mailfathom.store.database import Database
+from mailfathom.store.database import Cursor, Database
 
 __all__ = ["SuppressionEventRow", "SuppressionRow", "SuppressionsRepository"]
 
@@ -203,15 +203,22 @@ class SuppressionsRepository:
             row = cur.fetchone()
         return None if row is None else self._row(row)
 
-    def among(self, addresses: Sequence[str]) -> dict[str, SuppressionRow]:
-        """The entries of those of ``addresses`` that are suppressed, by address."""
+    def among(
+        self, addresses: Sequence[str], *, cursor: Cursor | None = None
+    ) -> dict[str, SuppressionRow]:
+        """The entries of those of ``addresses`` that are suppressed, by address: read on
+        ``cursor`` when given (in its transaction, as a claim counting delivery attempts
+        reads them), else on a connection of its own."""
         if not addresses:
             return {}
-        with self.db.reading() as cur:
-            cur.execute(
-                self._q["suppressed_among"], {"addresses": self.db.list_param(list(addresses))}
-            )
-            rows = [self._row(row) for row in cur.fetchall()]
+        params = {"addresses": self.db.list_param(list(addresses))}
+        if cursor is not None:
+            cursor.execute(self._q["suppressed_among"], params)
+            rows = [self._row(row) for row in cursor.fetchall()]
+        else:
+            with self.db.reading() as cur:
+                cur.execute(self._q["suppressed_among"], params)
+                rows = [self._row(row) for row in cur.fetchall()]
         return {row["address"]: row for row in rows}
 
     def entries(
