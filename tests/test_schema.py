@@ -275,12 +275,9 @@ def test_job_state_check_allows_exactly_the_five_states(
 ) -> None:
     """Each state name inserts (with what its other CHECKs ask for), anything else is
     refused by the state CHECK itself."""
-    ended = state in ("Succeeded", "DeadLettered", "Dropped")
-    row = _job_row(
-        mf,
-        state=state,
-        **({"finished_at": "now", "failure_class": "Permanent", "failure_reason": "x"} if ended else {}),
-    )
+    ended = {"finished_at": "now", "failure_class": "Permanent", "failure_reason": "x"}
+    terminal = state in ("Succeeded", "DeadLettered", "Dropped")
+    row = _job_row(mf, state=state, **(ended if terminal else {}))
     if allowed:
         with raw_transaction(mf) as cur:
             insert_row(cur, mf, "mf_jobs", row)
