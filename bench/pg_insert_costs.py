@@ -52,7 +52,7 @@ LOOP EXECUTE format('ALTER TABLE mf_jobs DROP CONSTRAINT %I', r.conname); END LO
 def _prepare(setup: str, schema: str) -> None:
     """Make the scratch schema (migrated by :func:`scratch_schema`) into ``setup``."""
     with psycopg.connect(schema_url(schema), autocommit=True) as conn:
-        if setup == "before 0019":  # migrated again from empty, up to 0018
+        if setup == "before 0019":  # migrated again from empty, up to the one before it
             conn.execute(_DROP_ALL_TABLES)
         elif setup == "without CHECKs":
             conn.execute(_DROP_CHECKS)
@@ -62,7 +62,7 @@ def _prepare(setup: str, schema: str) -> None:
             conn.execute("CREATE TABLE bench_bare (id bigserial PRIMARY KEY, payload json)")
     if setup == "before 0019":
         with MailFathom(schema_url(schema)) as app:
-            app.store.db.apply_migrations([m for m in load_migrations("postgresql") if m[0] < 19])
+            app.store.db.apply_migrations(_before_lean_checks())
 
 
 _DROP_ALL_TABLES = """DO $$ DECLARE r record; BEGIN
@@ -71,6 +71,13 @@ EXECUTE format('DROP TABLE IF EXISTS %I CASCADE', r.tablename); END LOOP;
 FOR r IN SELECT p.oid::regprocedure AS f FROM pg_proc p
     WHERE p.pronamespace = current_schema()::regnamespace LOOP
 EXECUTE format('DROP FUNCTION IF EXISTS %s CASCADE', r.f); END LOOP; END $$"""
+
+
+def _before_lean_checks() -> list[tuple[int, str, str]]:
+    """The PostgreSQL migrations before ``*_lean_job_checks.sql`` (0019), found by name."""
+    migrations = load_migrations("postgresql")
+    lean = next(v for v, name, _ in migrations if name.endswith("_lean_job_checks.sql"))
+    return [m for m in migrations if m[0] < lean]
 
 
 def _backend_seconds(pid: int) -> float:
