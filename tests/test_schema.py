@@ -254,8 +254,8 @@ def test_job_text_checks_allow_exactly_their_lengths(
             insert_row(cur, mf, "mf_jobs", _job_row(mf, **{column: "x" * length}))
     for length in (0, longest + 1):
         row = _job_row(mf, **{column: "x" * length})
-        fired = refused_by(mf, "mf_jobs", lambda cur, row=row: insert_row(cur, mf, "mf_jobs", row))
-        assert fired == check(column)
+        write = partial(insert_row, mf=mf, table="mf_jobs", row=row)
+        assert refused_by(mf, "mf_jobs", write) == check(column)
     assert mf.jobs.counts()[JobState.PENDING] == 2
 
 
