@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
          "claim 10, prepared"),
         ("bench.claim_costs", ["--part", "stale", "--backlog", "2000", "--runs", "2"],
          "stale statistics, without plan_claims"),
+        ("bench.pg_insert_costs", ["--rows", "50", "--runs", "1"], "without CHECKs"),
         ("bench.async_concurrency", ["--requests", "20", "--busy", "2", "--busy-seconds", "0.1"],
          "20 concurrent enqueues, 2 busy threads"),
     ],

@@ -240,6 +240,54 @@ def test_each_job_check_refuses_the_row_it_is_for(
     assert mf.jobs.counts()[JobState.PENDING] == 1
 
 
+@pytest.mark.parametrize(
+    ("column", "longest"),
+    [("kind", 200), ("queue", 100), ("trace_context", 512), ("limit_key", 200)],
+)
+def test_job_text_checks_allow_exactly_their_lengths(
+    mf: MailFathom, column: str, longest: int
+) -> None:
+    """Both ends of each length bound are allowed and one past either is refused (the
+    PostgreSQL CHECK is a range test since 0019: its ends must stay inclusive)."""
+    with raw_transaction(mf) as cur:
+        for length in (1, longest):
+            insert_row(cur, mf, "mf_jobs", _job_row(mf, **{column: "x" * length}))
+    for length in (0, longest + 1):
+        row = _job_row(mf, **{column: "x" * length})
+        write = partial(insert_row, mf=mf, table="mf_jobs", row=row)
+        assert refused_by(mf, "mf_jobs", write) == check(column)
+    assert mf.jobs.counts()[JobState.PENDING] == 2
+
+
+@pytest.mark.parametrize(
+    ("state", "allowed"),
+    [
+        ("Pending", True),
+        ("Succeeded", True),
+        ("DeadLettered", True),
+        ("Dropped", True),
+        ("pending", False),
+        ("Finished", False),
+    ],
+)
+def test_job_state_check_allows_exactly_the_five_states(
+    mf: MailFathom, state: str, allowed: bool
+) -> None:
+    """Each state name inserts (with what its other CHECKs ask for), anything else is
+    refused by the state CHECK itself."""
+    ended = {"finished_at": "now", "failure_class": "Permanent", "failure_reason": "x"}
+    terminal = state in ("Succeeded", "DeadLettered", "Dropped")
+    row = _job_row(mf, state=state, **(ended if terminal else {}))
+    if allowed:
+        with raw_transaction(mf) as cur:
+            insert_row(cur, mf, "mf_jobs", row)
+        assert mf.jobs.counts()[JobState(state)] == 1
+    else:
+        assert refused_by(mf, "mf_jobs", lambda cur: insert_row(cur, mf, "mf_jobs", row)) == (
+            check("state")
+        )
+
+
 def _email_row(mf: MailFathom, **changes: object) -> dict[str, object]:
     """A valid Recorded outbox row, then ``changes`` ("now" stands for a time)."""
     body = b"Subject: x\r\n\r\nhello\r\n"

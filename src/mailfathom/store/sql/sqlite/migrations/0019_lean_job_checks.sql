@@ -1,0 +1,4 @@
+-- Nothing to change on SQLite: 0019 rewrites PostgreSQL's mf_jobs CHECK constraints in
+-- fewer expression nodes, because PostgreSQL prepares a table's CHECKs afresh for every
+-- statement. SQLite compiles them into each prepared statement once. Kept so both
+-- dialects number their migrations alike.
