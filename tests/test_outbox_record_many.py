@@ -4,12 +4,14 @@ validated like ``record`` before anything is written."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from typing import Any
 
 import pytest
 
 from mailfathom import InvalidInput, InvalidMessage, JobState, MailFathom, OutgoingEmailStage
+from pg_trace import round_trips, traced
 from raw_database import app_connection, raw_transaction
 
 
@@ -180,3 +182,35 @@ def test_each_message_may_have_its_own_envelope(mf: MailFathom) -> None:
     with pytest.raises(InvalidInput, match="message 1 of the batch"):
         mf.outbox.record_many(raw, envelopes=[envelopes[0], ("b@example.com", ["x..y@z.com"])])
     assert len(mf.outbox.list()) == before
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_batch_without_keys_is_one_statement_on_postgresql(mf: MailFathom, app_conn: Any) -> None:
+    """Counted in libpq's trace of the caller's connection, in its open transaction: a
+    batch without idempotency keys is one statement (its records, their recipients and
+    their delivery jobs), sent with the savepoint and its release in one flight; each
+    message keeps its own envelope, in input order."""
+    app_conn.execute("SELECT 1")  # the caller's transaction has begun
+    mf.outbox.record_many([_message(n) for n in range(2)], connection=app_conn)  # the check
+    due = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
+    with traced(app_conn.pgconn) as lines:
+        recorded = mf.outbox.record_many(
+            [_message(n) for n in range(5)],
+            connection=app_conn,
+            run_at=due,
+            priority=3,
+            expires_at=due + timedelta(hours=1),
+        )
+    executed = [line for line in lines if line.startswith("F\t") and "\tExecute\t" in line]
+    assert round_trips(app_conn.pgconn, lines) == 1, lines
+    assert len(executed) == 3, lines  # the savepoint, the batch, the release
+    app_conn.commit()
+    assert [r.recipients[0].address for r in recorded] == [f"user{n}@example.com" for n in range(5)]
+    assert [r.id for r in recorded] == sorted(r.id for r in recorded)
+    assert len(mf.outbox.list()) == 7
+    for email in recorded:
+        assert (email.priority, email.expires_at) == (3, due + timedelta(hours=1))
+        assert email.job_id is not None
+        job = mf.jobs.get(email.job_id)
+        assert job.payload == {"email_id": email.id}
+        assert (job.state, job.available_at, job.priority) == (JobState.PENDING, due, 3)

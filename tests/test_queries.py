@@ -101,6 +101,7 @@ DIALECT_ONLY = {
         "plan_claims",
         "prune_lock",
         "record_email",
+        "record_emails",
     ],
 }
 

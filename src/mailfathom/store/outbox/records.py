@@ -127,6 +127,11 @@ class OutboxRecords:
         one_statement = self._caps.record_email_in_one_statement and not any(split)
         if one_statement and len(emails) == 1:
             return [self._insert_single(self._record_params(emails[0], job, now), job, connection)]
+        if one_statement and _keyless(emails):
+            # record_emails: one statement for the batch, which commits on its own where
+            # there is no caller's transaction to join (as one record_email does)
+            with self.db.single_write(connection) as cur:
+                return self._insert_emails_in(cur, emails, job, now, split, last=True)
         with self.db.transaction(connection, pipelined=one_statement) as cur:
             return self._insert_emails_in(cur, emails, job, now, split, last=True)
 
@@ -160,9 +165,16 @@ class OutboxRecords:
     ) -> list[RecordedRows]:
         """The records of one batch (or chunk) on ``cur``, in an open transaction;
         ``last``: nothing more is written in it (its end may go with these statements)."""
-        params = [self._record_params(email, job, now) for email in emails]
         each = getattr(cur, "execute_each", None)
-        if each is not None and self._caps.record_email_in_one_statement and not any(parts):
+        one_statement = self._caps.record_email_in_one_statement and not any(parts)
+        if each is not None and one_statement and len(emails) > 1 and _keyless(emails):
+            # the whole batch in one record_emails statement (and, when it is the last
+            # of the write, the end of the write goes with it)
+            batch = self._batch_params(emails, job, now)
+            (recorded,) = each(self._q["record_emails"], [batch], last=last)
+            return self._batch_recorded(recorded, len(emails))
+        params = [self._record_params(email, job, now) for email in emails]
+        if each is not None and one_statement:
             # one record_email per message, pipelined: no round trip each (and, when it is
             # the last of the write, the end of the write goes with them)
             rows: list[list[Any]] = each(self._q["record_email"], params, last=last)
@@ -174,6 +186,63 @@ class OutboxRecords:
             self._insert_one(cur, one, job, its_parts)
             for one, its_parts in zip(params, parts, strict=True)
         ]
+
+    def _batch_params(
+        self, emails: Sequence[NewEmail], job: DeliveryJobSpec, now: datetime
+    ) -> dict[str, Any]:
+        """The ``record_emails`` parameters: what the batch shares once, the frozen bytes
+        one array, the rest of each email one JSON array of objects (in input order)."""
+        stamp = self.db.time_param(now)
+        due_now = None if stamp is None else stamp.isoformat()
+        described = []
+        for email in emails:
+            expires_at = self.db.time_param(email.expires_at)
+            available_at = None if email.run_at is None else self.db.time_param(email.run_at)
+            described.append(
+                {
+                    "message_id": email.message_id,
+                    "sender": email.sender,
+                    "subject": email.subject,
+                    "size": len(email.message),
+                    "smtputf8": email.smtputf8,
+                    "eightbit": email.eightbit,
+                    "addresses": list(email.recipients),
+                    "expires_at": None if expires_at is None else expires_at.isoformat(),
+                    "available_at": due_now if available_at is None else available_at.isoformat(),
+                    "priority": email.priority,
+                    "limit_key": (
+                        job.limit_key
+                        if job.limit_key is not None or job.key_of is None
+                        else job.key_of(email.recipients)
+                    ),
+                }
+            )
+        return {
+            "messages": [email.message for email in emails],
+            "emails": json.dumps(described),
+            "now": stamp,
+            "kind": job.kind,
+            "queue": job.queue,
+            "max_attempts": job.max_attempts,
+            "trace_context": job.trace_context,
+        }
+
+    def _batch_recorded(self, rows: Sequence[Any], count: int) -> list[RecordedRows]:
+        """What ``record_emails`` returned: every record of the batch, in input order."""
+        if len(rows) != count or any(row["jobs"] != count for row in rows):  # pragma: no cover
+            # the statement inserts every record with its job: never short
+            raise RuntimeError(f"recorded {len(rows)} of {count} emails with their jobs")
+        recorded = []
+        for row in rows:
+            created = dict(row)
+            recipients = created.pop("recipients")
+            del created["jobs"]
+            recorded.append(
+                RecordedRows(
+                    self.email_row(created), [self.recipient_row(r) for r in recipients], True, []
+                )
+            )
+        return recorded
 
     def _record_params(
         self, email: NewEmail, job: DeliveryJobSpec, now: datetime
@@ -465,3 +534,8 @@ class OutboxRecords:
         child = cur.fetchone()
         inherited = job if child["queue"] is None else replace(job, queue=child["queue"])
         return self.attach_job(cur, child_id, inherited, due, now, priority=child["priority"])
+
+
+def _keyless(emails: Sequence[NewEmail]) -> bool:
+    """No email of the batch has an idempotency key: none can conflict with a record."""
+    return all(email.idempotency_key is None for email in emails)

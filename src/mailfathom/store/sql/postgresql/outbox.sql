@@ -116,6 +116,61 @@ SELECT email.*,
        (SELECT count(*) FROM job) AS jobs
 FROM email;
 
+-- name: record_emails
+-- dialect-only
+-- A batch of records without idempotency keys in one statement (one executor start-up,
+-- one firing of each statement trigger, one NOTIFY for the batch): the emails, their
+-- recipients and their delivery jobs. The frozen bytes come as one bytea array sent in
+-- binary; the rest of each email as one JSON array of objects (:emails), zipped with it
+-- by position. Both ids of each email are drawn first, in input order, so each row can
+-- point at the other; foreign keys are checked at the end of the statement, when every
+-- row exists. Nothing can conflict (no key): one row per email comes back, in input
+-- order, with its recipients as a JSON array, and how many jobs went in.
+WITH input AS MATERIALIZED (
+    SELECT nextval('mf_outbox_id_seq') AS email_id, nextval('mf_jobs_id_seq') AS job_id, t.*
+    FROM ROWS FROM (
+        unnest(%(messages)b::bytea[]),
+        json_to_recordset(:emails::json) AS (message_id text, sender text, subject text,
+            size bigint, smtputf8 boolean, eightbit boolean, addresses jsonb,
+            expires_at timestamptz, available_at timestamptz, priority integer,
+            limit_key text)
+    ) WITH ORDINALITY AS t (message, message_id, sender, subject, size, smtputf8, eightbit,
+                            addresses, expires_at, available_at, priority, limit_key,
+                            position)
+    ORDER BY t.position
+), email AS (
+    INSERT INTO mf_outbox (id, stage, idempotency_key, message_id, sender, subject, message,
+                           size, smtputf8, eightbit, created_at, job_id, expires_at,
+                           priority, queue)
+    OVERRIDING SYSTEM VALUE
+    SELECT email_id, 'Recorded', NULL, message_id, sender, subject, message, size, smtputf8,
+           eightbit, :now, job_id, expires_at, priority, :queue
+    FROM input
+    RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+              smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+              body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
+), job AS (
+    INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, available_at,
+                         max_attempts, created_at, trace_context, limit_key)
+    OVERRIDING SYSTEM VALUE
+    SELECT job_id, :kind, :queue, jsonb_build_object('email_id', email_id), priority,
+           'Pending', available_at, :max_attempts, :now, :trace_context, limit_key
+    FROM input
+    RETURNING id
+), recipients AS (
+    INSERT INTO mf_outbox_recipients (email_id, position, address)
+    SELECT input.email_id, r.ordinality - 1, r.value
+    FROM input CROSS JOIN jsonb_array_elements_text(input.addresses) WITH ORDINALITY AS r
+    RETURNING *
+), listed AS (
+    SELECT r.email_id, jsonb_agg(to_jsonb(r) ORDER BY r.position) AS recipients
+    FROM recipients AS r GROUP BY r.email_id
+)
+SELECT email.*, listed.recipients, (SELECT count(*) FROM job) AS jobs
+FROM email LEFT JOIN listed ON listed.email_id = email.id
+ORDER BY email.id;
+
 -- name: end_attempt_whole
 -- dialect-only
 -- How an attempt ended, written only if the record is still where the attempt left it,
