@@ -214,3 +214,33 @@ def test_a_batch_without_keys_is_one_statement_on_postgresql(mf: MailFathom, app
         job = mf.jobs.get(email.job_id)
         assert job.payload == {"email_id": email.id}
         assert (job.state, job.available_at, job.priority) == (JobState.PENDING, due, 3)
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_batch_with_keys_is_one_statement_on_postgresql(mf: MailFathom, app_conn: Any) -> None:
+    """Counted in libpq's trace of the caller's connection: a batch with idempotency keys
+    is one statement too, in one flight with the savepoint and its release; a key that
+    exists then costs the reads of its record, which comes back in its place
+    (``created`` False), the others in input order."""
+    first = mf.outbox.record(_message(1), idempotency_key="order:1")
+    app_conn.execute("SELECT 1")  # the caller's transaction has begun
+    mf.outbox.record_many([_message(7), _message(8)], connection=app_conn)  # the check
+    with traced(app_conn.pgconn) as lines:
+        batch = mf.outbox.record_many(
+            [_message(n) for n in (2, 1, 3, 4)],
+            idempotency_keys=["order:2", "order:1", None, "order:4"],
+            connection=app_conn,
+        )
+    executed = [line for line in lines if line.startswith("F\t") and "\tExecute\t" in line]
+    # the savepoint, the batch and the release; then the existing record, its recipients
+    # and the records of its message
+    assert len(executed) == 6, lines
+    app_conn.commit()
+    assert [r.created for r in batch] == [True, False, True, True]
+    assert batch[1].id == first.id and batch[1].subject == "Order 1"
+    assert [r.recipients[0].address for r in batch] == [
+        f"user{n}@example.com" for n in (2, 1, 3, 4)
+    ]
+    assert [r.idempotency_key for r in batch] == ["order:2", "order:1", None, "order:4"]
+    assert len(mf.outbox.list()) == 6
+    assert sum(mf.jobs.counts().values()) == 6

@@ -102,6 +102,7 @@ DIALECT_ONLY = {
         "prune_lock",
         "record_email",
         "record_emails",
+        "record_emails_keyed",
     ],
 }
 

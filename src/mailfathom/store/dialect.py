@@ -25,7 +25,8 @@ class Capabilities:
     #: ``insert_keyless_job``: one job without a key as a plain insert (no ON CONFLICT).
     keyless_batch_insert: bool
     #: ``record_email``: the record, its recipients and its delivery job in one statement;
-    #: ``record_emails``: a batch of records without keys, all of that, in one statement.
+    #: ``record_emails``: a batch of records without keys, all of that, in one statement;
+    #: ``record_emails_keyed``: the same for a batch with idempotency keys.
     record_email_in_one_statement: bool
     #: ``start_attempts`` returns each record's owed recipients on its row; without it an
     #: attempt starts with ``begin_attempt`` and reads them with ``owed_recipients_of``.
@@ -56,7 +57,7 @@ STATEMENTS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset(),
     ),
     "record_email_in_one_statement": (
-        frozenset({"record_email", "record_emails"}),
+        frozenset({"record_email", "record_emails", "record_emails_keyed"}),
         frozenset(),
     ),
     "attempts_start_in_one_statement": (

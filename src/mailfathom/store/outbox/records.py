@@ -167,12 +167,16 @@ class OutboxRecords:
         ``last``: nothing more is written in it (its end may go with these statements)."""
         each = getattr(cur, "execute_each", None)
         one_statement = self._caps.record_email_in_one_statement and not any(parts)
-        if each is not None and one_statement and len(emails) > 1 and _keyless(emails):
-            # the whole batch in one record_emails statement (and, when it is the last
-            # of the write, the end of the write goes with it)
-            batch = self._batch_params(emails, job, now)
-            (recorded,) = each(self._q["record_emails"], [batch], last=last)
-            return self._batch_recorded(recorded, len(emails))
+        if each is not None and one_statement and len(emails) > 1:
+            # the whole batch in one statement (and, when it is the last of the write,
+            # the end of the write goes with it)
+            keyless = _keyless(emails)
+            batch = self._batch_params(emails, job, now, keyed=not keyless)
+            if keyless:
+                (recorded,) = each(self._q["record_emails"], [batch], last=last)
+                return self._batch_recorded(recorded, len(emails))
+            (recorded,) = each(self._q["record_emails_keyed"], [batch], last=last)
+            return self._keyed_recorded(cur, recorded, emails)
         params = [self._record_params(email, job, now) for email in emails]
         if each is not None and one_statement:
             # one record_email per message, pipelined: no round trip each (and, when it is
@@ -188,10 +192,11 @@ class OutboxRecords:
         ]
 
     def _batch_params(
-        self, emails: Sequence[NewEmail], job: DeliveryJobSpec, now: datetime
+        self, emails: Sequence[NewEmail], job: DeliveryJobSpec, now: datetime, *, keyed: bool
     ) -> dict[str, Any]:
-        """The ``record_emails`` parameters: what the batch shares once, the frozen bytes
-        one array, the rest of each email one JSON array of objects (in input order)."""
+        """The ``record_emails`` (``keyed``: ``record_emails_keyed``) parameters: what the
+        batch shares once, the frozen bytes one array, the rest of each email one JSON
+        array of objects (in input order)."""
         stamp = self.db.time_param(now)
         due_now = None if stamp is None else stamp.isoformat()
         described = []
@@ -217,6 +222,8 @@ class OutboxRecords:
                     ),
                 }
             )
+            if keyed:
+                described[-1]["idempotency_key"] = email.idempotency_key
         return {
             "messages": [email.message for email in emails],
             "emails": json.dumps(described),
@@ -237,6 +244,30 @@ class OutboxRecords:
             created = dict(row)
             recipients = created.pop("recipients")
             del created["jobs"]
+            recorded.append(
+                RecordedRows(
+                    self.email_row(created), [self.recipient_row(r) for r in recipients], True, []
+                )
+            )
+        return recorded
+
+    def _keyed_recorded(
+        self, cur: Cursor, rows: Sequence[Any], emails: Sequence[NewEmail]
+    ) -> list[RecordedRows]:
+        """What ``record_emails_keyed`` returned (a row per email inserted, with its input
+        position): those records, and for each email whose key existed, that record."""
+        inserted = {row["position"]: row for row in rows}
+        if any(row["jobs"] != len(rows) for row in rows):  # pragma: no cover
+            raise RuntimeError(f"recorded {len(rows)} emails with other than one job each")
+        recorded = []
+        for position, email in enumerate(emails, start=1):
+            row = inserted.get(position)
+            if row is None:
+                recorded.append(self._existing(cur, email.idempotency_key))
+                continue
+            created = dict(row)
+            recipients = created.pop("recipients")
+            del created["jobs"], created["position"]
             recorded.append(
                 RecordedRows(
                     self.email_row(created), [self.recipient_row(r) for r in recipients], True, []

@@ -171,6 +171,80 @@ SELECT email.*, listed.recipients, (SELECT count(*) FROM job) AS jobs
 FROM email LEFT JOIN listed ON listed.email_id = email.id
 ORDER BY email.id;
 
+-- name: record_emails_keyed
+-- dialect-only
+-- A batch of records some of which have idempotency keys (each key at most once in the
+-- batch), in one statement: as record_emails, with each email's key in :emails. Keyless
+-- emails are plain inserts; keyed ones are inserted in key order (so concurrent batches
+-- sharing keys wait for each other instead of deadlocking), and a key that exists
+-- inserts nothing: no record, recipients nor job for it. One row per email inserted,
+-- with its 1-based input position, in input order; how many jobs went in.
+WITH input AS MATERIALIZED (
+    SELECT nextval('mf_outbox_id_seq') AS email_id, nextval('mf_jobs_id_seq') AS job_id, t.*
+    FROM ROWS FROM (
+        unnest(%(messages)b::bytea[]),
+        json_to_recordset(:emails::json) AS (idempotency_key text, message_id text,
+            sender text, subject text, size bigint, smtputf8 boolean, eightbit boolean,
+            addresses jsonb, expires_at timestamptz, available_at timestamptz,
+            priority integer, limit_key text)
+    ) WITH ORDINALITY AS t (message, idempotency_key, message_id, sender, subject, size,
+                            smtputf8, eightbit, addresses, expires_at, available_at,
+                            priority, limit_key, position)
+    ORDER BY t.position
+), keyless AS (
+    INSERT INTO mf_outbox (id, stage, idempotency_key, message_id, sender, subject, message,
+                           size, smtputf8, eightbit, created_at, job_id, expires_at,
+                           priority, queue)
+    OVERRIDING SYSTEM VALUE
+    SELECT email_id, 'Recorded', NULL, message_id, sender, subject, message, size, smtputf8,
+           eightbit, :now, job_id, expires_at, priority, :queue
+    FROM input
+    WHERE idempotency_key IS NULL
+    RETURNING id, stage, idempotency_key, parent_id, job_id, message_id, sender, subject, size,
+              smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+              body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
+), keyed AS (
+    INSERT INTO mf_outbox (id, stage, idempotency_key, message_id, sender, subject, message,
+                           size, smtputf8, eightbit, created_at, job_id, expires_at,
+                           priority, queue)
+    OVERRIDING SYSTEM VALUE
+    SELECT email_id, 'Recorded', idempotency_key, message_id, sender, subject, message, size,
+           smtputf8, eightbit, :now, job_id, expires_at, priority, :queue
+    FROM input
+    WHERE idempotency_key IS NOT NULL
+    ORDER BY idempotency_key
+    ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, stage, idempotency_key, parent_id,
+              job_id, message_id, sender, subject, size,
+              smtputf8, eightbit, attempts, last_attempt_at, created_at, transmission_begun_at,
+              body_transmissions, compacted_at, finished_at, reply_code, reply_text, reason,
+          expires_at, root_id, priority, queue
+), email AS (
+    SELECT * FROM keyless UNION ALL SELECT * FROM keyed
+), job AS (
+    INSERT INTO mf_jobs (id, kind, queue, payload, priority, state, available_at,
+                         max_attempts, created_at, trace_context, limit_key)
+    OVERRIDING SYSTEM VALUE
+    SELECT input.job_id, :kind, :queue, jsonb_build_object('email_id', input.email_id),
+           input.priority, 'Pending', input.available_at, :max_attempts, :now,
+           :trace_context, input.limit_key
+    FROM input JOIN email ON email.id = input.email_id
+    RETURNING id
+), recipients AS (
+    INSERT INTO mf_outbox_recipients (email_id, position, address)
+    SELECT input.email_id, r.ordinality - 1, r.value
+    FROM input JOIN email ON email.id = input.email_id
+         CROSS JOIN jsonb_array_elements_text(input.addresses) WITH ORDINALITY AS r
+    RETURNING *
+), listed AS (
+    SELECT r.email_id, jsonb_agg(to_jsonb(r) ORDER BY r.position) AS recipients
+    FROM recipients AS r GROUP BY r.email_id
+)
+SELECT input.position, email.*, listed.recipients, (SELECT count(*) FROM job) AS jobs
+FROM email JOIN input ON input.email_id = email.id
+     LEFT JOIN listed ON listed.email_id = email.id
+ORDER BY input.position;
+
 -- name: end_attempt_whole
 -- dialect-only
 -- How an attempt ended, written only if the record is still where the attempt left it,
