@@ -28,6 +28,10 @@ from doc_snippets import python_blocks
 from mailfathom import JobState, MailFathom
 from test_django import PROJECT, Project, _env
 
+#: Each test starts real manage.py processes (tens of seconds in all): run with the slow
+#: tests, which CI runs too.
+pytestmark = pytest.mark.slow
+
 DOCS = Path(__file__).parent.parent / "docs" / "django.md"
 
 
@@ -238,7 +242,6 @@ def test_the_pytest_django_recipe_runs_as_a_users_suite(
         assert _databases_named(urlsplit(database_url).path[1:]) == []
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(300)  # its own deadlines below: a stuck worker process is killed
 def test_worker_processes_are_manage_py_workers_on_the_django_database(
     database_url: str, tmp_path: Path

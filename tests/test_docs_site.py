@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from mailfathom import Settings
 from mailfathom.web.openapi import document
 
@@ -49,6 +51,7 @@ def test_the_json_api_page_lists_every_operation_and_schema() -> None:
     assert "Bearer &lt;token&gt;" in text  # shown as written, not swallowed as an HTML tag
 
 
+@pytest.mark.slow  # the whole MkDocs build: run with the slow tests, which CI runs too
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     """Broken links, anchors, references and nav entries fail the build (warnings are errors)."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
