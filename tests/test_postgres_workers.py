@@ -257,6 +257,12 @@ def _outage_log(log: str) -> tuple[set[str], set[str]]:
     return failed, recovered
 
 
+def _all_recovered(log: str) -> bool:
+    """Whether every worker that logged a failed database call has logged recovering."""
+    failed, recovered = _outage_log(log)
+    return failed <= recovered
+
+
 def test_workers_carry_on_through_a_database_restart(
     cluster: PrivateCluster, tmp_path: Path, progress: Callable[[str], _Progress]
 ) -> None:
@@ -282,6 +288,14 @@ def test_workers_carry_on_through_a_database_restart(
             app.enqueue_many("pg.noop", [{} for _ in range(later)])
         after = progress(url).done  # the first connection died with the server
         wait_for(lambda: after() == jobs + later, 120, "every job to end", workers_log)
+        # a worker still waiting out its back-off when the others finished the jobs comes
+        # back too: wait for every worker that saw the outage to say so before stopping it
+        wait_for(
+            lambda: _all_recovered(workers_log.read_text()),
+            60,
+            "every worker that saw the outage to recover",
+            workers_log,
+        )
         assert [worker.poll() for worker in workers] == [None] * 4, "a worker died"
     finally:
         codes = [stop(worker) for worker in workers]
